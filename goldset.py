@@ -1,0 +1,541 @@
+"""Read retrieval goldsets and decide whether a retrieved chunk hits an expected location.
+
+A goldset lists questions and where their answer is: a PDF file name and, optionally, a page
+number as a PDF viewer shows it (1-based). Two formats are read:
+
+* CSV (UTF-8 with or without BOM; ``;`` or ``,`` as delimiter, detected from the header line),
+  with the German columns ``frage, korpus, erwartete_quelle, erwartete_seite, anmerkung`` or the
+  English ones ``question, corpus, expected_source, expected_page, note``. Only the question and
+  the source are required. Lines whose first non-blank character is ``#`` are comments; empty
+  lines are ignored. Line numbers in messages are physical lines of the file (1 = first line).
+* JSONL, one object a line: ``{"question", "corpus", "locations": [{"source", "page"}], "note"}``.
+
+Rows with the same question (after whitespace normalisation) form one question with several
+acceptable locations, e.g. a fact stated on two pages: retrieving any of them is a hit.
+
+Query ids are ``sha1(normalised question)[:10]`` (hex; normalised = whitespace runs collapsed,
+Unicode NFC), not running numbers, so that an id, and
+with it every per-question line of a committed report, survives reordering, inserting or deleting
+other rows. With 40 bits, a collision among 10,000 questions has a probability below 1e-4.
+
+Matching is page-based: retrieved chunks carry 0-based page numbers (as LangChain's PDF loaders
+give them); the goldset's page minus ``PAGE_OFFSET`` is compared within ``PAGE_TOLERANCE``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# Goldset pages are 1-based (what a PDF viewer shows); loaders count pages from 0.
+PAGE_OFFSET = 1
+# A neighbouring page still counts: page labels are often off by one and facts run over pages.
+PAGE_TOLERANCE = 1
+# Template a user copies to start a goldset; named in the error for a missing goldset.
+GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parent / "eval" / "goldset_template.csv"
+# Delimiters tried on the header line; on a tie the first wins.
+CSV_DELIMITERS = (",", ";")
+# Field -> accepted header names (German as existing goldsets have them, then English).
+CSV_COLUMNS = {
+    "question": ("frage", "question"),
+    "corpus": ("korpus", "corpus"),
+    "source": ("erwartete_quelle", "expected_source"),
+    "page": ("erwartete_seite", "expected_page"),
+    "note": ("anmerkung", "note"),
+}
+# Fields a goldset cannot do without.
+REQUIRED_FIELDS = ("question", "source")
+# Questions quoted in messages are cut to this many characters.
+MESSAGE_QUESTION_CHARS = 60
+# File suffix that selects the JSONL reader; anything else is read as CSV.
+JSONL_SUFFIX = ".jsonl"
+# A page cell: digits, optionally with a zero fraction as spreadsheets export them ("81.0").
+_PAGE_TEXT = re.compile(r"(\d+)(?:\.0+)?")
+
+
+class GoldsetError(ValueError):
+    """A goldset that cannot be used: missing, unreadable, bad header or no usable rows."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """One acceptable place for an answer; ``page`` as written in the goldset, None = whole file."""
+
+    source: str
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class GoldQuestion:
+    """A question with every acceptable location and the goldset lines it came from."""
+
+    query_id: str
+    question: str
+    corpus: str | None
+    locations: tuple[Location, ...]
+    note: str
+    lines: tuple[int, ...]
+
+
+@dataclass
+class Goldset:
+    """The questions of one goldset file plus the messages about rows that were skipped or odd."""
+
+    questions: list[GoldQuestion]
+    messages: list[str]
+    path: Path
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One usable goldset row or JSONL line before questions are merged."""
+
+    line: int
+    question: str
+    corpus: str | None
+    locations: tuple[Location, ...]
+    note: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Small pure helpers
+
+
+def normalize_question(text: str) -> str:
+    """Collapse all whitespace runs to one space, trim, and apply Unicode NFC."""
+    return unicodedata.normalize("NFC", " ".join(text.split()))
+
+
+def query_id(question: str) -> str:
+    """Stable id of a question: the first 10 hex digits of sha1 of its normalised UTF-8 text."""
+    return hashlib.sha1(normalize_question(question).encode("utf-8")).hexdigest()[:10]
+
+
+def parse_page(value: object) -> int | None:
+    """A page number from a cell or JSON value; None for empty; ValueError if not a whole number >= 0.
+
+    ``"81"``, ``" 81 "``, ``81`` and ``"81.0"``/``81.0`` (spreadsheets export floats) give 81.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        match = _PAGE_TEXT.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(value)
+        return int(match.group(1))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(value)
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ValueError(value)
+    if value < 0:
+        raise ValueError(value)
+    return int(value)
+
+
+def _short(question: str) -> str:
+    """The question cut to MESSAGE_QUESTION_CHARS, for messages."""
+    if len(question) <= MESSAGE_QUESTION_CHARS:
+        return question
+    return question[: MESSAGE_QUESTION_CHARS - 3] + "..."
+
+
+def _is_skippable(line: str) -> bool:
+    """Blank lines and ``#`` comments (leading whitespace allowed) carry no row."""
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV
+
+
+def detect_delimiter(header_line: str) -> str:
+    """The delimiter under which the header line yields the most known column names.
+
+    Ties (e.g. an unknown header) go to the delimiter with more fields, then to ``,``.
+    """
+    known = {name for names in CSV_COLUMNS.values() for name in names}
+
+    def score(delimiter: str) -> tuple[int, int]:
+        fields = next(csv.reader([header_line], delimiter=delimiter))
+        return sum(f.strip().casefold() in known for f in fields), len(fields)
+
+    return max(CSV_DELIMITERS, key=score)  # max keeps the first of equal scores
+
+
+def _expected_columns_text() -> str:
+    german = [names[0] for names in CSV_COLUMNS.values()]
+    english = [names[1] for names in CSV_COLUMNS.values()]
+    return f"{', '.join(german)} (German) or {', '.join(english)} (English)"
+
+
+def map_header(names: Sequence[str]) -> dict[str, int]:
+    """Field -> column index for a CSV header; GoldsetError on unknown, repeated or missing names.
+
+    Names are trimmed and case-insensitive; empty names (trailing delimiters) are ignored.
+    """
+    by_name = {name: field for field, names_ in CSV_COLUMNS.items() for name in names_}
+    mapping: dict[str, int] = {}
+    unknown: list[str] = []
+    repeated: list[str] = []
+    for index, raw in enumerate(names):
+        name = raw.strip().casefold()
+        if not name:
+            continue
+        field = by_name.get(name)
+        if field is None:
+            unknown.append(raw.strip())
+        elif field in mapping:
+            repeated.append(raw.strip())
+        else:
+            mapping[field] = index
+    missing = [CSV_COLUMNS[f][0] + "/" + CSV_COLUMNS[f][1] for f in REQUIRED_FIELDS if f not in mapping]
+    problems = []
+    if unknown:
+        problems.append("unknown column(s) " + ", ".join(unknown))
+    if repeated:
+        problems.append("repeated column(s) " + ", ".join(repeated))
+    if missing:
+        problems.append("missing required column(s) " + ", ".join(missing))
+    if problems:
+        found = ", ".join(n.strip() for n in names if n.strip()) or "(none)"
+        raise GoldsetError(
+            f"{'; '.join(problems)}. Found: {found}. Expected: {_expected_columns_text()}; "
+            "only the question and the source are required. Rename the columns in the header line."
+        )
+    return mapping
+
+
+class _LineFeed:
+    """Feeds physical lines to csv.reader, dropping blank and comment lines between records.
+
+    Lines inside a quoted multi-line field are passed through untouched. Call ``start_record``
+    before each record; afterwards ``first_line`` is the physical number of its first line and
+    ``last_line`` that of its last.
+    """
+
+    def __init__(self, lines: Iterator[str], lines_before: int) -> None:
+        self._lines = lines
+        self._at_start = True
+        self.first_line = 0
+        self.last_line = lines_before
+
+    def start_record(self) -> None:
+        self._at_start = True
+
+    def __iter__(self) -> _LineFeed:
+        return self
+
+    def __next__(self) -> str:
+        while True:
+            line = next(self._lines)
+            self.last_line += 1
+            if self._at_start:
+                if _is_skippable(line):
+                    continue
+                self._at_start = False
+                self.first_line = self.last_line
+            return line
+
+
+def _cell(row: Sequence[str], mapping: dict[str, int], field: str) -> str:
+    index = mapping.get(field)
+    return row[index].strip() if index is not None and index < len(row) else ""
+
+
+def _csv_row(
+    row: Sequence[str], line: int, mapping: dict[str, int], header: Sequence[str], delimiter: str
+) -> tuple[_Row | None, list[str]]:
+    """One CSV record as a usable row (or None) plus messages about it."""
+    width = len(header)
+    # More fields than columns: an unquoted delimiter has shifted the cells, so none can be trusted.
+    if len(row) > width:
+        return None, [
+            f"line {line}: {len(row)} fields but the header has {width}; "
+            f"put a field that contains '{delimiter}' in double quotes or remove a stray one; row skipped"
+        ]
+    question = normalize_question(_cell(row, mapping, "question"))
+    source = _cell(row, mapping, "source")
+    if not question:
+        column = header[mapping["question"]].strip()
+        return None, [f"line {line}: no question in column '{column}'; row skipped"]
+    if not source:
+        column = header[mapping["source"]].strip()
+        return None, [f'line {line}: no source in column \'{column}\' for "{_short(question)}"; row skipped']
+    messages = []
+    page_text = _cell(row, mapping, "page")
+    try:
+        page = parse_page(page_text)
+    except ValueError:
+        column = header[mapping["page"]].strip()
+        messages.append(
+            f"line {line}: page '{page_text}' in column '{column}' is not a whole number; "
+            "page ignored, the file alone decides"
+        )
+        page = None
+    corpus = _cell(row, mapping, "corpus") or None
+    note = _cell(row, mapping, "note")
+    return _Row(line, question, corpus, (Location(source, page),), note), messages
+
+
+def _read_csv_rows(text: str) -> tuple[list[_Row], list[str]]:
+    """Usable rows and messages from CSV text (BOM already removed)."""
+    lines = iter(io.StringIO(text, newline=""))
+    header_line, header_number = "", 0
+    for header_number, line in enumerate(lines, start=1):
+        if not _is_skippable(line):
+            header_line = line.rstrip("\r\n")
+            break
+    if not header_line:
+        raise GoldsetError(
+            f"no header line (the file is empty or holds only comments). Expected: {_expected_columns_text()}."
+        )
+    delimiter = detect_delimiter(header_line)
+    header = next(csv.reader([header_line], delimiter=delimiter))
+    mapping = map_header(header)
+
+    feed = _LineFeed(lines, header_number)
+    reader = csv.reader(feed, delimiter=delimiter)
+    rows: list[_Row] = []
+    messages: list[str] = []
+    while True:
+        feed.start_record()
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as error:
+            raise GoldsetError(
+                f"line {feed.first_line}: cannot parse CSV ({error}); look for an unclosed double quote"
+            ) from error
+        if not any(cell.strip() for cell in record):
+            continue  # e.g. ";;;;" left by a spreadsheet
+        if feed.last_line > feed.first_line:
+            messages.append(
+                f"line {feed.first_line}: the row runs over lines {feed.first_line}-{feed.last_line} "
+                "(a quoted field holds a line break); check for an unclosed double quote"
+            )
+        row, row_messages = _csv_row(record, feed.first_line, mapping, header, delimiter)
+        messages.extend(row_messages)
+        if row is not None:
+            rows.append(row)
+    return rows, messages
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL
+
+
+def _json_locations(raw: object, line: int) -> tuple[list[Location], list[str]]:
+    """Locations from a JSONL ``locations`` value plus messages about bad entries."""
+    if not isinstance(raw, list):
+        return [], []
+    locations: list[Location] = []
+    messages: list[str] = []
+    for number, entry in enumerate(raw, start=1):
+        source = entry.get("source") if isinstance(entry, dict) else None
+        if not isinstance(source, str) or not source.strip():
+            messages.append(f'line {line}: location {number} has no "source"; location skipped')
+            continue
+        try:
+            page = parse_page(entry.get("page"))
+        except ValueError:
+            messages.append(
+                f"line {line}: page {json.dumps(entry.get('page'), ensure_ascii=False)} of location {number} "
+                "is not a whole number; page ignored, the file alone decides"
+            )
+            page = None
+        locations.append(Location(source.strip(), page))
+    return locations, messages
+
+
+def _json_text(value: object) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _read_jsonl_rows(text: str) -> tuple[list[_Row], list[str]]:
+    """Usable rows and messages from JSONL text (BOM already removed)."""
+    rows: list[_Row] = []
+    messages: list[str] = []
+    for line, raw_line in enumerate(io.StringIO(text, newline=""), start=1):
+        if _is_skippable(raw_line):
+            continue
+        try:
+            item = json.loads(raw_line)
+        except json.JSONDecodeError as error:
+            messages.append(f"line {line}: not valid JSON ({error.msg} at column {error.colno}); line skipped")
+            continue
+        if not isinstance(item, dict):
+            messages.append(f"line {line}: expected a JSON object, got {type(item).__name__}; line skipped")
+            continue
+        question = normalize_question(_json_text(item.get("question")))
+        if not question:
+            messages.append(f'line {line}: no "question"; line skipped')
+            continue
+        locations, location_messages = _json_locations(item.get("locations"), line)
+        messages.extend(location_messages)
+        if not locations:
+            messages.append(
+                f'line {line}: no usable "locations" (a list of {{"source", "page"}}) '
+                f'for "{_short(question)}"; line skipped'
+            )
+            continue
+        corpus = _json_text(item.get("corpus")) or None
+        rows.append(_Row(line, question, corpus, tuple(locations), _json_text(item.get("note"))))
+    return rows, messages
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging and reading
+
+
+def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
+    """One GoldQuestion per distinct question, in order of first appearance.
+
+    Locations are joined (repeats dropped); the first row's corpus and note are kept.
+    """
+    groups: dict[str, list[_Row]] = {}
+    for row in rows:
+        groups.setdefault(row.question, []).append(row)
+    questions: list[GoldQuestion] = []
+    messages: list[str] = []
+    for question, group in groups.items():
+        first = group[0]
+        seen: dict[tuple[str, int | None], int] = {}
+        locations: list[Location] = []
+        for row in group:
+            if row.corpus is not None and row.corpus != first.corpus:
+                messages.append(
+                    f"line {row.line}: same question as line {first.line} but corpus '{row.corpus}' "
+                    f"instead of '{first.corpus or ''}'; the first row's corpus is kept"
+                )
+            for location in row.locations:
+                key = (normalize_source(location.source), location.page)
+                if key in seen:
+                    if seen[key] != row.line:
+                        messages.append(f"line {row.line}: repeats a location of line {seen[key]}; ignored")
+                    continue
+                seen[key] = row.line
+                locations.append(location)
+        questions.append(
+            GoldQuestion(
+                query_id=query_id(question),
+                question=question,
+                corpus=first.corpus,
+                locations=tuple(locations),
+                note=first.note,
+                lines=tuple(row.line for row in group),
+            )
+        )
+    return questions, messages
+
+
+def read_goldset(path: str | Path) -> Goldset:
+    """Read a CSV or JSONL goldset; GoldsetError if it is missing, unreadable or has no usable row."""
+    path = Path(path)
+    if not path.exists():
+        raise GoldsetError(
+            f"goldset not found: {path}. Start from the template {GOLDSET_TEMPLATE_PATH}: copy it to {path} "
+            "and write one row per question and expected location."
+        )
+    if path.is_dir():
+        raise GoldsetError(f"goldset {path} is a folder; give the path of a .csv or .jsonl file.")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise GoldsetError(
+            f"{path}: line {line} is not UTF-8 (byte 0x{data[error.start]:02x}); "
+            "save the file as 'CSV UTF-8' (Excel) or with UTF-8 encoding."
+        ) from error
+    read_rows = _read_jsonl_rows if path.suffix.casefold() == JSONL_SUFFIX else _read_csv_rows
+    try:
+        rows, messages = read_rows(text)
+    except GoldsetError as error:
+        raise GoldsetError(f"{path}: {error}") from error
+    questions, merge_messages = _merge_rows(rows)
+    messages = sorted(messages + merge_messages, key=_message_line)
+    if not questions:
+        details = "".join(f"\n  {message}" for message in messages)
+        raise GoldsetError(
+            f"{path}: no usable rows; every row needs a question and an expected source.{details}"
+        )
+    return Goldset(questions=questions, messages=messages, path=path)
+
+
+def _message_line(message: str) -> int:
+    """Line number a message starts with, so messages print in file order (sort is stable)."""
+    return int(message.split(":", 1)[0].removeprefix("line "))
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching
+
+
+def normalize_source(name: str) -> str:
+    """Comparable form of a file name: base name only, NFC, casefolded, no trailing ``_ .``/spaces, no ``.pdf``.
+
+    ``"C:\\docs\\Bericht_.PDF"`` and ``"bericht."`` both give ``"bericht"``.
+    """
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    # NFC before and after casefold: casefolding can decompose (e.g. U+0130).
+    base = unicodedata.normalize("NFC", unicodedata.normalize("NFC", base).casefold())
+    base = base.strip().rstrip("_. ")
+    base = base.removesuffix(".pdf")
+    return base.rstrip("_. ")
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two source names denote the same file (see normalize_source); empty names match nothing."""
+    normalized = normalize_source(a)
+    return bool(normalized) and normalized == normalize_source(b)
+
+
+def location_matches(
+    source: str,
+    pages: Iterable[int],
+    location: Location,
+    *,
+    page_offset: int = PAGE_OFFSET,
+    tolerance: int = PAGE_TOLERANCE,
+) -> bool:
+    """Whether a chunk from ``source`` covering 0-based ``pages`` hits ``location``.
+
+    Hit: same file and, if the location has a page, some covered page p with
+    ``|p - (location.page - page_offset)| <= tolerance``. A chunk without pages cannot hit a page.
+    """
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    if not same_file(source, location.source):
+        return False
+    if location.page is None:
+        return True
+    expected = location.page - page_offset
+    return any(abs(page - expected) <= tolerance for page in pages)
+
+
+def first_match_rank(
+    retrieved: Sequence[tuple[str, Sequence[int]]],
+    locations: Iterable[Location],
+    *,
+    page_offset: int = PAGE_OFFSET,
+    tolerance: int = PAGE_TOLERANCE,
+) -> int | None:
+    """1-based rank of the first retrieved (source, pages) chunk that hits any location; None if none does."""
+    locations = tuple(locations)
+    for rank, (source, pages) in enumerate(retrieved, start=1):
+        if any(
+            location_matches(source, pages, location, page_offset=page_offset, tolerance=tolerance)
+            for location in locations
+        ):
+            return rank
+    return None
