@@ -1,0 +1,157 @@
+"""A scripted OpenAI-compatible chat server for tests: no network, no model.
+
+`OpenAIStub` listens on 127.0.0.1 (a free port) in a background thread and answers
+`POST /v1/chat/completions` with the next scripted `(status, body)` from its queue,
+recording every request it receives so tests can check what the client sent.
+Use it through the real `openai` / `langchain-openai` clients by pointing
+OPENAI_BASE_URL at `stub.base_url`.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+# Path the stub answers; every other path gets 404, like a server without that API.
+CHAT_PATH = "/v1/chat/completions"
+# Status and message sent when a test made more requests than it scripted.
+EXHAUSTED_STATUS = 599
+
+
+def chat_completion(content: Any, model: str = "stub-model") -> dict[str, Any]:
+    """Body of a successful chat completion whose single message has `content`."""
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def error_body(message: str, code: str = "error") -> dict[str, Any]:
+    """Body of an OpenAI-style error response."""
+    return {"error": {"message": message, "type": code, "code": code}}
+
+
+def closed_port() -> int:
+    """A local port with nothing listening on it (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RecordedRequest:
+    """One request the stub received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # names in lower case
+    body: Any  # parsed JSON, or the raw text when it was not JSON
+
+    def prompt(self) -> str:
+        """Content of the last message of a chat-completions request."""
+        return self.body["messages"][-1]["content"]
+
+
+@dataclass
+class OpenAIStub:
+    """Scripted chat-completions server; use as a context manager."""
+
+    replies: deque = field(default_factory=deque)
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- scripting -------------------------------------------------------------------
+    def add(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        """Queue one reply: `body` is JSON-encoded unless it is str or bytes."""
+        self.replies.append((status, body, headers or {}))
+
+    def add_content(self, content: Any) -> None:
+        """Queue one successful completion whose message content is `content`."""
+        self.add(200, chat_completion(content))
+
+    @property
+    def base_url(self) -> str:
+        """The URL to put in OPENAI_BASE_URL."""
+        assert self._server is not None, "start the stub first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    # -- lifecycle -------------------------------------------------------------------
+    def __enter__(self) -> "OpenAIStub":
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length).decode("utf-8")
+                try:
+                    body: Any = json.loads(raw)
+                except ValueError:
+                    body = raw
+                with stub._lock:
+                    stub.requests.append(
+                        RecordedRequest(
+                            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                        )
+                    )
+                    if self.path != CHAT_PATH:
+                        reply = (404, error_body(f"stub: no route {self.path}"), {})
+                    elif stub.replies:
+                        reply = stub.replies.popleft()
+                    else:
+                        reply = (EXHAUSTED_STATUS, error_body("stub: no scripted reply left"), {})
+                self._send(*reply)
+
+            def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
+                if isinstance(body, bytes):
+                    data = body
+                elif isinstance(body, str):
+                    data = body.encode("utf-8")
+                else:
+                    data = json.dumps(body).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        # A short poll interval makes shutdown, and so each test's teardown, quick.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

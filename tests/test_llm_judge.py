@@ -1,0 +1,616 @@
+"""Tests of llm_judge: prompt, reply parsing, cache, retries and the summary.
+
+Calls go through the real langchain-openai client to a scripted local server
+(tests/openai_stub.py), so no network and no model are needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import llm_judge as lj  # noqa: E402
+from llm_judge import (  # noqa: E402
+    CALL_LIMIT,
+    NOT_JUDGED,
+    OK,
+    SERVER_STOPPED,
+    UNREADABLE,
+    CachedChat,
+    JudgeCache,
+    JudgeError,
+    JudgeItem,
+    JudgeRun,
+    Passage,
+    UnreadableReply,
+    Verdict,
+    backoff_delay,
+    build_prompt,
+    cache_key,
+    check_judge_environment,
+    judge_to_json,
+    parse_reply,
+    render_judge_section,
+    run_judge,
+    summarize_judge,
+)
+from openai_stub import OpenAIStub, closed_port, error_body  # noqa: E402
+
+MODEL = "stub-judge"
+
+
+# -- fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    """A running stub server that the OpenAI client reaches via OPENAI_BASE_URL only."""
+    with OpenAIStub() as server:
+        for name in ("OPENAI_API_KEY", "OPENAI_API_BASE", "LANGSMITH_GATEWAY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        yield server
+
+
+@pytest.fixture
+def cache_path(tmp_path):
+    return tmp_path / "eval" / "judge_cache.json"
+
+
+def make_items() -> list[JudgeItem]:
+    """Three questions with three passages each."""
+    return [
+        JudgeItem(
+            "q1",
+            "When was Kafka born?",
+            [
+                Passage("kafka.pdf", 1, "Kafka was born on 3 July 1883 in Prague."),
+                Passage("kafka.pdf", 2, "Prague was part of Austria-Hungary."),
+                Passage("letters.pdf", 7, "He wrote many letters."),
+            ],
+        ),
+        JudgeItem(
+            "q2",
+            "Where did Kafka work?",
+            [
+                Passage("kafka.pdf", 3, "His father owned a shop."),
+                Passage("bio.pdf", 40, "He worked at the Workers' Accident Insurance Institute."),
+                Passage("bio.pdf", 41, "Insurance work left him the afternoons."),
+            ],
+        ),
+        JudgeItem(
+            "q3",
+            "Wer war Max Brod?",
+            [
+                Passage("bio.pdf", 9, "Max Brod was Kafka's friend and editor."),
+                Passage("bio.pdf", 10, "Brod published the novels after Kafka's death."),
+                Passage("kafka.pdf", 5, "Kafka studied law."),
+            ],
+        ),
+    ]
+
+
+def prompts(items: list[JudgeItem]) -> list[str]:
+    return [build_prompt(item.question, item.passages) for item in items]
+
+
+def script_good_replies(stub: OpenAIStub) -> None:
+    """q1: plain JSON; q2: code fence with numbers as strings; q3: content as blocks."""
+    stub.add_content('{"answering": [1], "reason": "Passage 1 gives the date."}')
+    stub.add_content(
+        'Here is my verdict:\n```json\n{"answering": ["2", "3", "2"], '
+        '"reason": "Passages 2 and 3 name the institute."}\n```'
+    )
+    stub.add_content(
+        [
+            {"type": "text", "text": '{"answering": [1, 2],'},
+            {"type": "text", "text": ' "reason": "Both describe Brod."}'},
+        ]
+    )
+
+
+# -- prompt -----------------------------------------------------------------------------
+
+
+def test_prompt_snapshot_collapses_whitespace_and_cuts_long_passages():
+    prompt = build_prompt(
+        "Wann wurde  Kafka\ngeboren?",
+        [
+            Passage("kafka.pdf", 12, "Franz Kafka wurde am\n3. Juli 1883\tin Prag geboren."),
+            Passage("briefe.pdf", None, "Ein sehr langer Brief an den Vater, der ihn nie erreichte"
+                    "."),
+        ],
+        "Franz Kafka literature",
+        max_passage_chars=50,
+    )
+    # Passage 1 collapses to exactly 50 characters: kept whole (the boundary). Passage 2
+    # has 58: cut to its first 49 characters plus the ellipsis, 50 in all.
+    assert prompt == (
+        "You check the results of a search engine about Franz Kafka literature. Below are "
+        "a question and 2 numbered passages the search returned for it, each with its file "
+        "and page.\n"
+        "\n"
+        "Question: Wann wurde Kafka geboren?\n"
+        "\n"
+        "Passages:\n"
+        "[1] (kafka.pdf, page 12) Franz Kafka wurde am 3. Juli 1883 in Prag geboren.\n"
+        "\n"
+        "[2] (briefe.pdf) Ein sehr langer Brief an den Vater, der ihn nie e…\n"
+        "\n"
+        "Which passages answer the question, fully or in its essential core? A passage that "
+        "merely touches the topic, mentions the same names or terms, or gives related "
+        "background without the answer does not count. Use only what the passages say, not "
+        "your own knowledge. The question may be in another language than the passages.\n"
+        "\n"
+        "Reply with JSON only, no other text, in this form:\n"
+        '{"answering": [<numbers of the answering passages; [] if none>], '
+        '"reason": "<one sentence>"}'
+    )
+
+
+def test_prompt_without_domain_has_no_domain_clause():
+    prompt = build_prompt("Q?", [Passage("a.pdf", 1, "x")], domain="")
+    assert prompt.startswith("You check the results of a search engine. Below are a question")
+
+
+# -- reply parsing ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ('{"answering": [2], "reason": "It says so."}', ([2], "It says so.")),
+        # Prose around the object, and an earlier object without the answer key (trap).
+        (
+            'I read {"note": 1} first. Verdict: {"answering": [3, 1], "reason": "x"} done.',
+            ([1, 3], "x"),
+        ),
+        ('```json\n{"answering": [], "reason": "None fits."}\n```', ([], "None fits.")),
+        # Numbers as strings, duplicates, a float, "passage 2" and "[3]".
+        ('{"answering": ["2", 2, 1.0, "passage 2", "[3]"], "reason": "r"}', ([1, 2, 3], "r")),
+        # Out of range: 0 and 7 with 5 passages are dropped and noted.
+        (
+            '{"answering": [7, 2, 0], "reason": "r"}',
+            ([2], "r [ignored passage numbers outside 1-5: 0, 7]"),
+        ),
+        # A single number instead of a list, null for none, other key names.
+        ('{"answering": 4, "reasoning": "r"}', ([4], "r")),
+        ('{"answering": null, "reason": "none"}', ([], "none")),
+        ('{"passages": [5], "explanation": "multi\\n line  reason"}', ([5], "multi line reason")),
+        # A reasoning model's think section holding a decoy object.
+        ('<think>maybe {"answering": [1]}</think>{"answering": [2], "reason": "r"}', ([2], "r")),
+        ('maybe {"answering": [1]}</think>\n{"answering": [2], "reason": "r"}', ([2], "r")),
+        # Content as blocks: dicts with "text", plain strings; reasoning blocks skipped.
+        (
+            [
+                {"type": "reasoning", "text": '{"answering": [1]}'},
+                '{"answering": [4],',
+                {"type": "text", "text": '"reason": "r"}'},
+            ],
+            ([4], "r"),
+        ),
+    ],
+)
+def test_parse_reply_reads_messy_replies(content, expected):
+    assert parse_reply(content, 5) == expected
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"answering": [1,}',  # invalid JSON
+        "Passage 2 answers the question.",  # no JSON at all
+        "",
+        None,
+        '{"reason": "forgot the list"}',
+        '{"answering": [{"n": 1}], "reason": "r"}',
+        '{"answering": [true], "reason": "r"}',  # a bool is not a passage number
+        '{"answering": ["two"], "reason": "r"}',
+    ],
+)
+def test_parse_reply_rejects_replies_without_verdict(content):
+    with pytest.raises(UnreadableReply):
+        parse_reply(content, 5)
+
+
+def test_parse_reply_cuts_long_reasons(monkeypatch):
+    monkeypatch.setattr(lj, "JUDGE_MAX_REASON_CHARS", 10)
+    # 10 characters allowed: 9 kept, then the ellipsis.
+    assert parse_reply('{"answering": [1], "reason": "abcdefghijKLM"}', 1) == ([1], "abcdefghi…")
+
+
+# -- environment ------------------------------------------------------------------------
+
+
+def test_environment_without_key_or_url_is_a_clear_error():
+    with pytest.raises(JudgeError, match="neither OPENAI_API_KEY nor OPENAI_BASE_URL"):
+        check_judge_environment({"OPENAI_API_KEY": " ", "HOME": "/root"})
+
+
+def test_environment_with_key_or_url_is_accepted_and_bad_url_rejected():
+    check_judge_environment({"OPENAI_API_KEY": "sk-x"})
+    check_judge_environment({"OPENAI_BASE_URL": "http://localhost:11434/v1"})
+    with pytest.raises(JudgeError, match="'localhost:11434' is not an http"):
+        check_judge_environment({"OPENAI_BASE_URL": "localhost:11434"})
+
+
+# -- run_judge against the stub server --------------------------------------------------
+
+
+def test_run_judge_parses_caches_and_reruns_for_free(stub, cache_path):
+    items = make_items()
+    script_good_replies(stub)
+    run = run_judge(items, MODEL, cache_path=cache_path, backoff_seconds=0)
+
+    assert run.stopped is None
+    assert [(v.query_id, v.status, v.answering, v.cached) for v in run.verdicts] == [
+        ("q1", OK, [1], False),
+        ("q2", OK, [2, 3], False),
+        ("q3", OK, [1, 2], False),
+    ]
+    assert (run.new_calls, run.cached_calls, run.unreadable) == (3, 0, 0)
+
+    # The client sent our exact prompts, to our model, with the placeholder key.
+    assert [r.path for r in stub.requests] == ["/v1/chat/completions"] * 3
+    assert [r.prompt() for r in stub.requests] == prompts(items)
+    assert {r.body["model"] for r in stub.requests} == {MODEL}
+    assert stub.requests[0].body["temperature"] == 0
+    assert stub.requests[0].headers["authorization"] == f"Bearer {lj.JUDGE_PLACEHOLDER_API_KEY}"
+
+    # The cache file: keyed by sha256(model \n prompt), sorted, indented, ending in a newline.
+    text = cache_path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    first_key = hashlib.sha256(f"{MODEL}\n{prompts(items)[0]}".encode()).hexdigest()
+    assert data[first_key] == {
+        "answering": [1],
+        "model": MODEL,
+        "question": "When was Kafka born?",
+        "reason": "Passage 1 gives the date.",
+    }
+    assert text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert sorted(p.name for p in cache_path.parent.iterdir()) == ["judge_cache.json"]
+
+    rerun = run_judge(items, MODEL, cache_path=cache_path, backoff_seconds=0)
+    assert len(stub.requests) == 3  # zero new requests
+    assert [(v.answering, v.reason, v.cached) for v in rerun.verdicts] == [
+        (v.answering, v.reason, True) for v in run.verdicts
+    ]
+    assert (rerun.new_calls, rerun.cached_calls) == (0, 3)
+
+    # The report text is the same for the fresh run and the cached rerun.
+    ranks = {"q1": 1, "q2": None, "q3": 4}
+    questions = {item.query_id: item.question for item in items}
+    assert render_judge_section(
+        summarize_judge(run, ranks), run.verdicts, questions, ranks
+    ) == render_judge_section(summarize_judge(rerun, ranks), rerun.verdicts, questions, ranks)
+
+
+def test_another_model_is_asked_anew(stub, cache_path):
+    items = make_items()[:1]
+    stub.add_content('{"answering": [1], "reason": "a"}')
+    stub.add_content('{"answering": [], "reason": "b"}')
+    run_judge(items, "model-a", cache_path=cache_path)
+    run = run_judge(items, "model-b", cache_path=cache_path)
+    assert len(stub.requests) == 2
+    assert run.verdicts[0].answering == [] and not run.verdicts[0].cached
+    assert len(json.loads(cache_path.read_text())) == 2
+
+
+def test_unreadable_reply_is_recorded_not_cached_and_asked_again(stub, cache_path):
+    items = make_items()[:2]
+    stub.add_content("Passage 1 answers it.")  # q1: prose, no JSON
+    stub.add(200, "this is not a chat completion")  # q2: a body the client cannot read
+    run = run_judge(items, MODEL, cache_path=cache_path)
+
+    assert [v.status for v in run.verdicts] == [UNREADABLE, UNREADABLE]
+    assert "Passage 1 answers it." in run.verdicts[0].error
+    assert "not a chat completion" in run.verdicts[1].error
+    assert (run.unreadable, run.new_calls, run.stopped) == (2, 2, None)
+    assert not cache_path.exists()
+
+    stub.add_content('{"answering": [1], "reason": "ok now"}')
+    stub.add_content('{"answering": [2], "reason": "ok now"}')
+    rerun = run_judge(items, MODEL, cache_path=cache_path)
+    assert len(stub.requests) == 4
+    assert [(v.status, v.answering) for v in rerun.verdicts] == [(OK, [1]), (OK, [2])]
+
+
+def test_500_then_success_is_retried(stub, cache_path):
+    stub.add(500, error_body("model is loading"))
+    stub.add_content('{"answering": [1], "reason": "r"}')
+    messages, sleeps = [], []
+    run = run_judge(
+        make_items()[:1], MODEL, cache_path=cache_path, backoff_seconds=0.5,
+        sleep=sleeps.append, progress=messages.append,
+    )
+    assert run.verdicts[0].status == OK and run.stopped is None
+    assert len(stub.requests) == 2
+    assert sleeps == [0.5]
+    assert any("retry 1 of 4 in 0.5 s" in m and "model is loading" in m for m in messages)
+
+
+def test_backoff_doubles_and_honours_retry_after(stub, cache_path):
+    stub.add(500, error_body("a"))
+    stub.add(503, error_body("b"))
+    stub.add(429, error_body("slow down"), {"Retry-After": "7"})
+    stub.add_content('{"answering": [2], "reason": "r"}')
+    sleeps = []
+    run = run_judge(
+        make_items()[:1], MODEL, cache_path=cache_path, max_retries=3, backoff_seconds=1,
+        sleep=sleeps.append,
+    )
+    # Waits 1, 2, then max(4, Retry-After 7) = 7.
+    assert sleeps == [1, 2, 7]
+    assert run.verdicts[0].answering == [2]
+
+
+def test_backoff_delay_by_hand(monkeypatch):
+    assert [backoff_delay(r, 2) for r in range(4)] == [2, 4, 8, 16]
+    assert backoff_delay(0, 2, retry_after=10) == 10
+    assert backoff_delay(1, 2, retry_after=1) == 4  # our backoff wins when longer
+    monkeypatch.setattr(lj, "JUDGE_MAX_BACKOFF_SECONDS", 60.0)
+    assert backoff_delay(6, 2) == 60  # 128 capped
+
+
+def test_server_that_stays_down_stops_but_cached_verdicts_still_count(stub, cache_path):
+    items = make_items()
+    # First run caches q3 only.
+    stub.add_content('{"answering": [1], "reason": "cached"}')
+    run_judge(items[2:], MODEL, cache_path=cache_path)
+    stub.requests.clear()
+
+    for _ in range(3):
+        stub.add(502, error_body("bad gateway"))
+    run = run_judge(items, MODEL, cache_path=cache_path, max_retries=2, backoff_seconds=0)
+
+    assert len(stub.requests) == 3  # q1: first try and 2 retries; q2 is not tried at all
+    assert [(v.status, v.error, v.cached) for v in run.verdicts] == [
+        (NOT_JUDGED, SERVER_STOPPED, False),
+        (NOT_JUDGED, SERVER_STOPPED, False),
+        (OK, "", True),
+    ]
+    assert (run.new_calls, run.cached_calls) == (0, 1)
+    assert "failed 3 times in a row" in run.stopped
+    assert stub.base_url in run.stopped and "bad gateway" in run.stopped
+
+
+def test_closed_port_gives_clear_message_and_no_crash(monkeypatch, cache_path):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    run = run_judge(make_items(), MODEL, cache_path=cache_path, max_retries=1, backoff_seconds=0)
+    assert [v.status for v in run.verdicts] == [NOT_JUDGED] * 3
+    assert url in run.stopped and "Connection error" in run.stopped
+    assert "Check that the server is running" in run.stopped
+    assert not cache_path.exists()
+
+
+def test_bad_model_name_stops_at_once_with_the_servers_message(stub, cache_path):
+    stub.add(404, error_body("model 'nope' not found, try pulling it first"))
+    run = run_judge(make_items(), "nope", cache_path=cache_path, backoff_seconds=0)
+    assert len(stub.requests) == 1  # no retries for a 4xx other than 429
+    assert "HTTP 404" in run.stopped and "model 'nope' not found" in run.stopped
+    assert [v.error for v in run.verdicts] == [SERVER_STOPPED] * 3
+
+
+def test_missing_environment_stops_instead_of_raising(monkeypatch, cache_path):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    run = run_judge(make_items()[:1], MODEL, cache_path=cache_path)
+    assert run.verdicts[0].error == SERVER_STOPPED
+    assert "neither OPENAI_API_KEY nor OPENAI_BASE_URL" in run.stopped
+
+
+def test_max_new_calls_counts_only_new_calls(stub, cache_path):
+    items = make_items()
+    stub.add_content('{"answering": [1], "reason": "first"}')
+    run_judge(items[:1], MODEL, cache_path=cache_path)  # q1 now cached
+
+    stub.add_content('{"answering": [2], "reason": "second"}')
+    run = run_judge(items, MODEL, cache_path=cache_path, max_new_calls=1)
+    # q1 from the cache (free), q2 the one new call, q3 over the limit.
+    assert [(v.query_id, v.status, v.error, v.cached) for v in run.verdicts] == [
+        ("q1", OK, "", True),
+        ("q2", OK, "", False),
+        ("q3", NOT_JUDGED, CALL_LIMIT, False),
+    ]
+    assert len(stub.requests) == 2 and run.new_calls == 1
+    lines = render_judge_section(
+        summarize_judge(run, {}), run.verdicts, {"q3": "Wer war Max Brod?"}, {}
+    )
+    assert lines[-1] == "  q3  judge  –  page  –  Wer war Max Brod? | not judged (call limit)"
+
+
+def test_question_without_passages_needs_no_call(stub, cache_path):
+    run = run_judge([JudgeItem("q9", "Anything?", [])], MODEL, cache_path=cache_path)
+    assert run.verdicts == [Verdict("q9", OK, [], "no passages were retrieved")]
+    assert stub.requests == []
+
+
+def test_only_first_k_passages_are_shown(stub, cache_path):
+    item = make_items()[0]
+    stub.add_content('{"answering": [2, 3], "reason": "3 is out of range for k=2"}')
+    run = run_judge([item], MODEL, cache_path=cache_path, k=2)
+    assert stub.requests[0].prompt() == build_prompt(item.question, item.passages[:2])
+    assert run.verdicts[0].answering == [2]
+    assert run.verdicts[0].reason.endswith("[ignored passage numbers outside 1-2: 3]")
+
+
+# -- cache ------------------------------------------------------------------------------
+
+
+def test_corrupt_cache_is_kept_aside_not_overwritten(stub, cache_path):
+    cache_path.parent.mkdir(parents=True)
+    cache_path.write_text('{"abc": {"answering": [1]', encoding="utf-8")  # cut off mid-write
+    (cache_path.parent / "judge_cache.json.corrupt-1").write_text("older", encoding="utf-8")
+    stub.add_content('{"answering": [1], "reason": "r"}')
+    messages = []
+    run = run_judge(make_items()[:1], MODEL, cache_path=cache_path, progress=messages.append)
+
+    backup = cache_path.parent / "judge_cache.json.corrupt-2"
+    assert backup.read_text(encoding="utf-8") == '{"abc": {"answering": [1]'
+    assert (cache_path.parent / "judge_cache.json.corrupt-1").read_text() == "older"
+    assert run.cache_warning == messages[0] and str(backup) in messages[0]
+    assert run.verdicts[0].status == OK
+    assert len(json.loads(cache_path.read_text())) == 1
+
+
+def test_cache_of_wrong_shape_is_corrupt_too(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text("[1, 2]", encoding="utf-8")
+    cache = JudgeCache(path)
+    assert cache.corrupt_backup == tmp_path / "c.json.corrupt-1"
+    assert len(cache) == 0 and not path.exists()
+
+
+def test_failed_write_leaves_the_old_cache_whole(tmp_path):
+    path = tmp_path / "c.json"
+    cache = JudgeCache(path)
+    cache.put("k1", {"answering": [1]})
+    before = path.read_text(encoding="utf-8")
+    with pytest.raises(TypeError):
+        cache.put("k2", {"answering": object()})  # not JSON: json.dump fails mid-way
+    assert path.read_text(encoding="utf-8") == before
+    assert [p.name for p in tmp_path.iterdir()] == ["c.json"]  # no temp file left
+
+
+def test_hand_edited_invalid_entry_is_asked_again(stub, cache_path):
+    item = make_items()[0]
+    key = cache_key(MODEL, build_prompt(item.question, item.passages))
+    JudgeCache(cache_path).put(key, {"answering": [9], "reason": "typo", "model": MODEL})
+    stub.add_content('{"answering": [1], "reason": "fresh"}')
+    run = run_judge([item], MODEL, cache_path=cache_path)
+    assert len(stub.requests) == 1
+    assert (run.verdicts[0].answering, run.verdicts[0].cached) == ([1], False)
+    assert JudgeCache(cache_path).get(key)["reason"] == "fresh"
+
+
+def test_cached_chat_serves_other_prompts_with_the_same_discipline(stub, tmp_path):
+    cache = JudgeCache(tmp_path / "goldset_cache.json")
+    chat = CachedChat("gen", cache, backoff_seconds=0)
+
+    def parse(text: str) -> dict:
+        return {"questions": json.loads(text)}
+
+    stub.add(500, error_body("warming up"))
+    stub.add_content('["Q1?", "Q2?"]')
+    entry, cached = chat.ask("Write two questions.", parse, {"source": "a.pdf"})
+    assert entry == {"questions": ["Q1?", "Q2?"], "source": "a.pdf", "model": "gen"}
+    assert not cached
+    again, cached = chat.ask("Write two questions.", parse, {"source": "a.pdf"})
+    assert (again, cached) == (entry, True)
+    assert len(stub.requests) == 2 and chat.new_calls == 1
+    assert cache.get(hashlib.sha256(b"gen\nWrite two questions.").hexdigest()) == entry
+
+
+# -- summary and report -----------------------------------------------------------------
+
+
+def hand_run() -> tuple[JudgeRun, dict[str, int | None], dict[str, str]]:
+    verdicts = [
+        Verdict("q1", OK, [2, 4], "P2 states it."),
+        Verdict("q2", OK, [], "Nothing fits."),
+        Verdict("q3", OK, [1], "P1 states it."),
+        Verdict("q4", OK, [4], "Only P4."),
+        Verdict("q5", UNREADABLE, error="no JSON object"),
+        Verdict("q6", NOT_JUDGED, error=CALL_LIMIT),
+    ]
+    ranks = {"q1": 1, "q2": 3, "q3": None, "q4": 4, "q5": 1}
+    questions = {q: f"Question {q[1]}?" for q in ("q1", "q2", "q3", "q4", "q5", "q6")}
+    return JudgeRun("m", verdicts, cached_calls=4, new_calls=2, unreadable=1), ranks, questions
+
+
+def test_summarize_judge_by_hand():
+    run, ranks, _ = hand_run()
+    # k = 3; judged = q1..q4 (q5 unreadable, q6 not judged are left out).
+    # q1: first answering 2 (4 is beyond k), page 1 <= 3 -> both,       rr 1/2
+    # q2: none,                              page 3 <= 3 -> page only,  rr 0
+    # q3: first answering 1,                 no page     -> judge only, rr 1
+    # q4: answering 4 > k, page 4 > k (trap: both beyond k) -> neither, rr 0
+    # Answer@3 = 2/4 = 0.5; MRR@3 = (1/2 + 1) / 4 = 0.375.
+    assert summarize_judge(run, ranks, k=3) == {
+        "model": "m",
+        "k": 3,
+        "questions": 6,
+        "judged": 4,
+        "unreadable": 1,
+        "not_judged": 1,
+        "answer_count": 2,
+        "answer_at_k": 0.5,
+        "mrr": 0.375,
+        "agreement": {"both": 1, "judge_only": 1, "page_only": 1, "neither": 1},
+        "cached_calls": 4,
+        "new_calls": 2,
+        "stopped": None,
+    }
+
+
+def test_summary_of_nothing_judged_has_no_shares():
+    summary = summarize_judge(JudgeRun("m", [Verdict("q1", NOT_JUDGED, error=CALL_LIMIT)]), {})
+    assert (summary["judged"], summary["answer_at_k"], summary["mrr"]) == (0, None, None)
+
+
+def test_render_judge_section_exact_text():
+    run, ranks, questions = hand_run()
+    summary = summarize_judge(run, ranks, k=3)
+    assert render_judge_section(summary, run.verdicts, questions, ranks) == [
+        "LLM judge: model m, first 3 passages per question",
+        "  judged questions    4 of 6 (unreadable 1, not judged 1)",
+        "  Answer@3            0.500 (2 of 4)",
+        "  MRR@3               0.375",
+        "  judge vs page@3     both 1, judge only 1, page only 1, neither 1",
+        "",
+        "  per question: first answering passage (judge), first page-matching rank (page)",
+        "  q1  judge  2  page  1  Question 1? | P2 states it.",
+        "  q2  judge  –  page  3  Question 2? | Nothing fits.",
+        "  q3  judge  1  page  –  Question 3? | P1 states it.",
+        "  q4  judge  –  page  4  Question 4? | Only P4.",
+        "  q5  judge  –  page  1  Question 5? | unreadable reply (no JSON object)",
+        "  q6  judge  –  page  –  Question 6? | not judged (call limit)",
+    ]
+
+
+def test_judge_to_json_holds_the_report_content_without_call_counts():
+    run, ranks, questions = hand_run()
+    data = judge_to_json(summarize_judge(run, ranks, k=3), run.verdicts, questions, ranks)
+    assert "cached_calls" not in data["summary"] and "new_calls" not in data["summary"]
+    assert data["summary"]["mrr"] == 0.375
+    assert [row["query_id"] for row in data["questions"]] == ["q1", "q2", "q3", "q4", "q5", "q6"]
+    assert data["questions"][0] == {
+        "query_id": "q1",
+        "question": "Question 1?",
+        "status": OK,
+        "answering": [2],  # 4 is beyond k = 3
+        "first_answering": 2,
+        "page_rank": 1,
+        "reason": "P2 states it.",
+        "error": "",
+    }
+    json.dumps(data)  # JSON-ready
+
+
+def test_injected_chat_needs_no_environment(monkeypatch, cache_path):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+    class FakeChat:
+        """Answers every prompt with passage 3, as a message object with `.content`."""
+
+        def __init__(self):
+            self.prompts = []
+
+        def invoke(self, prompt):
+            self.prompts.append(prompt)
+            return type("Message", (), {"content": '{"answering": [3], "reason": "fake"}'})()
+
+    fake = FakeChat()
+    run = run_judge(make_items()[:2], MODEL, cache_path=cache_path, chat=fake)
+    assert fake.prompts == prompts(make_items()[:2])
+    assert [(v.status, v.answering) for v in run.verdicts] == [(OK, [3]), (OK, [3])]
