@@ -57,7 +57,11 @@ _DEFAULT = object()  # "the caller did not choose": distinguishes a default rera
 
 
 class RAGError(Exception):
-    """A problem the user can fix; the message says what and how."""
+    """A problem the user can fix; the message says what and how. `reason` is a short form for reports."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -253,11 +257,13 @@ def _load_hf_model(factory: Callable[..., object], name: str, what: str) -> obje
     except Exception as cached_error:  # noqa: BLE001 - any failure here just means "not cached"
         if not hub_reachable():
             raise RAGError(f"{what} {name!r} is not in the local Hugging Face cache and huggingface.co is not "
-                           f"reachable (offline)") from cached_error
+                           f"reachable (offline)",
+                           reason="not in the local Hugging Face cache; huggingface.co unreachable") from cached_error
     try:
         return factory(name)
     except Exception as exc:  # noqa: BLE001
-        raise RAGError(f"{what} {name!r} could not be loaded: {type(exc).__name__}: {exc}") from exc
+        raise RAGError(f"{what} {name!r} could not be loaded: {type(exc).__name__}: {exc}",
+                       reason=f"{type(exc).__name__}: {exc}") from exc
 
 
 @functools.lru_cache(maxsize=4)
@@ -386,7 +392,7 @@ class LocalRAG:
         except RAGError as exc:
             if explicit:
                 raise
-            reason = f"{name} could not be loaded: {exc}"
+            reason = f"{name} could not be loaded: {exc.reason}"
             log(f"warning: reranking off: {reason}", self.quiet)
             return None, None, reason
 

@@ -1,0 +1,190 @@
+"""Render evaluation results as the committed plain-text report, Markdown tables and JSON.
+
+Everything here is a pure function of a result dict built by eval_retrieval.py; only the "Generated:" line
+holds the time, so two runs of one configuration on one index differ in that line alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from retrieval_metrics import parse_metric_key
+
+QUESTION_WIDTH = 70  # characters of a question shown per report line
+LABEL_WIDTH = 20  # width of the label column in the configuration block
+DASH = "–"  # shown instead of a rank when nothing acceptable was retrieved
+
+
+def metric_label(key: str) -> str:
+    """'hit@5' -> 'Hit@5', 'ndcg@10' -> 'NDCG@10', 'mrr' -> 'MRR'."""
+    name, k = parse_metric_key(key)
+    label = {"hit": "Hit", "recall": "Recall", "precision": "P", "ndcg": "NDCG", "mrr": "MRR"}[name]
+    return label if k is None else f"{label}@{k}"
+
+
+def shorten(text: str, width: int = QUESTION_WIDTH) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def rank_text(rank: int | None) -> str:
+    return DASH if rank is None else str(rank)
+
+
+def location_text(loc: Mapping[str, Any]) -> str:
+    if "doc_id" in loc:
+        return f"{loc['doc_id']} (grade {loc['grade']})"
+    return loc["source"] if loc.get("page") is None else f"{loc['source']} p. {loc['page']}"
+
+
+# ----------------------------------------------------------------------------- text report
+
+def render_text(result: Mapping[str, Any], generated: str) -> str:
+    """The whole plain-text report."""
+    lines = [f"localRAG retrieval evaluation: {result['title']}", f"Generated: {generated}", ""]
+    lines += ["Configuration"] + [f"  {label + ':':<{LABEL_WIDTH}}{value}" for label, value in result["config"]]
+    if result.get("messages"):
+        lines += ["", "Notes"] + [f"  {m}" for m in result["messages"]]
+    lines += ["", *render_metrics(result)]
+    if result.get("per_corpus"):
+        lines += ["", *render_per_corpus(result)]
+    if result.get("compare"):
+        lines += ["", *render_compare(result["compare"])]
+    if result.get("judge_lines"):
+        lines += ["", *result["judge_lines"]]
+    lines += ["", *render_per_query(result)]
+    if result.get("not_found"):
+        lines += ["", *render_not_found(result["not_found"])]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_metrics(result: Mapping[str, Any]) -> list[str]:
+    n = result["num_queries"]
+    lines = ["Results"]
+    if result["kind"] == "goldset":
+        lines.append(f"  (Hit@k: share of questions with an acceptable location among the first k results; with one "
+                     f"expected location per question it equals Recall@k. MRR over the first {result['depth']}.)")
+    else:
+        lines.append(f"  (document level: chunks collapsed to documents by best rank, then cut at k; "
+                     f"MRR over the first {result['depth']} documents)")
+    counts = result.get("counts", {})
+    width = max(len(metric_label(key)) for key in result["metrics"]) + 2
+    for key, value in result["metrics"].items():
+        extra = f"  ({counts[key]} of {n})" if key in counts else ""
+        lines.append(f"  {metric_label(key):<{width}}{fmt(value)}{extra}")
+    return lines
+
+
+def render_per_corpus(result: Mapping[str, Any]) -> list[str]:
+    keys = list(result["metrics"])
+    width = max(len("corpus"), *(len(c) for c in result["per_corpus"]))
+    header = f"  {'corpus':<{width}}  {'n':>4}" + "".join(f"  {metric_label(k):>8}" for k in keys)
+    lines = ["Per corpus", header]
+    for corpus, entry in result["per_corpus"].items():
+        lines.append(f"  {corpus:<{width}}  {entry['n']:>4}" + "".join(f"  {fmt(entry['metrics'][k]):>8}" for k in keys))
+    return lines
+
+
+def render_per_query(result: Mapping[str, Any]) -> list[str]:
+    rows = sorted(result["per_query"], key=lambda q: (q["rank"] is None, q["rank"] or 0, q["question"]))
+    with_corpus = any(q.get("corpus") for q in rows)
+    lines = [f"Per question ({len(rows)}, sorted by rank, then question)"]
+    for q in rows:
+        corpus = f"  {q.get('corpus') or '':<12}" if with_corpus else ""
+        lines.append(f"  {rank_text(q['rank']):>4}{corpus}  {shorten(q['question'])}")
+    return lines
+
+
+def render_not_found(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = [f"Never found ({len(entries)})"]
+    for entry in entries:
+        lines.append(f"  - {shorten(entry['question'])}")
+        lines.append(f"    expected: {'; '.join(location_text(loc) for loc in entry['locations'])}")
+        lines += [f"    hint: {hint}" for hint in entry["hints"]]
+    return lines
+
+
+def render_compare(compare: Mapping[str, Any]) -> list[str]:
+    """The comparison block: one line per metric with CI, p-value and verdict, then moved questions."""
+    lines = [f"Compared to {compare['old_label']} ({compare['n']} common questions"
+             + (f"; {compare['note']}" if compare.get("note") else "") + ")"]
+    lines.append(f"  {'metric':<10}{'old':>7}{'new':>7}{'diff':>8}  {'95% CI of diff':<18}{'p':>7}  verdict")
+    for key, c in compare["metrics"].items():
+        ci = f"[{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]"
+        needed = ""
+        if c["verdict"].startswith("no detectable") and c.get("needed_n") and c["diff"] != 0:
+            needed = f" (about {c['needed_n']} questions would detect {c['diff']:+.3f})"
+        lines.append(f"  {metric_label(key):<10}{c['old_mean']:>7.3f}{c['new_mean']:>7.3f}{c['diff']:>+8.3f}  "
+                     f"{ci:<18}{c['p_value']:>7.3f}  {c['verdict']}{needed}")
+    lines.append(f"  (paired bootstrap CI, {compare['resamples']:,} resamples, seed {compare['seed']}; two-sided "
+                 f"paired randomization test)")
+    for title, moved in (("Better", compare["improved"]), ("Worse", compare["worsened"])):
+        lines.append(f"  {title} ({len(moved)}):" + ("" if moved else " none"))
+        lines += [f"    {rank_text(m['old_rank']):>4} -> {rank_text(m['new_rank']):<4} {shorten(m['question'], 60)}"
+                  for m in moved]
+    return lines
+
+
+# ----------------------------------------------------------------------------- tables
+
+def render_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], *, label: str = "configuration",
+                 markdown: bool = False, extra: Sequence[str] = ()) -> list[str]:
+    """Rows of {'name', 'metrics', ...extra} as a table; the best value of each metric column marked with *."""
+    best = {k: max((r["metrics"].get(k) for r in rows if r["metrics"].get(k) is not None), default=None)
+            for k in keys}
+
+    def cell(row, key):
+        value = row["metrics"].get(key)
+        mark = "*" if value is not None and best[key] is not None and abs(value - best[key]) < 1e-12 else " "
+        return f"{fmt(value)}{mark}"
+
+    headers = [label, *(metric_label(k) for k in keys), *extra]
+    body = [[row["name"], *(cell(row, k) for k in keys), *(str(row.get(e, "")) for e in extra)] for row in rows]
+    if markdown:
+        out = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|"]
+        out += ["| " + " | ".join(c.replace("*", " **best**").strip() if c.endswith("*") else c.strip()
+                                  for c in line) + " |" for line in body]
+        return out
+    widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(headers)]
+    out = ["  " + "  ".join(h.ljust(widths[0]) if i == 0 else h.rjust(widths[i]) for i, h in enumerate(headers))]
+    out += ["  " + "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(line))
+            for line in body]
+    return out
+
+
+def render_markdown(result: Mapping[str, Any]) -> str:
+    """A pasteable Markdown summary of one evaluation: configuration and one metrics row."""
+    lines = [f"### {result['title']}", "", "| setting | value |", "|---|---|"]
+    lines += [f"| {label} | {str(value).replace('|', '/')} |" for label, value in result["config"]]
+    lines += ["", *render_table([{"name": result["name"], "metrics": result["metrics"]}], list(result["metrics"]),
+                                markdown=True)]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- files
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write via a temp file and rename, so a crash never leaves half a report."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def to_json(result: Mapping[str, Any], generated: str) -> str:
+    """JSON with config, metrics and per_query (plus whatever else the run produced)."""
+    payload = {"generated": generated, "title": result["title"], "kind": result["kind"],
+               "config": {label: value for label, value in result["config"]},
+               "metrics": result["metrics"], "num_queries": result["num_queries"],
+               "per_query": result["per_query"]}
+    for key in ("counts", "per_corpus", "not_found", "judge", "compare", "messages"):
+        if result.get(key):
+            payload[key] = result[key]
+    return json.dumps(payload, ensure_ascii=False, indent=1) + "\n"

@@ -1,0 +1,625 @@
+"""Evaluate the retriever: `python eval_retrieval.py` syncs the index, runs the goldset, writes the report.
+
+Goldsets (CSV/JSONL of questions with expected file and page) are scored by file and page; BEIR datasets
+(`--dataset DIR`) at document level with NDCG. The same `LocalRAG.retrieve` the chat uses does the retrieval.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import eval_report
+import goldset as gs
+import local_rag
+import retrieval_metrics as rm
+from local_rag import LocalRAG, RAGError
+
+GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
+REPORT_PATH = "eval/baseline.txt"  # the committed plain-text report
+VECTORSTORE_PATH = local_rag.VECTORSTORE_PATH  # the same index the retriever uses
+K_VALUES = [5, 10, 20]  # cutoffs for goldsets; the deepest one is the retrieval depth
+DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
+USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each question
+PAGE_OFFSET = gs.PAGE_OFFSET  # goldset pages are 1-based; the loaders' are 0-based
+PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
+TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
+DATASET_OVERFETCH = 3  # chunks retrieved per wanted document, so collapsing to documents still fills k
+DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between runs
+DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
+COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
+COMPARE_SEED = 0  # seed of the comparison statistics
+ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
+
+
+class EvalError(Exception):
+    """Bad input; main() prints the message and exits non-zero."""
+
+
+def parse_ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise EvalError(f"--k must be comma-separated positive integers like 5,10,20, got {text!r}") from None
+    if not ks or ks[0] < 1:
+        raise EvalError(f"--k must be comma-separated positive integers like 5,10,20, got {text!r}")
+    return ks
+
+
+def display_path(path: str | Path) -> str:
+    """A path as reports show it: relative to the working folder when inside it, never a home folder."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.name if path.is_absolute() else path.as_posix()
+
+
+def log(args: argparse.Namespace, message: str) -> None:
+    if not args.quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- scoring (pure)
+
+def goldset_metrics(ranks: dict[str, int | None], ks: Sequence[int]) -> tuple[dict, dict, dict]:
+    """(means, counts, per-query values) of Hit@k and MRR from first-match ranks (None = not found)."""
+    per_query = {qid: {**{f"hit@{k}": rm.hit_at_k_from_rank(r, k) for k in ks},
+                       "mrr": rm.reciprocal_rank_from_rank(r)} for qid, r in ranks.items()}
+    keys = [f"hit@{k}" for k in ks] + ["mrr"]
+    means = {key: math.fsum(v[key] for v in per_query.values()) / len(per_query) for key in keys}
+    counts = {f"hit@{k}": sum(1 for r in ranks.values() if r is not None and r <= k) for k in ks}
+    return means, counts, per_query
+
+
+def collapse_to_documents(hits: Sequence[tuple[Any, float]], depth: int) -> dict[str, float]:
+    """Chunks (best first) -> {doc_id: score of its best chunk}, first `depth` documents; no document twice."""
+    out: dict[str, float] = {}
+    for doc, score in hits:
+        doc_id = doc.metadata.get("doc_id", doc.metadata["source"])
+        if doc_id not in out:
+            out[doc_id] = float(score)
+            if len(out) == depth:
+                break
+    return out
+
+
+def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, int]], indexed: dict[str, dict],
+                    page_offset: int, tolerance: int) -> list[str]:
+    """Why a question may have been missed: wrong file name, file not indexed, page out of range, wrong page."""
+    import difflib
+
+    hints = []
+    by_norm = {gs.normalize_source(name): name for name in indexed}
+    for loc in question.locations:
+        name = by_norm.get(gs.normalize_source(loc.source))
+        if name is None:
+            close = difflib.get_close_matches(gs.normalize_source(loc.source), list(by_norm), n=2, cutoff=0.6)
+            suggestion = f"; did you mean {' or '.join(by_norm[c] for c in close)}?" if close else ""
+            hints.append(f"{loc.source} is not in the index: is the file name right, is the file in the docs "
+                         f"folder{suggestion}")
+            continue
+        entry = indexed[name]
+        if loc.page is not None:
+            page0 = loc.page - page_offset
+            if not 0 <= page0 < entry["pages"]:
+                hints.append(f"{name} has {entry['pages']} pages, so page {loc.page} does not exist: is the page "
+                             f"right (1-based, as a PDF viewer shows)?")
+                continue
+            if page0 in entry.get("empty_pages", []):
+                hints.append(f"{name} page {loc.page} has no text layer (scanned?): no retriever can find it")
+                continue
+        seen = [(rank, page) for rank, (src, page) in enumerate(retrieved, 1) if gs.same_file(src, name)]
+        if seen and loc.page is not None:
+            shown = ", ".join(f"p. {page + page_offset} at rank {rank}" for rank, page in seen[:3])
+            hints.append(f"{name} was retrieved ({shown}) but not within ±{tolerance} of page {loc.page}: "
+                         f"is the expected page right?")
+        elif not seen:
+            hints.append(f"{name} is indexed but none of its chunks came within the first {len(retrieved)}: the "
+                         f"question may use other words than the page")
+    return hints
+
+
+# ----------------------------------------------------------------------------- configuration block
+
+def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bool, extra: list) -> list:
+    s = rag.display_settings
+    counts = rag.info.get("counts", {})
+    if rerank:
+        reranker = f"on ({rag.reranker_model})"
+    elif rag.reranker is not None:
+        reranker = "off (--no-rerank for this row)"
+    else:
+        reranker = f"off ({rag.reranker_off_reason})" if rag.reranker_off_reason != "turned off" else \
+            "off (--no-rerank)"
+    rows = [*extra,
+            ("Index", f"{display_path(rag.path)} ({counts.get('files', 0)} files, {counts.get('pages', 0)} pages, "
+                      f"{counts.get('chunks', 0)} chunks)"),
+            ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
+            ("Chunking", f"{s['chunk_size']} characters, overlap {s['chunk_overlap']}, chunk headers "
+                         f"{'on' if s['chunk_headers'] else 'off'}"),
+            ("PDF loader", s["pdf_loader"]),
+            ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
+            ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"
+                               + (f", RRF k={rag.rrf_k})" if mode == "hybrid" else ")")),
+            ("Reranker", reranker),
+            ("Final order by", rag.describe_order(mode, rerank))]
+    return rows
+
+
+# ----------------------------------------------------------------------------- goldset evaluation
+
+def evaluate_goldset(rag: LocalRAG, goldset: gs.Goldset, args: argparse.Namespace, mode: str, rerank: bool,
+                     title: str) -> dict[str, Any]:
+    """Retrieve every question once and score it by file and page."""
+    ks = args.k_values
+    depth = max(ks)
+    questions = goldset.questions
+    rag.embed_queries([rag.prepare_query(q.question) for q in questions])
+    ranks: dict[str, int | None] = {}
+    retrieved: dict[str, list] = {}
+    for q in _progress(questions, args, f"Questions ({mode}{', rerank' if rerank else ''})"):
+        hits = rag.retrieve(q.question, k=depth, mode=mode, rerank=rerank)
+        retrieved[q.query_id] = hits
+        pairs = [(doc.metadata["source"], [int(doc.metadata["page"])]) for doc, _ in hits]
+        ranks[q.query_id] = gs.first_match_rank(pairs, q.locations, page_offset=args.page_offset,
+                                                tolerance=args.page_tolerance)
+    means, counts, per_query_values = goldset_metrics(ranks, ks)
+    per_query = []
+    for q in questions:
+        hits = retrieved[q.query_id]
+        per_query.append({
+            "query_id": q.query_id, "question": q.question, "corpus": q.corpus or "",
+            "locations": [{"source": loc.source, "page": loc.page} for loc in q.locations],
+            "rank": ranks[q.query_id], "metrics": per_query_values[q.query_id],
+            "top": [{"source": d.metadata["source"], "page": int(d.metadata["page"]) + args.page_offset,
+                     "score": round(float(score), 6)} for d, score in hits[:TOP_IN_JSON]]})
+    result = {"kind": "goldset", "title": title, "name": f"{mode}{' + rerank' if rerank else ''}",
+              "metrics": means, "counts": counts, "num_queries": len(questions), "depth": depth,
+              "per_query": per_query, "ranks": ranks, "hits": retrieved}
+    corpora = sorted({q.corpus for q in questions if q.corpus})
+    if len(corpora) > 1:
+        result["per_corpus"] = {}
+        for corpus in corpora:
+            sub = {q.query_id: ranks[q.query_id] for q in questions if q.corpus == corpus}
+            c_means, c_counts, _ = goldset_metrics(sub, ks)
+            result["per_corpus"][corpus] = {"n": len(sub), "metrics": c_means, "counts": c_counts}
+    indexed = {d["source"]: d for d in rag.list_documents()}
+    result["not_found"] = [
+        {"question": q.question, "locations": [{"source": loc.source, "page": loc.page} for loc in q.locations],
+         "hints": not_found_hints(q, [(d.metadata["source"], int(d.metadata["page"])) for d, _ in
+                                      retrieved[q.query_id]], indexed, args.page_offset, args.page_tolerance)}
+        for q in sorted(questions, key=lambda q: q.question) if ranks[q.query_id] is None]
+    missing = sorted({loc.source for q in questions for loc in q.locations
+                      if not any(gs.same_file(loc.source, name) for name in indexed)})
+    if missing:
+        result.setdefault("messages", []).append("Documents named in the goldset but not in the index: "
+                                                 + ", ".join(missing))
+    return result
+
+
+def _progress(items, args, desc):
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit="q", file=sys.stderr, disable=args.quiet, leave=False)
+
+
+# ----------------------------------------------------------------------------- dataset evaluation
+
+def evaluate_dataset(rag: LocalRAG, dataset, args: argparse.Namespace, mode: str, rerank: bool,
+                     title: str) -> dict[str, Any]:
+    """Document-level evaluation of a BEIR dataset: over-fetch chunks, collapse by doc_id, cut at k."""
+    ks = args.k_values
+    depth = max(ks)
+    queries = [dataset.queries[qid] for qid in sorted(dataset.qrels) if qid in dataset.queries]
+    rag.embed_queries([rag.prepare_query(q.question) for q in queries])
+    run: dict[str, dict[str, float]] = {}
+    for q in _progress(queries, args, f"Queries ({mode}{', rerank' if rerank else ''})"):
+        hits = rag.retrieve(q.question, k=depth * DATASET_OVERFETCH, mode=mode, rerank=rerank)
+        run[q.query_id] = collapse_to_documents(hits, depth)
+    qrels = {q.query_id: dataset.qrels[q.query_id] for q in queries}
+    evaluated = rm.evaluate(qrels, run, ks, depth=depth)
+    shown = [k for k in rm.metric_keys(ks) if not k.startswith("precision")]  # P@k adds little for retrieval
+    per_query = []
+    ranks: dict[str, int | None] = {}
+    for qid, values in evaluated["per_query"].items():
+        ranked = rm.rank_run(run.get(qid, {}))
+        ranks[qid] = rm.first_relevant_rank([rm.hit_at_k([d], qrels[qid], 1) > 0 for d in ranked])
+        per_query.append({"query_id": qid, "question": dataset.queries[qid].question, "corpus": "",
+                          "locations": [{"doc_id": d, "grade": g} for d, g in sorted(qrels[qid].items()) if g > 0],
+                          "rank": ranks[qid], "metrics": {k: values[k] for k in shown},
+                          "top": [{"doc_id": d, "score": round(run[qid][d], 6)} for d in ranked[:TOP_IN_JSON]]})
+    result = {"kind": "dataset", "title": title, "name": f"{mode}{' + rerank' if rerank else ''}",
+              "metrics": {k: evaluated["mean"][k] for k in shown}, "num_queries": evaluated["num_queries"],
+              "depth": depth,
+              "per_query": per_query, "ranks": ranks, "run": run}
+    if evaluated["num_skipped_no_relevant"]:
+        result["messages"] = [f"{evaluated['num_skipped_no_relevant']} queries without any relevant document "
+                              f"were skipped"]
+    return result
+
+
+# ----------------------------------------------------------------------------- comparison
+
+def compare_results(old: dict, new: dict, intersect: bool, old_label: str,
+                    resamples: int = COMPARE_RESAMPLES, seed: int = COMPARE_SEED) -> dict[str, Any]:
+    """Paired comparison of two results (JSON payloads) over their questions, metric by metric."""
+    old_q = {q["query_id"]: q for q in old["per_query"]}
+    new_q = {q["query_id"]: q for q in new["per_query"]}
+    common = sorted(set(old_q) & set(new_q))
+    note = ""
+    if set(old_q) != set(new_q):
+        if not intersect:
+            raise EvalError(f"the two runs cover different questions ({len(old_q)} and {len(new_q)}, "
+                            f"{len(common)} in common); pass --intersect to compare the common questions only")
+        note = f"--intersect: {len(common)} of {len(old_q)} old and {len(new_q)} new questions"
+    if not common:
+        raise EvalError("the two runs have no question in common; nothing to compare")
+    keys = [k for k in new["metrics"] if k in old["metrics"]]
+    metrics = {}
+    for key in keys:
+        c = rm.compare_metric({q: old_q[q]["metrics"][key] for q in common},
+                              {q: new_q[q]["metrics"][key] for q in common}, resamples=resamples, seed=seed)
+        metrics[key] = {**c, "ci": list(c["ci"])}
+    improved, worsened = rm.changed_queries({q: old_q[q]["rank"] for q in common},
+                                            {q: new_q[q]["rank"] for q in common})
+    as_rows = lambda moved: [{"query_id": m.qid, "question": new_q[m.qid]["question"], "old_rank": m.old_rank,
+                              "new_rank": m.new_rank} for m in moved]
+    return {"old_label": old_label, "n": len(common), "note": note, "metrics": metrics, "resamples": resamples,
+            "seed": seed, "improved": as_rows(improved), "worsened": as_rows(worsened)}
+
+
+def load_json_report(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EvalError(f"{path} does not exist; write one with --json FILE") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EvalError(f"{path} is not a JSON report of this tool ({exc})") from None
+    if not isinstance(data, dict) or "per_query" not in data or "metrics" not in data:
+        raise EvalError(f"{path} is not a JSON report of this tool (no 'metrics'/'per_query'); write one with "
+                        f"--json FILE")
+    return data
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    src = p.add_argument_group("what to evaluate")
+    src.add_argument("--goldset", default=GOLDSET_PATH, help="goldset CSV (; or ,) or JSONL")
+    src.add_argument("--dataset", default=None, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) "
+                                                     "instead of a goldset (default: none)")
+    src.add_argument("--split", default="test", help="qrels split of --dataset")
+    src.add_argument("--max-queries", type=int, default=None, help="evaluate a seeded sample of N dataset queries "
+                                                                  "(default: all)")
+    src.add_argument("--max-corpus-docs", type=int, default=None,
+                     help="index at most M dataset documents: all relevant ones, then seeded distractors "
+                          "(default: all)")
+    src.add_argument("--seed", type=int, default=DATASET_SEED, help="seed for dataset sampling")
+    idx = p.add_argument_group("index and retriever")
+    idx.add_argument("--index", default=None, help=f"index folder (default: {VECTORSTORE_PATH} for goldsets, a "
+                                                   f"cache folder under {DATASET_CACHE} for datasets)")
+    idx.add_argument("--docs", default=local_rag.DOCS_PATH, help="PDF folder the index follows")
+    idx.add_argument("--mode", choices=local_rag.RETRIEVAL_MODES, default=local_rag.RETRIEVAL_MODE,
+                     help="retrieval mode")
+    idx.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off (default: on "
+                                                              "when it can be loaded)")
+    idx.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder; an explicit model that "
+                                                          f"cannot be loaded is an error (default: "
+                                                          f"{local_rag.RERANKER_MODEL})")
+    idx.add_argument("--embedding-model", default=None, help=f"embedding model name or folder; a change rebuilds "
+                                                             f"the index (default: the index's, else "
+                                                             f"{local_rag.EMBEDDING_MODEL})")
+    idx.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
+                     help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
+    idx.add_argument("--rebuild", action="store_true", help="rebuild the index from scratch first")
+    idx.add_argument("--no-sync", action="store_true", help="do not sync the index with the docs folder (stale "
+                                                            "files are listed as a warning)")
+    sc = p.add_argument_group("scoring")
+    sc.add_argument("--k", default=None, help=f"cutoffs, comma-separated (default: "
+                                              f"{','.join(map(str, K_VALUES))} for goldsets, "
+                                              f"{','.join(map(str, DATASET_K_VALUES))} for datasets)")
+    sc.add_argument("--page-tolerance", type=int, default=PAGE_TOLERANCE,
+                    help="pages a hit may lie away from the expected page")
+    out = p.add_argument_group("output")
+    out.add_argument("--report", default=REPORT_PATH, help="plain-text report")
+    out.add_argument("--json", default=None, help="JSON report (default: the report path with .json)")
+    out.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
+    out.add_argument("--run-file", default=None, help="TREC run file of a dataset evaluation (default: none)")
+    out.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
+    jd = p.add_argument_group("LLM judge (OpenAI-compatible: OPENAI_API_KEY and/or OPENAI_BASE_URL)")
+    jd.add_argument("--judge", default=None, metavar="MODEL", help="ask MODEL which of the first --judge-k "
+                                                                  "passages answer each question (default: off)")
+    jd.add_argument("--judge-k", type=int, default=None, help="passages shown to the judge (default: JUDGE_K "
+                                                               "in llm_judge.py, 5)")
+    jd.add_argument("--judge-max-calls", type=int, default=None, help="at most N new (uncached) judge calls in "
+                                                                      "this run (default: no limit)")
+    jd.add_argument("--judge-cache", default=None, help="judge cache file (default: JUDGE_CACHE_PATH in "
+                                                        "llm_judge.py, eval/judge_cache.json)")
+    jd.add_argument("--judge-domain", default=None, help="field of the documents, to sharpen the prompt, e.g. "
+                                                         "'option pricing' (default: JUDGE_DOMAIN, empty)")
+    cmp_ = p.add_argument_group("ablation and comparison")
+    cmp_.add_argument("--ablation", action="store_true", help="evaluate every mode with and without reranking "
+                                                               "over one index and one loaded model")
+    cmp_.add_argument("--compare", nargs=2, metavar=("OLD.json", "NEW.json"), default=None,
+                      help="compare two JSON reports and exit (default: off)")
+    cmp_.add_argument("--compare-to", default=None, help="JSON report to compare this run with (default: the "
+                                                         "previous JSON report at the output path, if any)")
+    cmp_.add_argument("--no-compare", action="store_true", help="do not compare with the previous report")
+    cmp_.add_argument("--intersect", action="store_true", help="compare runs over different question sets on "
+                                                               "their common questions")
+    cmp_.add_argument("--resamples", type=int, default=COMPARE_RESAMPLES, help="bootstrap/permutation resamples")
+    return p
+
+
+def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
+    args.k_values = parse_ks(args.k) if args.k else (DATASET_K_VALUES if args.dataset else K_VALUES)
+    args.page_offset = PAGE_OFFSET
+    if args.page_tolerance < 0:
+        raise EvalError(f"--page-tolerance must be 0 or more, got {args.page_tolerance}")
+    if args.json is None:
+        args.json = str(Path(args.report).with_suffix(".json"))
+    if args.judge:
+        import os
+
+        import llm_judge
+
+        if args.dataset or args.ablation:
+            raise EvalError("--judge works on a goldset evaluation of one configuration; drop --dataset/--ablation")
+        try:
+            llm_judge.check_judge_environment(os.environ)
+        except llm_judge.JudgeError as exc:
+            raise EvalError(str(exc)) from None
+        if args.judge_max_calls is not None and args.judge_max_calls < 0:
+            raise EvalError(f"--judge-max-calls must be 0 or more, got {args.judge_max_calls}")
+    if args.no_rerank and args.rerank_model:
+        raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
+    return args
+
+
+def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
+    reranker = None if args.no_rerank else (args.rerank_model or local_rag._DEFAULT)
+    return LocalRAG(index, embedding_model=args.embedding_model, retrieval_mode=args.mode, reranker_model=reranker,
+                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
+                    quiet=args.quiet)
+
+
+def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
+    """Sync (default) or, with --no-sync, list what is stale; returns warnings for the report."""
+    docs = Path(args.docs)
+    if not docs.is_dir():
+        raise EvalError(f"docs folder {docs} does not exist; pass --docs FOLDER with your PDFs")
+    if args.no_sync:
+        if not rag.info.get("settings"):
+            raise EvalError(f"no index at {rag.path} and --no-sync was given; run without --no-sync or run "
+                            f"add_pdfs.py first")
+        changes = rag.pdf_changes(docs)
+        stale = [f"{what}: {name}" for what in ("added", "updated", "removed") for name in changes[what]]
+        stale += [f"settings: {reason}" for reason in rag.stale_reasons()]
+        if stale:
+            warning = f"--no-sync: the index is stale ({len(stale)} differences): " + "; ".join(stale)
+            log(args, f"warning: {warning}")
+            return [warning]
+        return []
+    report = rag.sync([docs], rebuild=args.rebuild, progress=not args.quiet)
+    if report.changed:
+        log(args, "Index synced: " + report.summary())
+        for what in ("added", "updated", "removed"):
+            for name in getattr(report, what):
+                log(args, f"  {what}: {name}")
+    return [f"Not indexed: {name}: {reason}" for name, reason in report.failed]
+
+
+def write_outputs(result: dict, args: argparse.Namespace, generated: str) -> None:
+    eval_report.write_text_atomic(args.report, eval_report.render_text(result, generated))
+    eval_report.write_text_atomic(args.json, eval_report.to_json(result, generated))
+    if args.markdown:
+        eval_report.write_text_atomic(args.markdown, eval_report.render_markdown(result))
+
+
+def previous_report(args: argparse.Namespace) -> tuple[dict | None, str]:
+    """The report to compare with: --compare-to, else the JSON report about to be overwritten."""
+    if args.no_compare:
+        return None, ""
+    if args.compare_to:
+        return load_json_report(args.compare_to), display_path(args.compare_to)
+    if Path(args.json).exists():
+        try:
+            return load_json_report(args.json), f"previous report {display_path(args.json)}"
+        except EvalError as exc:
+            log(args, f"warning: not comparing with the previous report: {exc}")
+    return None, ""
+
+
+def print_summary(result: dict, args: argparse.Namespace) -> None:
+    parts = [f"{eval_report.metric_label(k)} {eval_report.fmt(v)}" for k, v in result["metrics"].items()]
+    print(f"{result['name']}: " + ", ".join(parts) + f" ({result['num_queries']} questions)")
+    if not args.quiet:
+        print(f"Report written to {display_path(args.report)} and {display_path(args.json)}", file=sys.stderr)
+
+
+def run_goldset(args: argparse.Namespace) -> int:
+    goldset = gs.read_goldset(args.goldset)
+    for message in goldset.messages:
+        log(args, f"goldset: {message}")
+    rag = open_rag(args, args.index or VECTORSTORE_PATH)
+    warnings = sync_pdf_index(rag, args)
+    previous, previous_label = previous_report(args)
+    header = [("Goldset", f"{display_path(args.goldset)} ({len(goldset.questions)} questions)")]
+    tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"),
+            ("Questions", str(len(goldset.questions)))]
+    configs = ablation_configs(rag) if args.ablation else [(args.mode, rag.reranker is not None)]
+    results = []
+    for mode, rerank in configs:
+        started = time.perf_counter()
+        result = evaluate_goldset(rag, goldset, args, mode, rerank, "goldset " + display_path(args.goldset))
+        result["seconds"] = time.perf_counter() - started
+        result["config"] = config_block(rag, args, mode, rerank, header) + tail
+        result["messages"] = goldset.messages + warnings + result.get("messages", [])
+        results.append(result)
+    if args.judge:
+        add_judge(results[0], goldset, args)
+    return finish(results, args, previous, previous_label)
+
+
+def add_judge(result: dict, goldset: gs.Goldset, args: argparse.Namespace) -> None:
+    """Judge the first passages of every question and attach the section to the result."""
+    import llm_judge
+
+    k = args.judge_k or llm_judge.JUDGE_K
+    hits = result["hits"]
+    items = [llm_judge.JudgeItem(q.query_id, q.question,
+                                 [llm_judge.Passage(d.metadata["source"], int(d.metadata["page"]) + 1,
+                                                    d.page_content) for d, _ in hits[q.query_id][:k]])
+             for q in goldset.questions]
+    run = llm_judge.run_judge(items, args.judge, cache_path=args.judge_cache, max_new_calls=args.judge_max_calls,
+                              k=k, domain=args.judge_domain, progress=None if args.quiet else
+                              (lambda message: print(message, file=sys.stderr, flush=True)))
+    log(args, llm_judge.judge_calls_line(run))
+    if run.stopped:
+        print(f"warning: judging stopped: {run.stopped}", file=sys.stderr)
+        result["messages"].append(f"Judging stopped early: {run.stopped}")
+    questions = {q.query_id: q.question for q in goldset.questions}
+    summary = llm_judge.summarize_judge(run, result["ranks"], k)
+    result["judge_lines"] = llm_judge.render_judge_section(summary, run.verdicts, questions, result["ranks"])
+    result["judge"] = llm_judge.judge_to_json(summary, run.verdicts, questions, result["ranks"])
+    result["config"].append(("LLM judge", f"{args.judge}, first {k} passages"))
+
+
+def dataset_index_path(args: argparse.Namespace) -> Path:
+    """Cache folder named after the dataset, its sample and the index settings: other settings never reuse it."""
+    import hashlib
+
+    import beir_data
+
+    fingerprint = beir_data.dataset_fingerprint(args.dataset, args.split, args.max_queries, args.max_corpus_docs,
+                                                args.seed)
+    settings = {"embedding_model": args.embedding_model or local_rag.EMBEDDING_MODEL,
+                "embedding_backend": local_rag.EMBEDDING_BACKEND, "chunk_size": local_rag.CHUNK_SIZE,
+                "chunk_overlap": local_rag.CHUNK_OVERLAP, "chunk_headers": local_rag.CHUNK_HEADERS}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+    return Path(DATASET_CACHE) / f"{Path(args.dataset).resolve().name}-{fingerprint}-{digest}"
+
+
+def run_dataset(args: argparse.Namespace) -> int:
+    import beir_data
+
+    try:
+        dataset = beir_data.load_beir(args.dataset, args.split)
+    except beir_data.DatasetError as exc:
+        raise EvalError(str(exc)) from None
+    messages = list(dataset.problem_lines())
+    sample_text = "all queries and documents"
+    if args.max_queries or args.max_corpus_docs:
+        dataset, info = beir_data.sample_dataset(dataset, args.max_queries, args.max_corpus_docs, args.seed)
+        sample_text = info.describe()
+        messages.append("These numbers come from a sample: " + sample_text)
+    index = args.index or dataset_index_path(args)
+    rag = open_rag(args, index)
+    records = [{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
+               for d in dataset.documents.values()]
+    report = rag.sync_records(records, rebuild=args.rebuild, progress=not args.quiet)
+    if report.changed:
+        log(args, "Dataset index synced: " + report.summary())
+    previous, previous_label = previous_report(args)
+    name = Path(args.dataset).resolve().name
+    header = [("Dataset", f"{name}, split {args.split} ({sample_text})")]
+    tail = [("Scoring", f"document level, {DATASET_OVERFETCH}x chunks over-fetched, collapsed by doc_id"),
+            ("Queries", str(sum(1 for q in dataset.qrels if q in dataset.queries)))]
+    configs = ablation_configs(rag) if args.ablation else [(args.mode, rag.reranker is not None)]
+    results = []
+    for mode, rerank in configs:
+        started = time.perf_counter()
+        result = evaluate_dataset(rag, dataset, args, mode, rerank, f"dataset {name} ({args.split})")
+        result["seconds"] = time.perf_counter() - started
+        result["config"] = config_block(rag, args, mode, rerank, header) + tail
+        result["messages"] = messages + result.get("messages", [])
+        results.append(result)
+    return finish(results, args, previous, previous_label)
+
+
+def ablation_configs(rag: LocalRAG) -> list[tuple[str, bool]]:
+    reranks = [False, True] if rag.reranker is not None else [False]
+    return [(mode, rerank) for mode in local_rag.RETRIEVAL_MODES for rerank in reranks]
+
+
+def finish(results: list[dict], args: argparse.Namespace, previous: dict | None, previous_label: str) -> int:
+    generated = time.strftime("%Y-%m-%d %H:%M:%S")
+    if len(results) == 1:
+        result = results[0]
+        if previous is not None:
+            result["compare"] = compare_results(previous, json.loads(eval_report.to_json(result, generated)),
+                                                args.intersect, previous_label, resamples=args.resamples)
+        write_outputs(result, args, generated)
+        if args.run_file and "run" in result:
+            import beir_data
+
+            beir_data.write_trec_run(args.run_file, result["run"], tag=f"localrag-{result['name'].replace(' ', '')}")
+        print_summary(result, args)
+        return 0
+    return write_ablation(results, args, generated)
+
+
+def write_ablation(results: list[dict], args: argparse.Namespace, generated: str) -> int:
+    """One table over all configurations plus one report per configuration beside the main report."""
+    keys = [k for k in ABLATION_METRICS if any(k in r["metrics"] for r in results)]
+    rows = [{"name": r["name"], "metrics": {k: r["metrics"].get(k) for k in keys},
+             "seconds": f"{r['seconds']:.1f}"} for r in results]
+    base = Path(args.report)
+    for r in results:
+        stem = f"{base.stem}-{r['name'].replace(' + ', '-')}"
+        eval_report.write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r, generated))
+        eval_report.write_text_atomic(base.with_name(stem + ".json"), eval_report.to_json(r, generated))
+    first = results[0]
+    shared = [row for row in first["config"] if row[0] not in ("Retrieval mode", "Reranker", "Final order by")]
+    lines = [f"localRAG ablation: {first['title']}", f"Generated: {generated}", "", "Configuration",
+             *[f"  {label + ':':<{eval_report.LABEL_WIDTH}}{value}" for label, value in shared], "",
+             "Results (* = best in column; seconds = wall time of the row, not part of the comparison)",
+             *eval_report.render_table(rows, keys, extra=["seconds"]), "",
+             f"Per-configuration reports: {display_path(base.with_name(base.stem + '-<configuration>.txt'))}"]
+    table_text = "\n".join(lines) + "\n"
+    eval_report.write_text_atomic(base, table_text)
+    if args.markdown:
+        eval_report.write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
+                                                                                        extra=["seconds"])) + "\n")
+    print(table_text, end="")
+    total = sum(r["seconds"] for r in results)
+    log(args, f"Ablation: {len(results)} configurations in {total:.1f} s of retrieval")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    old_path, new_path = args.compare
+    old, new = load_json_report(old_path), load_json_report(new_path)
+    compare = compare_results(old, new, args.intersect, display_path(old_path), resamples=args.resamples)
+    print(f"{display_path(new_path)} vs. {display_path(old_path)}")
+    print("\n".join(eval_report.render_compare(compare)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args = resolve_args(args)
+        if args.compare:
+            return run_compare(args)
+        if args.dataset:
+            return run_dataset(args)
+        return run_goldset(args)
+    except (EvalError, gs.GoldsetError, RAGError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: reports already written are unchanged", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
