@@ -345,6 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "llm_judge.py, eval/judge_cache.json)")
     jd.add_argument("--judge-domain", default=None, help="field of the documents, to sharpen the prompt, e.g. "
                                                          "'option pricing' (default: JUDGE_DOMAIN, empty)")
+    st = p.add_argument_group("suites")
+    st.add_argument("--suite", default=None, metavar="FILE", help="run every [[entry]] of a TOML suite file "
+                                                                  "(e.g. eval/suite.toml) and write a summary table "
+                                                                  "(default: off)")
+    st.add_argument("--output-name", default=None, help="suffix of the suite's report names, for before/after "
+                                                        "comparisons (default: none)")
     cmp_ = p.add_argument_group("ablation and comparison")
     cmp_.add_argument("--ablation", action="store_true", help="evaluate every mode with and without reranking "
                                                                "over one index and one loaded model")
@@ -610,6 +616,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = resolve_args(args)
         if args.compare:
             return run_compare(args)
+        if args.suite:
+            import eval_suite
+
+            common = [flag for flag, on in (("--quiet", args.quiet), ("--rebuild", args.rebuild),
+                                            ("--no-sync", args.no_sync)) if on]
+            try:
+                return eval_suite.run_suite(args.suite, args.output_name, common, main)
+            except eval_suite.SuiteError as exc:
+                raise EvalError(str(exc)) from None
         if args.dataset:
             return run_dataset(args)
         return run_goldset(args)
