@@ -1,0 +1,380 @@
+"""Fast, persisted BM25 whose scores equal rank-bm25's ``BM25Okapi``.
+
+Equality with rank-bm25 0.2.2 (``rank_bm25.BM25Okapi``): for the same token lists and the same
+``k1``, ``b`` and ``epsilon``,
+
+    BM25Index.build_from_tokens(ids, tokenized, k1, b, epsilon).score_tokens(query_tokens)
+    == BM25Okapi(tokenized, k1=k1, b=b, epsilon=epsilon).get_scores(query_tokens)
+
+to 1e-9 for every document (the test suite checks it). ``build(ids, texts, ...)`` is the same with
+``tokenized = [tokenize(t) for t in texts]`` and ``scores(query)`` with ``tokenize(query)``; pass the
+corpus pre-tokenized to ``BM25Okapi`` (its ``tokenizer=`` argument starts a multiprocessing pool).
+The reproduced quirks of ``BM25Okapi``:
+
+- idf(t) = log(N - n_t + 0.5) - log(n_t + 0.5) (no "+1" inside the log, so common terms go negative);
+- every negative idf is replaced by ``epsilon * average_idf``, the average taken over all vocabulary
+  terms *before* the replacement (it can itself be negative; an idf of exactly 0 is kept);
+- avgdl = total tokens / N, document length = number of tokens (repeats counted);
+- a query token repeated r times adds its term's weight r times; unknown query tokens add 0.
+
+Known differences, all where rank-bm25 fails: an empty corpus builds an empty index (rank-bm25
+raises ZeroDivisionError); where rank-bm25 divides 0 by 0 and returns NaN, this returns 0 -- with
+``k1 == 0`` for every document lacking a known query token, with ``b == 1`` for empty documents.
+
+Each (term, document) weight idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)) is
+precomputed into a scipy CSR matrix with one row per term, so a query adds a few rows into a dense
+score vector, in query-token order as rank-bm25 does.
+
+Persistence: ``save(directory, fingerprint)`` writes ``bm25.npz`` (arrays) then ``bm25.json`` (ids,
+vocabulary, parameters, fingerprint), each atomically (temp file + ``os.replace``); both carry the same
+random save token, so an interrupted save (new npz beside old json) is detected. ``BM25Index.load``
+returns None, logging why, when the files are missing, corrupt, inconsistent, from another format or
+tokenizer version, or (if ``expected_fingerprint`` is given) built from another corpus; callers then
+rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import unicodedata
+import uuid
+import zipfile
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+# Bump when the saved layout or the meaning of the saved arrays changes; older saves then load as None.
+FORMAT_VERSION = 1
+# Decimal numbers with inner dots/commas stay one token ("21.23", "1,000.5"); otherwise runs of \w.
+TOKEN_PATTERN = r"\d+(?:[.,]\d+)+|\w+"
+# Saved with the index: a tokenizer change makes older saves stale, so load refuses them.
+TOKENIZER_ID = f"nfc-casefold-nfc:{TOKEN_PATTERN}"
+# rank-bm25's BM25Okapi defaults.
+DEFAULT_K1 = 1.5
+DEFAULT_B = 0.75
+DEFAULT_EPSILON = 0.25
+# File names inside the directory passed to save/load.
+ARRAYS_FILE = "bm25.npz"
+META_FILE = "bm25.json"
+
+_TOKEN_RE = re.compile(TOKEN_PATTERN)
+# What a missing, truncated, garbled or foreign save can raise while loading (load turns them into None).
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile, zlib.error)
+_log = logging.getLogger(__name__)
+
+
+def normalize(text: str) -> str:
+    """NFC, casefold, NFC again: casefold can emit decomposed letters (e.g. "ǰ") that \\w would split."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased (casefold) word and decimal-number tokens: "Equation 21.23" -> ["equation", "21.23"]."""
+    return _TOKEN_RE.findall(normalize(text))
+
+
+def corpus_fingerprint(ids: Sequence[str], texts: Sequence[str]) -> str:
+    """SHA-256 over the ids and texts in order (length-prefixed, so no two corpora collide by joining)."""
+    digest = hashlib.sha256()
+    for part in _interleave(ids, texts):
+        data = part.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _interleave(ids: Sequence[str], texts: Sequence[str]) -> Iterable[str]:
+    if len(ids) != len(texts):
+        raise ValueError(f"got {len(ids)} ids but {len(texts)} texts; pass one id per text")
+    for doc_id, text in zip(ids, texts):
+        yield doc_id
+        yield text
+
+
+def okapi_idf(n_docs: int, doc_freq: np.ndarray, epsilon: float) -> tuple[np.ndarray, float]:
+    """rank-bm25 BM25Okapi idf per term and the pre-floor average idf (0.0 for an empty vocabulary)."""
+    idf = np.log(n_docs - doc_freq + 0.5) - np.log(doc_freq + 0.5)
+    # Sequential sum in vocabulary order, as BM25Okapi._calc_idf does.
+    average_idf = sum(idf.tolist()) / len(idf) if len(idf) else 0.0
+    return np.where(idf < 0, epsilon * average_idf, idf), average_idf
+
+
+def okapi_weights(
+    tf: np.ndarray, doc_len: np.ndarray, idf: np.ndarray, avgdl: float, k1: float, b: float
+) -> np.ndarray:
+    """Per-(term, doc) BM25 weight, in BM25Okapi.get_scores' operation order so both round alike."""
+    return idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * doc_len / avgdl)))
+
+
+def top_k(scores: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
+    """The k candidates (doc indices) with the highest scores; equal scores: lower index first."""
+    candidates = np.asarray(candidates)
+    if k <= 0 or len(candidates) == 0:
+        return candidates[:0]
+    values = scores[candidates]
+    if len(candidates) > k:
+        # Keep every candidate tied with the k-th best, so the tie-break below sees all of them.
+        kth_best = np.partition(values, len(values) - k)[len(values) - k]
+        keep = values >= kth_best
+        candidates, values = candidates[keep], values[keep]
+    order = np.lexsort((candidates, -values))
+    return candidates[order[:k]]
+
+
+class BM25Index:
+    """BM25 (rank-bm25 BM25Okapi scores) over a fixed list of documents; build, query, save, load.
+
+    Ranking: ``search`` returns only documents sharing at least one token with the query, best
+    score first; equal scores keep insertion order (the order of ``ids`` at build time).
+    """
+
+    def __init__(
+        self,
+        *,
+        ids: Sequence[str],
+        vocabulary: Sequence[str],
+        weights: sp.csr_matrix,
+        doc_len: np.ndarray,
+        idf: np.ndarray,
+        k1: float,
+        b: float,
+        epsilon: float,
+        avgdl: float,
+        average_idf: float,
+        fingerprint: str = "",
+    ) -> None:
+        """Use ``build``, ``build_from_tokens`` or ``load``; this only stores consistent parts."""
+        self.ids: tuple[str, ...] = tuple(ids)
+        self.vocabulary: tuple[str, ...] = tuple(vocabulary)
+        self.term_ids: dict[str, int] = {term: i for i, term in enumerate(self.vocabulary)}
+        self.weights = weights
+        self.doc_len = doc_len
+        self.idf = idf
+        self.k1, self.b, self.epsilon = float(k1), float(b), float(epsilon)
+        self.avgdl, self.average_idf = float(avgdl), float(average_idf)
+        self.fingerprint = fingerprint
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return (
+            f"BM25Index(docs={len(self.ids)}, terms={len(self.vocabulary)}, "
+            f"k1={self.k1}, b={self.b}, epsilon={self.epsilon})"
+        )
+
+    @classmethod
+    def build(
+        cls,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        k1: float = DEFAULT_K1,
+        b: float = DEFAULT_B,
+        epsilon: float = DEFAULT_EPSILON,
+        fingerprint: str = "",
+    ) -> BM25Index:
+        """Index ``texts`` (tokenized with ``tokenize``) under ``ids``; ids must be unique."""
+        if len(ids) != len(texts):
+            raise ValueError(f"got {len(ids)} ids but {len(texts)} texts; pass one id per text")
+        return cls.build_from_tokens(ids, [tokenize(t) for t in texts], k1, b, epsilon, fingerprint)
+
+    @classmethod
+    def build_from_tokens(
+        cls,
+        ids: Sequence[str],
+        tokenized: Sequence[Sequence[str]],
+        k1: float = DEFAULT_K1,
+        b: float = DEFAULT_B,
+        epsilon: float = DEFAULT_EPSILON,
+        fingerprint: str = "",
+    ) -> BM25Index:
+        """Index already tokenized documents (the corpus exactly as BM25Okapi would get it)."""
+        _check_build_args(ids, tokenized, k1, b, epsilon)
+        # A missing term gets the next id in C (default_factory = current size): the hot loop stays out of Python.
+        vocabulary: defaultdict[str, int] = defaultdict()
+        vocabulary.default_factory = vocabulary.__len__
+        term_of_entry: list[int] = []
+        tf_of_entry: list[int] = []
+        distinct_per_doc = np.zeros(len(tokenized), dtype=np.int64)
+        doc_len = np.zeros(len(tokenized), dtype=np.int64)
+        for j, tokens in enumerate(tokenized):
+            counts = Counter(tokens)
+            # Vocabulary in order of first appearance, like BM25Okapi's nd dict (same idf average).
+            term_of_entry.extend(map(vocabulary.__getitem__, counts))
+            tf_of_entry.extend(counts.values())
+            distinct_per_doc[j] = len(counts)
+            doc_len[j] = len(tokens)
+        rows = np.asarray(term_of_entry, dtype=np.int64)
+        cols = np.repeat(np.arange(len(tokenized), dtype=np.int64), distinct_per_doc)
+        tf = np.asarray(tf_of_entry, dtype=np.float64)
+        n_docs, n_terms = len(tokenized), len(vocabulary)
+        idf, average_idf = okapi_idf(n_docs, np.bincount(rows, minlength=n_terms), epsilon)
+        avgdl = int(doc_len.sum()) / n_docs if n_docs else 0.0
+        data = okapi_weights(tf, doc_len[cols], idf[rows], avgdl, k1, b) if len(rows) else tf
+        weights = sp.csr_matrix((data, (rows, cols)), shape=(n_terms, n_docs))
+        return cls(
+            ids=ids, vocabulary=list(vocabulary), weights=weights, doc_len=doc_len, idf=idf,
+            k1=k1, b=b, epsilon=epsilon, avgdl=avgdl, average_idf=average_idf,
+            fingerprint=fingerprint,
+        )
+
+    def score_tokens(self, tokens: Iterable[str]) -> np.ndarray:
+        """BM25 score of every document (insertion order) for already tokenized query tokens."""
+        return self._score_and_match(tokens)[0]
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every document (insertion order, aligned with ``ids``) for a query string."""
+        return self.score_tokens(tokenize(query))
+
+    def search(self, query: str, k: int = 10) -> list[tuple[str, float]]:
+        """Up to k (id, score) of documents sharing a token with the query; best first, ties by insertion order."""
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        scores, matched = self._score_and_match(tokenize(query))
+        best = top_k(scores, matched, k)
+        return [(self.ids[i], float(scores[i])) for i in best.tolist()]
+
+    def _score_and_match(self, tokens: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Scores of all documents and the sorted indices of documents containing a query token."""
+        scores = np.zeros(len(self.ids))
+        indptr, indices, data = self.weights.indptr, self.weights.indices, self.weights.data
+        matched = np.zeros(len(self.ids), dtype=bool)
+        for token in tokens:
+            term = self.term_ids.get(token)
+            if term is None:
+                continue
+            docs = indices[indptr[term] : indptr[term + 1]]
+            # Indices within one row are distinct, so fancy += adds each weight exactly once.
+            scores[docs] += data[indptr[term] : indptr[term + 1]]
+            matched[docs] = True
+        return scores, np.flatnonzero(matched)
+
+    def save(self, directory: str | os.PathLike[str], fingerprint: str | None = None) -> None:
+        """Write bm25.npz then bm25.json into ``directory`` atomically; ``fingerprint`` replaces the stored one."""
+        if fingerprint is not None:
+            self.fingerprint = fingerprint
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex
+        arrays = {
+            "save_token": np.array(token),
+            "data": self.weights.data,
+            "indices": self.weights.indices,
+            "indptr": self.weights.indptr,
+            "doc_len": self.doc_len,
+            "idf": self.idf,
+        }
+        _atomic_write(folder / ARRAYS_FILE, lambda f: np.savez(f, **arrays))
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "tokenizer": TOKENIZER_ID,
+            "save_token": token,
+            "fingerprint": self.fingerprint,
+            "k1": self.k1,
+            "b": self.b,
+            "epsilon": self.epsilon,
+            "avgdl": self.avgdl,
+            "average_idf": self.average_idf,
+            "ids": list(self.ids),
+            "vocabulary": list(self.vocabulary),
+        }
+        payload = json.dumps(meta, ensure_ascii=False).encode("utf-8")
+        _atomic_write(folder / META_FILE, lambda f: f.write(payload))
+
+    @classmethod
+    def load(
+        cls, directory: str | os.PathLike[str], expected_fingerprint: str | None = None
+    ) -> BM25Index | None:
+        """The index saved in ``directory``, or None (reason logged) if missing, corrupt, stale or mismatched."""
+        folder = Path(directory)
+        if not (folder / META_FILE).is_file() or not (folder / ARRAYS_FILE).is_file():
+            _log.info("no saved BM25 index in %s (expected %s and %s)", folder, META_FILE, ARRAYS_FILE)
+            return None
+        try:
+            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+            with np.load(folder / ARRAYS_FILE, allow_pickle=False) as npz:
+                arrays = {name: npz[name] for name in npz.files}
+            index = cls._from_saved(meta, arrays)
+        except _UNREADABLE as exc:
+            _log.warning("ignoring unreadable BM25 index in %s (%s: %s); rebuild it", folder, type(exc).__name__, exc)
+            return None
+        if expected_fingerprint is not None and index.fingerprint != expected_fingerprint:
+            _log.info("saved BM25 index in %s was built from another corpus (fingerprint differs)", folder)
+            return None
+        return index
+
+    @classmethod
+    def _from_saved(cls, meta: dict, arrays: dict[str, np.ndarray]) -> BM25Index:
+        """Rebuild from saved parts; ValueError names the first inconsistency."""
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"format version {meta.get('format_version')!r}, this code reads {FORMAT_VERSION}")
+        if meta.get("tokenizer") != TOKENIZER_ID:
+            raise ValueError(f"tokenizer {meta.get('tokenizer')!r}, this code uses {TOKENIZER_ID!r}")
+        if str(arrays["save_token"]) != meta["save_token"]:
+            raise ValueError(f"{ARRAYS_FILE} and {META_FILE} come from different saves")
+        ids, vocabulary = meta["ids"], meta["vocabulary"]
+        data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
+        doc_len, idf = arrays["doc_len"], arrays["idf"]
+        _check_saved_arrays(len(ids), len(vocabulary), data, indices, indptr, doc_len, idf)
+        weights = sp.csr_matrix((data, indices, indptr), shape=(len(vocabulary), len(ids)))
+        return cls(
+            ids=ids, vocabulary=vocabulary, weights=weights, doc_len=doc_len, idf=idf,
+            k1=meta["k1"], b=meta["b"], epsilon=meta["epsilon"], avgdl=meta["avgdl"],
+            average_idf=meta["average_idf"], fingerprint=str(meta["fingerprint"]),
+        )
+
+
+def _check_build_args(
+    ids: Sequence[str], tokenized: Sequence[Sequence[str]], k1: float, b: float, epsilon: float
+) -> None:
+    if len(ids) != len(tokenized):
+        raise ValueError(f"got {len(ids)} ids but {len(tokenized)} documents; pass one id per document")
+    if len(set(ids)) != len(ids):
+        duplicate = next(i for i, n in Counter(ids).items() if n > 1)
+        raise ValueError(f"document id {duplicate!r} occurs more than once; ids must be unique")
+    if not (np.isfinite(k1) and k1 >= 0):
+        raise ValueError(f"k1 must be a finite number >= 0, got {k1!r} (rank-bm25 default {DEFAULT_K1})")
+    if not (0 <= b <= 1):
+        raise ValueError(f"b must be between 0 and 1, got {b!r} (rank-bm25 default {DEFAULT_B})")
+    if not np.isfinite(epsilon):
+        raise ValueError(f"epsilon must be a finite number, got {epsilon!r} (rank-bm25 default {DEFAULT_EPSILON})")
+
+
+def _check_saved_arrays(
+    n_docs: int, n_terms: int, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+    doc_len: np.ndarray, idf: np.ndarray,
+) -> None:
+    """Raise ValueError unless the arrays form a (n_terms x n_docs) CSR matrix with matching vectors."""
+    if indptr.shape != (n_terms + 1,) or doc_len.shape != (n_docs,) or idf.shape != (n_terms,):
+        raise ValueError(f"array shapes do not fit {n_docs} documents and {n_terms} terms")
+    if data.shape != indices.shape or indptr[0] != 0 or indptr[-1] != len(data):
+        raise ValueError(
+            f"CSR arrays inconsistent: {len(data)} values, {len(indices)} indices, indptr end {indptr[-1]}"
+        )
+    if np.any(np.diff(indptr) < 0) or (len(indices) and (indices.min() < 0 or indices.max() >= n_docs)):
+        raise ValueError("CSR row pointers decrease or document indices are out of range")
+    if not np.issubdtype(data.dtype, np.floating) or not np.all(np.isfinite(data)):
+        raise ValueError(f"weights must be finite floats, got dtype {data.dtype}")
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write via ``write(file)`` into a temp file beside ``path``, fsync, then os.replace onto ``path``."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
