@@ -12,9 +12,15 @@ import local_rag
 from local_rag import LocalRAG, RAGError
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" except to flags whose None default means "the index's"; their help says so."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=_HelpFormatter)
     parser.add_argument("paths", nargs="*", default=[local_rag.DOCS_PATH],
                         help="PDF files or folders to index; the index then holds exactly these")
     parser.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")
@@ -37,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the "Loading weights" bar of the embedding model
     if args.chunk_size is not None and args.chunk_size < 1:
         print(f"error: --chunk-size must be a positive number of characters, got {args.chunk_size}", file=sys.stderr)
         return 2

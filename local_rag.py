@@ -95,9 +95,13 @@ def chunk_header(source: str, page: int) -> str:
     return f"[{source}, page {page + 1}]\n"
 
 
-def chunk_id(file_hash: str, page: int, chunk: int) -> str:
-    """Stable id of a chunk: the same file content and settings always give the same ids."""
-    return f"{file_hash[:16]}:{page}:{chunk}"
+def chunk_id(source: str, file_hash: str, page: int, chunk: int) -> str:
+    """Stable id of a chunk: the same file name, content and settings always give the same ids.
+
+    The name is part of it because two copies of one PDF (same hash) are two sources, each with its own chunks.
+    """
+    name = hashlib.sha256(source.encode("utf-8")).hexdigest()[:8]
+    return f"{file_hash[:16]}-{name}:{page}:{chunk}"
 
 
 def file_sha256(path: str | Path) -> str:
@@ -174,17 +178,25 @@ def _describe_pdf_error(exc: Exception) -> str:
 
 
 def _extract_pypdf(path: str) -> ExtractedPdf:
+    import logging
     import warnings
 
     from langchain_community.document_loaders import PyPDFLoader
     from pypdf import PdfReader
 
-    reader = PdfReader(path)  # opens files encrypted with an empty user password by itself (needs cryptography)
-    if reader.is_encrypted and not reader.decrypt(""):
-        return ExtractedPdf(error="needs a password (encrypted with a non-empty user password)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        docs = PyPDFLoader(path, mode="page").load()
+    # pypdf logs repair notes ("EOF marker not found") straight to stderr; the reason is reported by file name.
+    pypdf_logger = logging.getLogger("pypdf")
+    level = pypdf_logger.level
+    pypdf_logger.setLevel(logging.ERROR)
+    try:
+        reader = PdfReader(path)  # opens files encrypted with an empty user password by itself (needs cryptography)
+        if reader.is_encrypted and not reader.decrypt(""):
+            return ExtractedPdf(error="needs a password (encrypted with a non-empty user password)")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            docs = PyPDFLoader(path, mode="page").load()
+    finally:
+        pypdf_logger.setLevel(level)
     return ExtractedPdf(pages=[(int(d.metadata["page"]), str(d.metadata.get("page_label", d.metadata["page"] + 1)),
                                 d.page_content) for d in docs])
 
@@ -257,7 +269,7 @@ def _load_hf_model(factory: Callable[..., object], name: str, what: str) -> obje
     except Exception as cached_error:  # noqa: BLE001 - any failure here just means "not cached"
         if not hub_reachable():
             raise RAGError(f"{what} {name!r} is not in the local Hugging Face cache and huggingface.co is not "
-                           f"reachable (offline)",
+                           f"reachable (offline); download it once while online, or give a local model folder",
                            reason="not in the local Hugging Face cache; huggingface.co unreachable") from cached_error
     try:
         return factory(name)
@@ -364,6 +376,9 @@ class LocalRAG:
                          for key in REBUILD_SETTINGS}
         if self.settings["pdf_loader"] not in PDF_LOADERS:
             raise RAGError(f"unknown PDF loader {self.settings['pdf_loader']!r}; use one of {', '.join(PDF_LOADERS)}")
+        if self.settings["chunk_size"] < 1 or self.settings["chunk_overlap"] < 0:
+            raise RAGError(f"chunk size must be at least 1 and chunk overlap at least 0 characters, got size "
+                           f"{self.settings['chunk_size']} and overlap {self.settings['chunk_overlap']}")
         if self.settings["chunk_overlap"] >= self.settings["chunk_size"]:
             raise RAGError(f"chunk overlap {self.settings['chunk_overlap']} must be smaller than the chunk size "
                            f"{self.settings['chunk_size']}")
@@ -474,9 +489,10 @@ class LocalRAG:
             digest = file_sha256(path)
             entry = self.files.get(name) or failed_before.get(name)
             if entry and entry["sha256"] == digest:
-                report.unchanged.append(name)
                 if name in failed_before:
                     report.failed.append((name, failed_before[name]["reason"] + " (unchanged since last sync)"))
+                else:
+                    report.unchanged.append(name)
                 continue
             (report.updated if name in self.files else report.added).append(name)
             todo.append((name, path, digest))
@@ -553,7 +569,13 @@ class LocalRAG:
             if pdf.error is None and not any(text.strip() for _, _, text in pdf.pages):
                 pdf.error = "no text layer on any page (scanned? run OCR first)" if pdf.pages else "no pages"
             if pdf.error:
-                self._delete_source(name)  # a file that turned unreadable loses its old chunks
+                # A failed file is reported as failed only; one that turned unreadable loses its old chunks.
+                for bucket in (report.added, report.updated):
+                    if name in bucket:
+                        bucket.remove(name)
+                if name in self.files:
+                    report.removed.append(name)
+                self._delete_source(name)
                 self.files.pop(name, None)
                 self.info["failed"][name] = {"sha256": digest, "reason": pdf.error}
                 self._write_info()
@@ -576,7 +598,7 @@ class LocalRAG:
                 empty.append(page)
             for index, piece in enumerate(pieces):
                 header = chunk_header(unit.source, page) if unit.header is None else unit.header
-                ids.append(chunk_id(unit.file_hash, page, index))
+                ids.append(chunk_id(unit.source, unit.file_hash, page, index))
                 texts.append((header if self.settings["chunk_headers"] else "") + piece)
                 metas.append({"source": unit.source, "page": page, "page_label": label, "file_hash": unit.file_hash,
                               "chunk": index, "chunk_id": ids[-1], "embedding_model": self.embeddings.model_name,

