@@ -1,0 +1,1285 @@
+"""Generate goldset questions from indexed chunks, and lint goldsets against the index.
+
+Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based), "text"}``:
+
+1. A noise filter drops chunks no reader would ask about (front matter, index and bibliography
+   pages, number tables, caption residue, running headers, very short chunks); every rule is counted.
+2. The wanted number of questions is spread over the documents in proportion to their kept chunk
+   count, with a minimum per document (largest-remainder apportionment).
+3. Each sampled chunk gives at most one question: without a model an exact-reference question
+   (equation, table, figure, section number at its definition site), a defined-term question or a
+   section-location question; with a model (``ask``), one natural question the chunk answers.
+4. Quality gates reject questions that copy the chunk's words (so BM25 does not win by
+   construction), near-duplicates, too-short questions and answers that lie on a noise page.
+
+The same chunks, seed and model replies give the same rows, in the same order.
+
+Lint checks a parsed goldset (questions with locations and line numbers, plus the reader's
+messages) against what the index holds: files, page counts, pages without text.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import os
+import random
+import re
+import tempfile
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+# --- Goldset file format -------------------------------------------------------------------------
+# Columns of a goldset CSV, in order (German names, as the existing goldsets have them).
+CSV_FIELDS = ("frage", "korpus", "erwartete_quelle", "erwartete_seite", "anmerkung")
+# Field delimiter of written goldsets.
+CSV_DELIMITER = ";"
+# Goldset pages are 1-based; chunk pages are 0-based.
+PAGE_OFFSET = 1
+# Permissions of a newly written goldset (readable by all, like files an editor saves).
+NEW_FILE_MODE = 0o644
+
+# --- Noise filter ---------------------------------------------------------------------------------
+# A chunk with fewer words than this carries too little to ask about.
+MIN_CHUNK_WORDS = 20
+# Share of dotted-leader or "1.2 Title 15" lines from which a chunk is a table of contents.
+TOC_LINE_SHARE = 0.3
+# Lines with a copyright cue ("©", "ISBN", "All rights reserved", ...) that mark a copyright page.
+COPYRIGHT_MIN_CUE_LINES = 3
+# Title pages are looked for on the first pages only (0-based page < this).
+TITLE_PAGE_MAX_PAGE = 3
+# A line with at least this many words is prose; title pages have (almost) none.
+PROSE_LINE_MIN_WORDS = 6
+# Below this share of prose lines, an early chunk is a title page.
+TITLE_PAGE_PROSE_SHARE = 0.25
+# Share of "term, 12, 45" lines that makes an index page, with / without an "Index" heading.
+INDEX_LINE_SHARE_WITH_HEADING = 0.2
+INDEX_LINE_SHARE = 0.5
+# Share of citation-like lines that makes a bibliography, with / without a "References" heading.
+CITATION_LINE_SHARE_WITH_HEADING = 0.2
+CITATION_LINE_SHARE = 0.4
+# Share of numeric tokens (among tokens with a letter or digit) from which a chunk is a number table.
+NUMERIC_TOKEN_SHARE = 0.4
+# Share of "Figure 3: ..." / "Abb. 3" lines from which a chunk is caption residue.
+CAPTION_LINE_SHARE = 0.5
+# A line that occurs on at least this many pages of one document is a running header or footer.
+RUNNING_HEADER_MIN_PAGES = 3
+# Longer lines are never running headers (reports repeat whole boilerplate sentences across pages).
+RUNNING_HEADER_MAX_CHARS = 80
+# Share of characters in running-header lines from which a chunk is header residue (characters, not
+# lines: a wrapped "million." that recurs on many pages must not outweigh a long line).
+RUNNING_HEADER_CHAR_SHARE = 0.5
+
+# --- Sampling and question kinds ------------------------------------------------------------------
+# Questions every document with kept chunks gets at least (if n allows).
+MIN_PER_DOCUMENT = 1
+# Longest defined term, in words.
+DEFINED_TERM_MAX_WORDS = 4
+# Longest section heading turned into a question, in words.
+HEADING_MAX_WORDS = 10
+# More numbered headings than this in one chunk make a list (contents, exhibits), not section starts.
+MAX_HEADINGS_PER_CHUNK = 3
+# After this many unusable model replies in a row the model is no longer asked.
+LLM_MAX_CONSECUTIVE_FAILURES = 5
+# Chunk text longer than this is cut before it goes into the model prompt.
+LLM_MAX_CHUNK_CHARS = 4000
+
+# --- Quality gates --------------------------------------------------------------------------------
+# Highest share of a question's content words that may occur verbatim in its chunk.
+MAX_COPIED_SHARE = 0.5
+# Token Jaccard similarity from which two questions count as near-duplicates.
+NEAR_DUPLICATE_JACCARD = 0.8
+# Fewest words a question may have (generation gate and lint warning).
+MIN_QUESTION_WORDS = 3
+
+# Noise rules in the order they are tried; the first that matches names the reason.
+NOISE_RULES = ("front_matter", "index", "bibliography", "running_headers", "captions", "numeric", "too_short")
+# Rules that describe a whole page; the noise-page gate checks the answer's page with these.
+PAGE_NOISE_RULES = ("front_matter", "index", "bibliography")
+# Quality gates in the order they are applied.
+GATES = ("too_short", "noise_page", "copied", "duplicate")
+# Question kinds, in summary order; ``korpus`` of a generated row is one of these.
+KINDS = ("equation-ref", "table-ref", "figure-ref", "section-ref", "defined-term", "section-location", "llm")
+
+# Prompt for one natural question per chunk; fill with build_llm_prompt().
+LLM_QUESTION_PROMPT = """You write test questions for a document search engine.
+Read the passage below and write ONE question in {language} that the passage answers.
+Rules:
+- Ask as a reader would who has not seen the passage: use your own words, not the passage's.
+- Do not copy any run of more than three words from the passage.
+- The question must make sense on its own; do not mention "the passage", "the text" or "the author".
+- If the passage has nothing a reader would ask about (table of contents, index, reference list,
+  only numbers or headers), reply {{"question": null}}.
+Reply with JSON only, like {{"question": "..."}}.
+
+Passage:
+\"\"\"
+{text}
+\"\"\"
+"""
+
+# Language codes -> names used in the prompt.
+LANGUAGE_NAMES = {"en": "English", "de": "German"}
+
+# Stop words that tell English from German; words common to both ("in", "so", "an", "was") are left out.
+ENGLISH_STOPWORDS = frozenset(
+    "the and of to is are that this with for which be by as from it we can on or not these has have were "
+    "been its their will would there than into".split()
+)
+GERMAN_STOPWORDS = frozenset(
+    "der die das und ist sind nicht mit von zu den dem des ein eine einer eines wird werden auf für sich "
+    "auch als bei im dass oder wir kann durch zum zur nach über wenn noch".split()
+)
+# Question words and other function words that never count as copied content.
+QUESTION_FUNCTION_WORDS = frozenset(
+    "what which who whom whose when where why how does do did is are was were a an in at about "
+    "was welche welcher welches wer wen wem wann wo warum wieso wie worum woran wofür gibt es ein "
+    "eine einen in im am um man".split()
+)
+CONTENT_STOPWORDS = ENGLISH_STOPWORDS | GERMAN_STOPWORDS | QUESTION_FUNCTION_WORDS
+
+# Question templates: (kind, language) -> format string.
+TEMPLATES = {
+    ("equation-ref", "en"): "What does Equation {num} state?",
+    ("equation-ref", "de"): "Was besagt Gleichung {num}?",
+    ("table-ref", "en"): "What does Table {num} show?",
+    ("table-ref", "de"): "Was zeigt Tabelle {num}?",
+    ("figure-ref", "en"): "What does Figure {num} show?",
+    ("figure-ref", "de"): "Was zeigt Abbildung {num}?",
+    ("section-ref", "en"): "What is covered in {unit} {num}?",
+    ("section-ref", "de"): "Was behandelt {unit} {num}?",
+    ("section-location", "en"): "Which {unit_lower} discusses {title}?",
+    ("section-location", "de"): "{which} {unit} behandelt {title}?",
+    ("defined-term-is", "en"): "What is {term}?",
+    ("defined-term-are", "en"): "What are {term}?",
+    ("defined-term-measures", "en"): "What does {term} measure?",
+    ("defined-term", "de"): "Was versteht man unter {term}?",
+}
+# Words of the templates: the frame of a template question, never counted as copied.
+TEMPLATE_WORDS = frozenset(
+    word.casefold()
+    for template in TEMPLATES.values()
+    for word in re.findall(r"[^\W\d_]+", template)
+) | frozenset("section chapter abschnitt kapitel welcher welches".split())
+
+# Heading units: keyword in the text -> (English unit, German unit).
+HEADING_UNITS = {
+    "section": ("Section", "Abschnitt"),
+    "chapter": ("Chapter", "Kapitel"),
+    "abschnitt": ("Section", "Abschnitt"),
+    "kapitel": ("Chapter", "Kapitel"),
+}
+# German interrogative per unit ("Welcher Abschnitt", "Welches Kapitel").
+GERMAN_WHICH = {"Abschnitt": "Welcher", "Kapitel": "Welches"}
+
+# First words that make a "X is a ..." sentence no definition ("This is a ...", "The result is the ...").
+NOT_A_TERM = frozenset(
+    """this that these those it its there here which what who one each every such our your his her their
+    my some any all both either neither another other same former latter first second third next last
+    following above below result results answer problem solution proof idea goal aim reason purpose point
+    question difference example case figure table equation section chapter main key only new way
+    company firm management author authors paper study article book report document text
+    der die das den dem des ein eine einer eines dies diese dieser dieses es er sie hier dabei damit daher
+    dann man wir ergebnis folgende folgendes beispiel abbildung tabelle gleichung abschnitt kapitel grund
+    ziel frage antwort lösung idee problem unterschied vorteil nachteil erste zweite nächste letzte
+    andere jede jeder jedes solche unser unsere
+    thus hence therefore however also so then now finally clearly note recall again moreover furthermore
+    similarly if when since because although while after before during under with without for at on by
+    also somit deshalb jedoch nun zudem ebenso außerdem wenn weil da ob nachdem bevor während
+    provided shown listed included presented described summarized set given attached enclosed""".split()
+)
+# Last words that make an inverted sentence ("Provided below is a ..."), not a term.
+NOT_A_TERM_END = frozenset("below above here there following hereto unten oben folgend".split())
+# Pronouns: a "term" containing one is a clause ("The model we use is a ..."), not a name.
+PRONOUNS = frozenset("i you he she we they me us them ich du er sie wir ihr es man".split())
+# Function words allowed inside a term ("vega of an option", "Wert des Portfolios").
+TERM_CONNECTORS = frozenset("of for and the a an von für und der des dem im eines einer".split())
+
+# --- Patterns -------------------------------------------------------------------------------------
+_CHUNK_HEADER = re.compile(r"\A\[[^\n]*, page \d+\]\n")
+_WORD = re.compile(r"\w+")
+# Tokens for comparing questions: numbers with inner dots/commas stay whole ("21.23").
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_][\w]*(?:[-'’][\w]+)*|\d\w*")
+# A number as tables print it: "12", "-0.45", "1,234.5", "12%", "(3)", "$100", "3/4".
+_NUMERIC_TOKEN = re.compile(r"[(\[$€£+\-−]*\d[\d.,:/]*[%)\]]*[.,;:]?")
+_DOTTED_LEADER = re.compile(r"(?:\.\s?){4,}\s*(?:\d+|[ivxlcdm]+)\s*$", re.IGNORECASE)
+# A contents line: optional label ("3.2", "Chapter 3", "Item 7A.", "Note 4."), digit-free title, page
+# number of at most 3 digits (a 4-digit number at a line end is more often a year); no currency
+# sign ("Total securities $ 417" is a table row) and no comma ("vega, 45" is an index line) before it;
+# "Page 12" is a footer.
+_TOC_ENTRY = re.compile(
+    r"^(?!(?:page|seite)\s)(?:(?:chapter|kapitel|item|part|teil|section|abschnitt|note|appendix|anhang)\s+)?"
+    r"(?:(?:\d+(?:\.\d+)*|[IVX]+)[A-Z]?\.?\s+)?[^\d\n$€£%]{2,}?[^\d\n$€£%,]\s\d{1,3}$",
+    re.IGNORECASE,
+)
+_TOC_HEADING = re.compile(
+    r"^(?:table of contents|contents|brief contents|contents at a glance|inhalt|inhaltsverzeichnis|"
+    r"inhaltsübersicht)$"
+)
+_COPYRIGHT_CUES = (
+    "©", "copyright", "all rights reserved", "isbn", "printed in", "library of congress",
+    "first published", "alle rechte vorbehalten", "gedruckt in", "deutsche nationalbibliothek",
+    "bibliografische information", "bibliographic information",
+)
+_INDEX_HEADING = re.compile(
+    r"^(?:index|subject index|author index|register|sachregister|sachverzeichnis|stichwortverzeichnis|"
+    r"stichwortregister|namensregister|personenregister)$"
+)
+_INDEX_LINE = re.compile(
+    r"^[^\d,][^\d]*?,\s*\d+(?:\s*[-–]\s*\d+)?(?:\s*,\s*\d+(?:\s*[-–]\s*\d+)?)*\s*$"
+    r"|^(?:see also|siehe auch)\s+\w|^[^\d,][^\d]*?,\s*(?:see|siehe)\s+\w",
+    re.IGNORECASE,
+)
+_BIBLIOGRAPHY_HEADING = re.compile(
+    r"^(?:\d+(?:\.\d+)*\.?\s+)?(?:references|bibliography|literature|works cited|further reading|"
+    r"literatur|literaturverzeichnis|quellen|quellenverzeichnis|literaturhinweise|weiterführende literatur)$"
+)
+_YEAR = re.compile(r"(?<!\d)(?:1[5-9]|20)\d\d[a-z]?(?!\d)")
+# Citation cues: "[3]", "3. Black", "Black, F.", "S. 12" (case matters), then words in any case.
+_CITATION_MARK = re.compile(
+    r"^\s*\[\d+\]|^\s*\d+\.\s+[A-ZÄÖÜ]|[A-ZÄÖÜ][\w'’-]+,\s+(?:[A-ZÄÖÜ]\.\s*)+|\bS\.\s*\d"
+)
+_CITATION_WORD = re.compile(
+    r"et al\.|\bpp?\.\s*\d|\bvol\.|\bhrsg\.|\beds?\.|\bdoi\b|journal|review|proceedings|press\b|verlag|university",
+    re.IGNORECASE,
+)
+_CAPTION_LINE = re.compile(
+    r"^(?:figure|fig\.|table|tab\.|exhibit|chart|abbildung|abb\.|tabelle|grafik|schaubild|diagramm)\s*\d",
+    re.IGNORECASE,
+)
+_NUMBER = r"\d{1,2}(?:\.\d{1,3}){0,2}[a-z]?"
+# Equation number tag at the end of a line: "C = S N(d1) - K e^{-rT} N(d2)   (21.23)".
+_EQUATION_TAG = re.compile(rf"^(?P<body>.*?)\s*\((?P<num>{_NUMBER})\)\s*$")
+_RELATION = re.compile(r"[=<>≤≥≈≡∝]")
+# Caption at the start of a line: "Table 4: ...", "Table 4. ...", "Table 4 Prices ...", "Abb. 3 ...".
+_CAPTION_TAIL = r"(?=:|\.\s+\S|\s+[A-ZÄÖÜ])"
+_TABLE_CAPTION = re.compile(rf"^(?P<label>Table|Tab\.|Tabelle)\s+(?P<num>{_NUMBER}){_CAPTION_TAIL}")
+_FIGURE_CAPTION = re.compile(rf"^(?P<label>Figure|Fig\.|Abbildung|Abb\.)\s+(?P<num>{_NUMBER}){_CAPTION_TAIL}")
+# "3.2 Option Pricing" (at least two number parts: a lone "3 Options" is too often a list item).
+_NUMBERED_HEADING = re.compile(r"^(?P<num>\d{1,2}(?:\.\d{1,2}){1,3})\.?\s+(?P<title>[A-ZÄÖÜ].*)$")
+# Any line opening with a "3.2"-style number, heading or not: many of them make a list.
+_NUMBERED_LINE = re.compile(r"^\d{1,3}(?:\.\d{1,3})+[A-Z]?\.?\s")
+_KEYWORD_HEADING = re.compile(
+    r"^(?P<unit>Section|Chapter|Abschnitt|Kapitel)\s+(?P<num>\d{1,2}(?:\.\d{1,2}){0,3})[:.]?\s+"
+    r"(?P<title>[A-ZÄÖÜ].*)$"
+)
+_TERM_WORD = r"[^\W\d_][\w\-]*"
+# Words of a term are separated by spaces, not line breaks: a heading line above a sentence is no part of it.
+_TERM = rf"{_TERM_WORD}(?:[^\S\n]+{_TERM_WORD}){{0,{DEFINED_TERM_MAX_WORDS - 1}}}"
+_GERMAN_TERM = rf"{_TERM_WORD}(?:[^\S\n]+{_TERM_WORD}){{0,{DEFINED_TERM_MAX_WORDS + 1}}}"
+# Optional article and "term"/"concept" before an English term: "The term gamma refers to".
+_EN_LEAD = rf"(?:(?P<article>The|An?)[^\S\n]+)?(?P<label>(?:term|concept)[^\S\n]+)?(?P<term>{_TERM})\s+"
+_DE_LEAD = rf"(?:(?:Der|Die|Das|Ein|Eine)[^\S\n]+)?(?:Begriff[^\S\n]+)?(?P<term>{_TERM})\s+"
+# English definitions at a sentence start; group "verb" picks the question template.
+_EN_DEFINITIONS = (
+    re.compile(rf"{_EN_LEAD}(?P<verb>is)\s+defined\s+as\b"),
+    re.compile(rf"{_EN_LEAD}(?P<verb>is|are)\s+(?:a|an|the)\s"),
+    re.compile(rf"{_EN_LEAD}(?P<verb>refers\s+to|denotes)\s"),
+    re.compile(rf"{_EN_LEAD}(?P<verb>measures)\s+(?:the|a|an|how|whether)\b"),
+)
+# German definitions: "Unter X versteht man", "X ist ein ...", "X bezeichnet", "X wird definiert als".
+_DE_DEFINITIONS = (
+    re.compile(
+        rf"Unter\s+(?P<article>(?:dem|der|den|einem|einer|einen)\s+)?(?P<term>{_GERMAN_TERM})\s+versteht\s+man\b"
+    ),
+    re.compile(rf"{_DE_LEAD}(?:ist|sind)\s+(?:ein|eine|einer|der|die|das|definiert\s+als)\s"),
+    re.compile(rf"{_DE_LEAD}bezeichnet\s"),
+    re.compile(rf"{_DE_LEAD}wird\s+(?:definiert|bezeichnet)\s+als\b"),
+)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-ZÄÖÜ])")
+# Word before a period that does not end a sentence ("Mr. Weeks", "Abb. 3", initials "Wendell P. Weeks").
+_ABBREVIATION = re.compile(
+    r"(?:\b(?:mr|mrs|ms|dr|prof|st|inc|co|corp|ltd|no|nr|fig|eq|vs|etc|approx|e\.g|i\.e|bzw|z\.b|ca|vgl|abb|s)"
+    r"|(?-i:\b[A-Z]))\.\s*$",
+    re.IGNORECASE,
+)
+_LINE_NUMBER = re.compile(r"\b(?:line|zeile)\s+(\d+)", re.IGNORECASE)
+# A reader message about something it dropped ("row skipped", "location skipped").
+_SKIPPED = re.compile(r"\bskipped\b|übersprungen", re.IGNORECASE)
+
+
+# =================================================================================================
+# Data
+
+
+@dataclass(frozen=True)
+class GoldsetRow:
+    """One row of a goldset CSV; ``erwartete_seite`` is 1-based."""
+
+    frage: str
+    korpus: str
+    erwartete_quelle: str
+    erwartete_seite: int
+    anmerkung: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A question proposed for a chunk, before the gates; ``allowed`` words never count as copied."""
+
+    kind: str
+    question: str
+    language: str
+    allowed: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class NoiseContext:
+    """What the noise rules need beyond one chunk: running-header lines per document."""
+
+    repeated_lines: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass
+class DocumentSample:
+    """Per-document counts of one generation run."""
+
+    chunks: int = 0
+    kept: int = 0
+    allocated: int = 0
+    generated: int = 0
+
+
+@dataclass
+class LlmStats:
+    """How the model calls went: asked, usable questions, explicit declines, failures."""
+
+    asked: int = 0
+    answered: int = 0
+    declined: int = 0
+    failed: int = 0
+    consecutive_failures: int = 0  # failures since the last usable reply or decline
+    gave_up: bool = False
+
+
+@dataclass
+class GenerationResult:
+    """Generated rows (sorted by file, page, chunk) and the counts the summary reports."""
+
+    rows: list[GoldsetRow]
+    requested: int
+    seed: int
+    chunks_total: int
+    removed: dict[str, int]
+    documents: dict[str, DocumentSample]
+    kinds: dict[str, int]
+    languages: dict[str, int]
+    rejected: dict[str, int]
+    llm: LlmStats | None = None
+
+
+# =================================================================================================
+# Text helpers
+
+
+def strip_chunk_header(text: str) -> str:
+    """The chunk text without the indexer's first line ``[<source>, page <n>]``, if it has one."""
+    return _CHUNK_HEADER.sub("", text, count=1)
+
+
+def analysis_text(text: str) -> str:
+    """Chunk text as the filter and the question finders read it: header stripped, NFKC.
+
+    NFKC turns PDF ligatures (``ﬁ``) into letters and no-break spaces into spaces.
+    """
+    return unicodedata.normalize("NFKC", strip_chunk_header(text))
+
+
+def _lines(text: str) -> list[str]:
+    """Non-empty lines, stripped."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def tokens(text: str) -> list[str]:
+    """Casefolded NFKC word tokens; numbers like ``21.23`` and words like ``Black-Scholes`` stay whole."""
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def detect_language(text: str) -> str:
+    """``"de"`` if the text has more German than English stop words, else ``"en"``.
+
+    Counts tokens in GERMAN_STOPWORDS and ENGLISH_STOPWORDS (words shared by both languages are in
+    neither list); a tie, including text without stop words, counts as English.
+    """
+    words = tokens(text)
+    german = sum(word in GERMAN_STOPWORDS for word in words)
+    english = sum(word in ENGLISH_STOPWORDS for word in words)
+    return "de" if german > english else "en"
+
+
+def _share(count: int, total: int) -> float:
+    return count / total if total else 0.0
+
+
+def _header_key(line: str) -> str:
+    """Line form for finding running headers: casefold, digits as ``#`` (page numbers vary), one space."""
+    return " ".join(re.sub(r"\d+", "#", line.casefold()).split())
+
+
+# =================================================================================================
+# Noise filter
+
+
+def build_noise_context(chunks: Iterable[Mapping[str, Any]]) -> NoiseContext:
+    """Find running headers and footers, per document.
+
+    A running header is a line (compared by _header_key) of at most RUNNING_HEADER_MAX_CHARS
+    characters on at least RUNNING_HEADER_MIN_PAGES distinct pages of the same document.
+    """
+    pages_of: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for chunk in chunks:
+        for line in _lines(analysis_text(chunk["text"])):
+            if len(line) <= RUNNING_HEADER_MAX_CHARS:
+                pages_of[chunk["source"]][_header_key(line)].add(chunk["page"])
+    return NoiseContext(
+        repeated_lines={
+            source: frozenset(key for key, pages in lines.items() if len(pages) >= RUNNING_HEADER_MIN_PAGES)
+            for source, lines in pages_of.items()
+        }
+    )
+
+
+def _is_front_matter(lines: list[str], page: int) -> bool:
+    """Table of contents, copyright page or title page."""
+    if any(_TOC_HEADING.match(line.casefold()) for line in lines):
+        return True
+    toc_lines = sum(bool(_DOTTED_LEADER.search(line) or _TOC_ENTRY.match(line)) for line in lines)
+    if _share(toc_lines, len(lines)) >= TOC_LINE_SHARE:
+        return True
+    cue_lines = sum(any(cue in line.casefold() for cue in _COPYRIGHT_CUES) for line in lines)
+    if cue_lines >= COPYRIGHT_MIN_CUE_LINES:
+        return True
+    prose = sum(len(_WORD.findall(line)) >= PROSE_LINE_MIN_WORDS for line in lines)
+    return page < TITLE_PAGE_MAX_PAGE and _share(prose, len(lines)) < TITLE_PAGE_PROSE_SHARE
+
+
+def _is_index(lines: list[str]) -> bool:
+    """A back-of-book index: "Index"/"Register" heading or many "term, 12, 45" lines."""
+    share = _share(sum(bool(_INDEX_LINE.match(line)) for line in lines), len(lines))
+    has_heading = any(_INDEX_HEADING.match(line.casefold()) for line in lines)
+    return share >= (INDEX_LINE_SHARE_WITH_HEADING if has_heading else INDEX_LINE_SHARE)
+
+
+def _is_citation_line(line: str) -> bool:
+    """A line with a year and a citation cue (``[3]``, ``Black, F.``, ``et al.``, ``pp. 3``, ``Verlag``)."""
+    return bool(_YEAR.search(line) and (_CITATION_MARK.search(line) or _CITATION_WORD.search(line)))
+
+
+def _is_bibliography(lines: list[str]) -> bool:
+    """A reference list: "References"/"Literatur" heading or many citation-like lines."""
+    share = _share(sum(_is_citation_line(line) for line in lines), len(lines))
+    has_heading = any(_BIBLIOGRAPHY_HEADING.match(line.casefold()) for line in lines)
+    return share >= (CITATION_LINE_SHARE_WITH_HEADING if has_heading else CITATION_LINE_SHARE)
+
+
+def _is_running_headers(lines: list[str], repeated: frozenset[str]) -> bool:
+    repeated_chars = sum(len(line) for line in lines if _header_key(line) in repeated)
+    return _share(repeated_chars, sum(len(line) for line in lines)) >= RUNNING_HEADER_CHAR_SHARE
+
+
+def _is_captions(lines: list[str]) -> bool:
+    return _share(sum(bool(_CAPTION_LINE.match(line)) for line in lines), len(lines)) >= CAPTION_LINE_SHARE
+
+
+def _is_numeric(text: str) -> bool:
+    """Mostly numbers; tokens without a letter or digit (``$``, ``-``) count neither way."""
+    words = [word for word in text.split() if _WORD.search(word)]
+    return _share(sum(bool(_NUMERIC_TOKEN.fullmatch(word)) for word in words), len(words)) >= NUMERIC_TOKEN_SHARE
+
+
+def classify_noise(chunk: Mapping[str, Any], context: NoiseContext | None = None) -> str | None:
+    """The first NOISE_RULES rule the chunk falls under, or None for a chunk worth asking about.
+
+    ``context`` (from build_noise_context over all chunks) supplies the running headers; without it
+    the running-header rule never fires. The content rules read only the chunk's own lines, not
+    its running headers: a "Table of Contents" or "Index" link on every page of a filing does not
+    make every page a contents or index page, and a "Page 12" footer is no contents line.
+    """
+    text = analysis_text(chunk["text"])
+    lines = _lines(text)
+    if not lines:
+        return "too_short"
+    repeated = context.repeated_lines.get(chunk["source"], frozenset()) if context else frozenset()
+    own = [line for line in lines if _header_key(line) not in repeated]
+    checks: dict[str, Callable[[], bool]] = {
+        "front_matter": lambda: _is_front_matter(own, chunk["page"]),
+        "index": lambda: _is_index(own),
+        "bibliography": lambda: _is_bibliography(own),
+        "running_headers": lambda: _is_running_headers(lines, repeated),
+        "captions": lambda: _is_captions(own),
+        "numeric": lambda: _is_numeric(text),
+        "too_short": lambda: len(_WORD.findall(text)) < MIN_CHUNK_WORDS,
+    }
+    return next((rule for rule in NOISE_RULES if checks[rule]()), None)
+
+
+def filter_chunks(
+    chunks: Sequence[Mapping[str, Any]], context: NoiseContext | None = None
+) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
+    """Chunks that pass the noise filter (input order kept) and the number removed per rule.
+
+    The context is built from ``chunks`` unless given.
+    """
+    context = build_noise_context(chunks) if context is None else context
+    counts = dict.fromkeys(NOISE_RULES, 0)
+    kept = []
+    for chunk in chunks:
+        rule = classify_noise(chunk, context)
+        if rule is None:
+            kept.append(chunk)
+        else:
+            counts[rule] += 1
+    return kept, counts
+
+
+# =================================================================================================
+# Template questions
+
+
+def _reference_candidate(kind: str, num: str, language: str) -> Candidate:
+    question = TEMPLATES[(kind, language)].format(num=num)
+    return Candidate(kind, question, language, frozenset(tokens(num)) | TEMPLATE_WORDS)
+
+
+def reference_questions(text: str, language: str) -> list[Candidate]:
+    """Exact-reference questions for equations, tables and figures defined in the text.
+
+    Only definition sites count: an equation tag ``(21.23)`` closing a line with a relation sign
+    (on that line or, for a tag on its own line, the line before), and captions at a line start
+    (``Table 4: ...``, ``Abb. 3 Verlauf ...``). A mere mention ("see Table 4") points to another page.
+    """
+    candidates: list[Candidate] = []
+    lines = _lines(text)
+    for index, line in enumerate(lines):
+        tag = _EQUATION_TAG.match(line)
+        if tag:
+            body = tag["body"] or (lines[index - 1] if index else "")
+            if _RELATION.search(body):
+                candidates.append(_reference_candidate("equation-ref", tag["num"], language))
+        for kind, pattern in (("table-ref", _TABLE_CAPTION), ("figure-ref", _FIGURE_CAPTION)):
+            caption = pattern.match(line)
+            if caption:
+                candidates.append(_reference_candidate(kind, caption["num"], language))
+    return candidates
+
+
+def _heading_title_ok(title: str) -> bool:
+    """A heading title: a few words, not a sentence, no page number or dates, no formula or table row.
+
+    Rejects e.g. "Apple 45" (contents line), "Form of Agreement* 10-Q 6/26/09" (exhibit list).
+    """
+    words = title.split()
+    return (
+        len(words) <= HEADING_MAX_WORDS
+        and not re.search(r"[.,;:?!]$", title)
+        and sum(bool(re.search(r"\d", word)) for word in words) == 0
+        and not re.search(r"[=*/|$%€£]", title)
+        and len(re.findall(r"[^\W\d_]", title)) >= 2
+    )
+
+
+def section_questions(text: str, language: str, repeated: frozenset[str] = frozenset()) -> list[Candidate]:
+    """Section-reference and section-location questions from numbered headings in the text.
+
+    Headings are ``3.2 Title`` lines (two or more number parts) and ``Chapter 3 Title`` /
+    ``Kapitel 3 Title`` lines. Skipped: lines in ``repeated`` (running headers sit on every page
+    of a section, not where it starts), the last line (the chunk may cut it, and its section's
+    text is in the next chunk), and chunks with more than MAX_HEADINGS_PER_CHUNK lines that start
+    with a ``3.2``-style number (a list of contents or exhibits, or a table; not section starts).
+    """
+    lines = _lines(text)
+    if sum(bool(_NUMBERED_LINE.match(line)) for line in lines) > MAX_HEADINGS_PER_CHUNK:
+        return []
+    headings = []
+    for line in lines[:-1]:
+        match = None if _header_key(line) in repeated else _NUMBERED_HEADING.match(line) or _KEYWORD_HEADING.match(line)
+        if match and _heading_title_ok(match["title"]):
+            headings.append(match)
+    candidates: list[Candidate] = []
+    for match in headings:
+        keyword = match.groupdict().get("unit")
+        english_unit, german_unit = HEADING_UNITS[keyword.casefold() if keyword else "section"]
+        unit = german_unit if language == "de" else english_unit
+        num, title = match["num"], " ".join(match["title"].split())
+        frame = frozenset(tokens(num)) | TEMPLATE_WORDS
+        reference = TEMPLATES[("section-ref", language)].format(unit=unit, num=num)
+        location = TEMPLATES[("section-location", language)].format(
+            unit=unit, unit_lower=unit.lower(), which=GERMAN_WHICH.get(unit, ""), title=title
+        )
+        candidates.append(Candidate("section-ref", reference, language, frame))
+        candidates.append(Candidate("section-location", location, language, frame | frozenset(tokens(title))))
+    return candidates
+
+
+def _sentence_starts(text: str) -> tuple[str, list[int]]:
+    """Non-empty lines joined by newlines, and the offsets where sentences start.
+
+    A sentence starts at the text start, after ``. ! ?`` plus space before a capital (not after an
+    abbreviation or an initial), and at a line whose previous line ends a sentence or is a
+    heading-like short line without punctuation.
+    """
+    lines = _lines(re.sub(r"([a-zäöüß])-\n\s*([a-zäöüß])", r"\1\2", text))
+    joined, starts, offset = "", [], 0
+    for index, line in enumerate(lines):
+        previous = lines[index - 1] if index else ""
+        if not index or previous.endswith((".", "!", "?", ":")) or (
+            len(previous.split()) < PROSE_LINE_MIN_WORDS and not previous.endswith((",", "-"))
+        ):
+            starts.append(offset)
+        joined += line + "\n"
+        offset = len(joined)
+    starts.extend(
+        match.end() for match in _SENTENCE_BREAK.finditer(joined)
+        if not _ABBREVIATION.search(joined[max(0, match.start() - 8):match.start()])
+    )
+    return joined, sorted(set(starts))
+
+
+def _english_term(term: str, text: str) -> str:
+    """Lower-case a capital that is only there because the term starts a sentence (``Vega`` -> ``vega``).
+
+    Kept for names: a word with inner capitals (``Black-Scholes``), a term with more capitalised
+    words (``Monte Carlo``), or a first word the text also capitalises in mid-sentence (``Corning``).
+    """
+    first, *rest = term.split(" ")
+    mid_sentence = re.search(rf"[a-zäöüß,;][^\S\n]+{re.escape(first)}\b", text)
+    if first[:1].isupper() and first[1:].islower() and not any(w[:1].isupper() for w in rest) and not mid_sentence:
+        return first[0].lower() + first[1:] + (" " + " ".join(rest) if rest else "")
+    return term
+
+
+def _term_ok(term: str) -> bool:
+    """A term: >= 3 characters, no generic first word, no pronoun or non-connector function word."""
+    words = term.casefold().split()
+    inner_ok = all(w not in PRONOUNS and (w in TERM_CONNECTORS or w not in CONTENT_STOPWORDS) for w in words)
+    ending_ok = words[-1] not in CONTENT_STOPWORDS and words[-1] not in NOT_A_TERM_END
+    return len(term) >= 3 and words[0] not in NOT_A_TERM and ending_ok and inner_ok
+
+
+def defined_term_questions(text: str, language: str) -> list[Candidate]:
+    """Questions for terms the text defines at a sentence start.
+
+    English: "X is defined as", "X is/are a|an|the ...", "X refers to", "X denotes", "X measures the";
+    German: "Unter X versteht man", "X ist/sind ein|eine|der|die|das ...", "X bezeichnet",
+    "X wird definiert als". A leading article is dropped; generic subjects (NOT_A_TERM) are ignored.
+    """
+    joined, starts = _sentence_starts(text)
+    patterns = _DE_DEFINITIONS if language == "de" else _EN_DEFINITIONS
+    candidates: list[Candidate] = []
+    for start in starts:
+        if not joined[start:start + 1].isupper():
+            continue
+        for pattern in patterns:
+            match = pattern.match(joined, start)
+            if not match:
+                continue
+            term = " ".join(match["term"].split())
+            if not _term_ok(term):
+                continue
+            if language == "de":
+                article = (match.groupdict().get("article") or "").strip()
+                question = TEMPLATES[("defined-term", "de")].format(term=f"{article} {term}".strip())
+            else:
+                verb = match["verb"].split()[0]
+                template = {"are": "defined-term-are", "measures": "defined-term-measures"}.get(verb, "defined-term-is")
+                article = "" if match.groupdict().get("label") else (match["article"] or "").lower()
+                question = TEMPLATES[(template, "en")].format(term=f"{article} {_english_term(term, joined)}".strip())
+            allowed = frozenset(tokens(term)) | TEMPLATE_WORDS
+            candidates.append(Candidate("defined-term", question, language, allowed))
+            break
+    return candidates
+
+
+def template_questions(text: str, language: str, repeated: frozenset[str] = frozenset()) -> list[Candidate]:
+    """All model-free questions for one chunk text, duplicates removed, in detection order."""
+    found = reference_questions(text, language) + section_questions(text, language, repeated)
+    found += defined_term_questions(text, language)
+    unique: dict[str, Candidate] = {}
+    for candidate in found:
+        unique.setdefault(candidate.question, candidate)
+    return list(unique.values())
+
+
+# =================================================================================================
+# Model questions
+
+
+def build_llm_prompt(text: str, language: str) -> str:
+    """LLM_QUESTION_PROMPT filled with the chunk text (cut to LLM_MAX_CHUNK_CHARS) and language name."""
+    return LLM_QUESTION_PROMPT.format(language=LANGUAGE_NAMES[language], text=text[:LLM_MAX_CHUNK_CHARS])
+
+
+def _parse_llm_reply(reply: str | None) -> tuple[str, str | None]:
+    """(``"question"``, text), (``"declined"``, None) or (``"failed"``, None) for one model reply."""
+    if reply is None or not reply.strip():
+        return "failed", None
+    body = re.sub(r"```(?:json)?", "", reply).strip()
+    object_match = re.search(r"\{.*\}", body, re.DOTALL)
+    if object_match:
+        try:
+            data = json.loads(object_match.group(0))
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and "question" in data:
+            value = data["question"]
+            if value is None or (isinstance(value, str) and not value.strip()):
+                return "declined", None
+            if isinstance(value, str):
+                return "question", " ".join(value.split())
+            return "failed", None
+    if body.strip().strip('"').upper() in {"NONE", "NULL", "KEINE"}:
+        return "declined", None
+    for line in body.splitlines():
+        # Prose around the question: keep the last sentence that ends with "?".
+        pieces = re.split(r"(?<=[!?:])\s+|(?<=[a-zäöüß]{2}\.)\s+(?=[A-ZÄÖÜ])", line.strip())
+        for piece in reversed(pieces):
+            piece = re.sub(r"^(?:[-*•]|\d+[.)]|question:|frage:)\s*", "", piece.strip(), flags=re.IGNORECASE)
+            piece = piece.strip().strip("\"'“”„*").strip()
+            if piece.endswith("?") and len(piece) > 1:
+                return "question", " ".join(piece.split())
+    return "failed", None
+
+
+def parse_llm_question(reply: str | None) -> str | None:
+    """The question in a model reply: JSON ``{"question": "..."}`` or the first line ending in ``?``.
+
+    None for no reply, an explicit decline (``{"question": null}``) or text without a question.
+    """
+    return _parse_llm_reply(reply)[1]
+
+
+# =================================================================================================
+# Gates
+
+
+def copied_share(question: str, chunk_text: str, allowed: Iterable[str] = ()) -> float:
+    """Share of the question's content words that occur verbatim (casefolded) in the chunk.
+
+    Content words are tokens not in CONTENT_STOPWORDS and not in ``allowed`` (the reference token,
+    defined term or template frame: they are the point of the question). No content words: 0.0.
+    """
+    allowed = set(allowed)
+    content = [t for t in tokens(question) if t not in CONTENT_STOPWORDS and t not in allowed]
+    chunk_tokens = set(tokens(chunk_text))
+    return _share(sum(t in chunk_tokens for t in content), len(content))
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard similarity of the two texts' token sets (see tokens); 1.0 for two empty texts."""
+    first, second = set(tokens(a)), set(tokens(b))
+    if not first and not second:
+        return 1.0
+    return len(first & second) / len(first | second)
+
+
+def is_near_duplicate(question: str, others: Iterable[str]) -> bool:
+    """Whether the question reaches NEAR_DUPLICATE_JACCARD with any of ``others``."""
+    return any(jaccard(question, other) >= NEAR_DUPLICATE_JACCARD for other in others)
+
+
+def gate_question(
+    candidate: Candidate, chunk_text: str, accepted: Sequence[str], page_rule: str | None
+) -> str | None:
+    """The first GATES gate the candidate fails, or None if it may go into the goldset.
+
+    ``page_rule`` is what page_noise() says about the chunk's page; ``accepted`` are the questions
+    kept so far.
+    """
+    if len(_WORD.findall(candidate.question)) < MIN_QUESTION_WORDS:
+        return "too_short"
+    if page_rule is not None:
+        return "noise_page"
+    if copied_share(candidate.question, chunk_text, candidate.allowed) > MAX_COPIED_SHARE:
+        return "copied"
+    if is_near_duplicate(candidate.question, accepted):
+        return "duplicate"
+    return None
+
+
+def page_noise(page_chunks: Sequence[Mapping[str, Any]], context: NoiseContext | None = None) -> str | None:
+    """The PAGE_NOISE_RULES rule the whole page (its chunks joined) falls under, or None.
+
+    Catches a chunk that looks clean alone but sits on a contents, index or reference page whose
+    heading landed in another chunk.
+    """
+    if not page_chunks:
+        return None
+    first = page_chunks[0]
+    text = "\n".join(analysis_text(chunk["text"]) for chunk in page_chunks)
+    rule = classify_noise({"source": first["source"], "page": first["page"], "text": text}, context)
+    return rule if rule in PAGE_NOISE_RULES else None
+
+
+# =================================================================================================
+# Sampling
+
+
+def allocate(sizes: Mapping[str, int], n: int, minimum: int = MIN_PER_DOCUMENT) -> dict[str, int]:
+    """Questions per document: ``minimum`` each, the rest in proportion to size, never above size.
+
+    The rest is apportioned by largest remainder (Hamilton) over documents with room left, repeated
+    while capped documents leave questions over; remainder ties go to the larger document, then to
+    the name first in sort order. If ``n`` cannot give every document its minimum, larger documents
+    get theirs first, one question per round.
+    """
+    names = sorted(name for name, size in sizes.items() if size > 0)
+    result = dict.fromkeys(sorted(sizes), 0)
+    n = min(max(n, 0), sum(sizes[name] for name in names))
+    by_size = sorted(names, key=lambda name: (-sizes[name], name))
+    floors = {name: min(minimum, sizes[name]) for name in names}
+    if sum(floors.values()) >= n:
+        while n > 0:
+            for name in by_size:
+                if n and result[name] < floors[name]:
+                    result[name] += 1
+                    n -= 1
+        return result
+    result.update(floors)
+    rest = n - sum(floors.values())
+    while rest > 0:
+        open_ = [name for name in names if result[name] < sizes[name]]
+        weight = sum(sizes[name] for name in open_)
+        quotas = {name: rest * sizes[name] / weight for name in open_}
+        given = 0
+        for name in open_:
+            add = min(int(quotas[name]), sizes[name] - result[name])
+            result[name] += add
+            given += add
+        left = rest - given
+        for name in sorted(open_, key=lambda name: (-(quotas[name] - int(quotas[name])), -sizes[name], name)):
+            if left and result[name] < sizes[name]:
+                result[name] += 1
+                left -= 1
+        rest = left
+    return result
+
+
+def _chunk_key(chunk: Mapping[str, Any]) -> tuple[str, int, str]:
+    return (chunk["source"], chunk["page"], str(chunk["chunk_id"]))
+
+
+def _check_chunks(chunks: Sequence[Mapping[str, Any]]) -> None:
+    for number, chunk in enumerate(chunks, start=1):
+        missing = [key for key in ("chunk_id", "source", "page", "text") if key not in chunk]
+        if missing:
+            raise ValueError(
+                f"chunk {number} lacks {', '.join(missing)}; "
+                "every chunk needs chunk_id, source, page (0-based) and text"
+            )
+
+
+def _shuffled_queues(
+    by_document: Mapping[str, Sequence[Mapping[str, Any]]], seed: int
+) -> dict[str, tuple[list[Mapping[str, Any]], random.Random]]:
+    """Per document: its chunks in seeded random order and the generator that shuffled them.
+
+    The generator is seeded with ``f"{seed}/{source}"`` (string seeds hash with SHA-512, not with
+    Python's per-process hash), so one document's draw does not depend on the others.
+    """
+    queues = {}
+    for source in sorted(by_document):
+        rng = random.Random(f"{seed}/{source}")
+        queue = list(by_document[source])
+        rng.shuffle(queue)
+        queues[source] = (queue, rng)
+    return queues
+
+
+def _draw(
+    queues: Mapping[str, list[Mapping[str, Any]]],
+    quotas: Mapping[str, int],
+    n: int,
+    try_chunk: Callable[[str, Mapping[str, Any]], bool],
+    stopped: Callable[[], bool],
+) -> None:
+    """Try chunks until every document met its quota, then round-robin by name until ``n`` questions.
+
+    ``try_chunk(source, chunk)`` says whether the chunk gave a question; ``stopped()`` ends early.
+    """
+    made: Counter[str] = Counter()
+    for source in sorted(queues):
+        while made[source] < quotas.get(source, 0) and queues[source] and not stopped():
+            made[source] += try_chunk(source, queues[source].pop(0))
+    while sum(made.values()) < n and any(queues.values()) and not stopped():
+        for source in sorted(queues):
+            while queues[source] and sum(made.values()) < n and not stopped():
+                if try_chunk(source, queues[source].pop(0)):
+                    made[source] += 1
+                    break
+
+
+def _first_passing(
+    candidates: Sequence[Candidate], text: str, accepted: Sequence[str], page_rule: str | None,
+    rejected: dict[str, int],
+) -> Candidate | None:
+    """The first candidate through all gates; each rejection is counted in ``rejected``."""
+    for candidate in candidates:
+        failed = gate_question(candidate, text, accepted, page_rule)
+        if failed is None:
+            return candidate
+        rejected[failed] += 1
+    return None
+
+
+def _row(chunk: Mapping[str, Any], candidate: Candidate, seed: int, llm_name: str | None) -> GoldsetRow:
+    model = f" model={llm_name}" if llm_name and candidate.kind == "llm" else ""
+    return GoldsetRow(
+        frage=candidate.question,
+        korpus=candidate.kind,
+        erwartete_quelle=chunk["source"],
+        erwartete_seite=chunk["page"] + PAGE_OFFSET,
+        anmerkung=f"generated:{candidate.kind}{model} chunk={chunk['chunk_id']} seed={seed}",
+    )
+
+
+def generate_questions(
+    chunks: Sequence[Mapping[str, Any]],
+    n: int,
+    seed: int,
+    ask: Callable[[str], str | None] | None = None,
+    *,
+    llm_name: str | None = None,
+) -> GenerationResult:
+    """Sample chunks and make up to ``n`` goldset questions with their file and 1-based page.
+
+    Chunks are noise-filtered, ``n`` is allocated over documents by kept chunk count (see
+    allocate), each document's chunks are tried in seeded random order until its quota is met; a
+    document that runs out leaves its quota to the others (see _draw). Each chunk gives at most
+    one question: with ``ask`` the model's (kind ``llm``), else one of its template questions,
+    picked by the document's generator. ``llm_name`` goes into the ``anmerkung`` of model rows.
+    Rows come sorted by file, page and chunk id; input order does not matter.
+    """
+    if n < 1:
+        raise ValueError(f"number of questions must be at least 1, got {n}; pass --generate N with N >= 1")
+    _check_chunks(chunks)
+    ordered = sorted(chunks, key=_chunk_key)
+    context = build_noise_context(ordered)
+    kept, removed = filter_chunks(ordered, context)
+    pages: dict[tuple[str, int], list[Mapping[str, Any]]] = defaultdict(list)
+    documents: dict[str, DocumentSample] = {}
+    by_document: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for chunk in ordered:
+        pages[(chunk["source"], chunk["page"])].append(chunk)
+        documents.setdefault(chunk["source"], DocumentSample()).chunks += 1
+    for chunk in kept:
+        documents[chunk["source"]].kept += 1
+        by_document[chunk["source"]].append(chunk)
+    quotas = allocate({source: doc.kept for source, doc in documents.items()}, n)
+    for source, quota in quotas.items():
+        documents[source].allocated = quota
+    queues = _shuffled_queues(by_document, seed)
+
+    accepted: list[str] = []
+    made: list[tuple[Mapping[str, Any], Candidate]] = []
+    rejected = dict.fromkeys(GATES, 0)
+    llm = LlmStats() if ask is not None else None
+
+    def try_chunk(source: str, chunk: Mapping[str, Any]) -> bool:
+        text = analysis_text(chunk["text"])
+        language = detect_language(text)
+        rng = queues[source][1]
+        if ask is not None and llm is not None:
+            candidates = _ask_model(ask, text, language, llm)
+        else:
+            candidates = template_questions(text, language, context.repeated_lines.get(source, frozenset()))
+            rng.shuffle(candidates)
+        page_rule = page_noise(pages[(source, chunk["page"])], context) if candidates else None
+        chosen = _first_passing(candidates, text, accepted, page_rule, rejected)
+        if chosen is None:
+            return False
+        accepted.append(chosen.question)
+        made.append((chunk, chosen))
+        documents[source].generated += 1
+        return True
+
+    _draw({source: queue for source, (queue, _) in queues.items()}, quotas, n, try_chunk,
+          lambda: llm is not None and llm.gave_up)
+    made.sort(key=lambda item: _chunk_key(item[0]))
+    kinds = Counter(candidate.kind for _, candidate in made)
+    return GenerationResult(
+        rows=[_row(chunk, candidate, seed, llm_name) for chunk, candidate in made],
+        requested=n,
+        seed=seed,
+        chunks_total=len(ordered),
+        removed=removed,
+        documents=dict(sorted(documents.items())),
+        kinds={kind: kinds[kind] for kind in KINDS if kinds[kind]},
+        languages=dict(sorted(Counter(candidate.language for _, candidate in made).items())),
+        rejected=rejected,
+        llm=llm,
+    )
+
+
+def _ask_model(ask: Callable[[str], str | None], text: str, language: str, stats: LlmStats) -> list[Candidate]:
+    """The model's question for one chunk as a one-element list, or [] (stats updated)."""
+    stats.asked += 1
+    outcome, question = _parse_llm_reply(ask(build_llm_prompt(text, language)))
+    if outcome == "failed":
+        stats.failed += 1
+        stats.consecutive_failures += 1
+        stats.gave_up = stats.consecutive_failures >= LLM_MAX_CONSECUTIVE_FAILURES
+        return []
+    stats.consecutive_failures = 0
+    if outcome == "declined":
+        stats.declined += 1
+        return []
+    stats.answered += 1
+    return [Candidate("llm", question or "", language)]
+
+
+# =================================================================================================
+# Output
+
+
+def write_goldset_csv(path: str | Path, rows: Iterable[GoldsetRow]) -> None:
+    """Write rows as a ``;``-delimited UTF-8 goldset with a header line; atomic (temp file + os.replace)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot write goldset {path}: folder {path.parent} does not exist; create it or choose another --out"
+        )
+    # mkstemp makes a private (0600) file; keep the old file's mode, or the usual 0644 for a new one.
+    mode = path.stat().st_mode & 0o777 if path.exists() else NEW_FILE_MODE
+    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(temp_name, mode)
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            writer = csv.writer(stream, delimiter=CSV_DELIMITER, lineterminator="\n")
+            writer.writerow(CSV_FIELDS)
+            for row in rows:
+                writer.writerow([row.frage, row.korpus, row.erwartete_quelle, row.erwartete_seite, row.anmerkung])
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+def _counts_text(counts: Mapping[str, int]) -> str:
+    items = [f"{name} {count}" for name, count in counts.items() if count]
+    return ", ".join(items) if items else "none"
+
+
+def render_generation_summary(result: GenerationResult) -> list[str]:
+    """Plain-text lines describing a generation run: filter, per document, kinds, gates, model."""
+    made = len(result.rows)
+    lines = [f"generated {made} of {result.requested} requested questions (seed {result.seed})"]
+    kept = sum(doc.kept for doc in result.documents.values())
+    lines.append(f"chunks: {result.chunks_total} read, {kept} kept by the noise filter")
+    lines.append(f"noise filter removed: {_counts_text(result.removed)}")
+    if result.documents:
+        width = max(len("document"), *(len(name) for name in result.documents))
+        lines.append(f"{'document':<{width}}  chunks    kept  allocated  generated")
+        for name, doc in result.documents.items():
+            lines.append(f"{name:<{width}}  {doc.chunks:>6}  {doc.kept:>6}  {doc.allocated:>9}  {doc.generated:>9}")
+    lines.append(f"questions per kind: {_counts_text(result.kinds)}")
+    lines.append(f"questions per language: {_counts_text(result.languages)}")
+    lines.append(f"rejected by the gates: {_counts_text(result.rejected)}")
+    if result.llm is not None:
+        stats = result.llm
+        lines.append(
+            f"model: asked {stats.asked}, questions {stats.answered}, declined {stats.declined}, "
+            f"unusable replies {stats.failed}"
+        )
+        if stats.gave_up:
+            lines.append(
+                f"model: stopped after {LLM_MAX_CONSECUTIVE_FAILURES} unusable replies in a row; "
+                "check that the model runs and answers with JSON"
+            )
+    if made < result.requested:
+        lines.append(
+            f"note: {result.requested - made} questions short: the remaining chunks gave no question that "
+            "passed the gates (see the per-document table)"
+        )
+    return lines
+
+
+# =================================================================================================
+# Lint
+
+
+class LocationLike(Protocol):
+    source: str
+    page: int | None
+
+
+class QuestionLike(Protocol):
+    question: str
+    locations: Sequence[LocationLike]
+    lines: Sequence[int]
+
+
+@dataclass(frozen=True)
+class DocInfo:
+    """What the index knows of one file: page count and 0-based pages without text."""
+
+    pages: int
+    empty_pages: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One problem in a goldset; ``severity`` is ``"error"`` or ``"warning"``."""
+
+    severity: str
+    message: str
+    lines: tuple[int, ...] = ()
+
+
+def normalize_name(name: str) -> str:
+    """File name for comparison: NFC, casefolded, NFC again (casefolding can decompose), trimmed."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold()).strip()
+
+
+def _quote_list(names: Sequence[str]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+def _location_findings(
+    question: QuestionLike,
+    index_docs: Mapping[str, Any],
+    by_normal: Mapping[str, str],
+    page_offset: int,
+    normalize: Callable[[str], str],
+) -> list[LintFinding]:
+    lines = tuple(question.lines)
+    findings = []
+    for location in question.locations:
+        indexed = by_normal.get(normalize(location.source))
+        if indexed is None:
+            close = difflib.get_close_matches(normalize(location.source), list(by_normal), n=3, cutoff=0.6)
+            hint = (
+                f"did you mean {_quote_list([by_normal[name] for name in close])}?"
+                if close
+                else f"no similar name among the {len(index_docs)} indexed files; index the file or fix the name"
+            )
+            message = f"expected file '{location.source}' is not in the index; {hint}"
+            findings.append(LintFinding("error", message, lines))
+            continue
+        if location.page is None:
+            continue
+        doc = index_docs[indexed]
+        page = location.page - page_offset
+        if page < 0:
+            findings.append(LintFinding(
+                "error",
+                f"page {location.page} of '{location.source}' is before the first page; "
+                f"pages in the goldset count from {page_offset}",
+                lines,
+            ))
+        elif page >= doc.pages:
+            findings.append(LintFinding(
+                "error",
+                f"page {location.page} of '{location.source}' is beyond its {doc.pages} pages; "
+                f"pages in the goldset count from {page_offset}",
+                lines,
+            ))
+        elif page in doc.empty_pages:
+            findings.append(LintFinding(
+                "error",
+                f"page {location.page} of '{location.source}' has no text (scanned page?); no retriever can "
+                "find it: OCR the PDF or point to a page with text",
+                lines,
+            ))
+    return findings
+
+
+def _length_finding(question: QuestionLike) -> LintFinding | None:
+    words = len(_WORD.findall(question.question))
+    if not question.question.strip():
+        return LintFinding("error", "question is empty", tuple(question.lines))
+    if words < MIN_QUESTION_WORDS:
+        return LintFinding(
+            "warning",
+            f"question '{question.question.strip()}' has {words} word{'s' if words != 1 else ''}; "
+            f"write a full question of at least {MIN_QUESTION_WORDS} words",
+            tuple(question.lines),
+        )
+    return None
+
+
+def _places(question: QuestionLike, normalize: Callable[[str], str]) -> set[tuple[str, int | None]]:
+    return {(normalize(location.source), location.page) for location in question.locations}
+
+
+def _duplicate_findings(questions: Sequence[QuestionLike], normalize: Callable[[str], str]) -> list[LintFinding]:
+    """Near-identical questions (token Jaccard >= NEAR_DUPLICATE_JACCARD), by how their locations differ."""
+    findings = []
+    for i, first in enumerate(questions):
+        for second in questions[i + 1:]:
+            if not first.question.strip() or jaccard(first.question, second.question) < NEAR_DUPLICATE_JACCARD:
+                continue
+            files_a = sorted({normalize(loc.source) for loc in first.locations})
+            files_b = sorted({normalize(loc.source) for loc in second.locations})
+            line_a, line_b = min(first.lines, default=0), min(second.lines, default=0)
+            lines = tuple(sorted(set(first.lines) | set(second.lines)))
+            if files_a != files_b:
+                sources_a = _quote_list(sorted({loc.source for loc in first.locations}))
+                sources_b = _quote_list(sorted({loc.source for loc in second.locations}))
+                message = (
+                    f"near-identical questions on lines {line_a} and {line_b} expect different files "
+                    f"({sources_a} vs {sources_b}); give them the same text and both locations, or make them distinct"
+                )
+            else:
+                same = _places(first, normalize) == _places(second, normalize)
+                what = "expect the same places" if same else "expect different pages"
+                message = (
+                    f"near-identical questions on lines {line_a} and {line_b} {what}; "
+                    "merge them or make them distinct (each counts in the averages)"
+                )
+            findings.append(LintFinding("warning", message, lines))
+    return findings
+
+
+def lint_goldset(
+    questions: Sequence[QuestionLike],
+    reader_messages: Iterable[str],
+    index_docs: Mapping[str, Any],
+    *,
+    page_offset: int = PAGE_OFFSET,
+    normalize: Callable[[str], str] = normalize_name,
+) -> list[LintFinding]:
+    """Problems of a read goldset against the index, sorted by first line, errors first.
+
+    ``index_docs`` maps indexed file names to objects with ``pages`` and ``empty_pages`` (0-based,
+    see DocInfo). File names are compared after ``normalize``; pass the evaluation's own
+    normalisation so lint agrees with matching. Each reader message becomes a finding: an error
+    when it says a row, line or location was skipped (it is not evaluated), else a warning.
+    """
+    by_normal = {normalize(name): name for name in sorted(index_docs)}
+    findings: list[LintFinding] = []
+    for message in reader_messages:
+        found = _LINE_NUMBER.search(message)
+        severity = "error" if _SKIPPED.search(message) else "warning"
+        findings.append(LintFinding(severity, f"reader: {message}", (int(found.group(1)),) if found else ()))
+    for question in questions:
+        length = _length_finding(question)
+        if length is not None:
+            findings.append(length)
+        findings.extend(_location_findings(question, index_docs, by_normal, page_offset, normalize))
+    findings.extend(_duplicate_findings(questions, normalize))
+    return sorted(findings, key=lambda f: (min(f.lines, default=0), f.severity != "error", f.message))
+
+
+def render_lint(findings: Sequence[LintFinding]) -> list[str]:
+    """One line per finding (``error   line 4: ...``) and a closing count line."""
+    lines = []
+    for finding in findings:
+        if not finding.lines:
+            where = "goldset"
+        elif len(finding.lines) == 1:
+            where = f"line {finding.lines[0]}"
+        else:
+            where = "lines " + ", ".join(str(line) for line in finding.lines)
+        lines.append(f"{finding.severity:<7} {where}: {finding.message}")
+    errors = sum(f.severity == "error" for f in findings)
+    warnings = len(findings) - errors
+    if not findings:
+        lines.append("goldset OK: no problems found")
+    else:
+        lines.append(f"{errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}")
+    return lines
