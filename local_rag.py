@@ -43,6 +43,8 @@ QUERY_ADDITIONAL_INSTRUCTIONS = ""  # text a caller may append to every query
 EXTRACT_WORKERS = min(2, os.cpu_count() or 1)  # processes extracting PDF text in parallel
 INDEX_GROUP_CHUNKS = 256  # chunks embedded and committed together; an interrupt loses at most one group
 COLLECTION_NAME = "localrag"  # Chroma collection inside the index folder
+CHROMA_URL = None  # http://HOST:PORT of a shared Chroma server; None keeps the index in the local folder
+CACHE_DIR = os.environ.get("LOCALRAG_CACHE", "~/.cache/localrag")  # local caches (BM25 arrays of server indexes)
 NETWORK_PROBE_SECONDS = 2.0  # how long to wait for huggingface.co before declaring the machine offline
 
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")
@@ -355,7 +357,8 @@ class LocalRAG:
                  chunk_size: int | None = None, chunk_overlap: int | None = None, pdf_loader: str | None = None,
                  chunk_headers: bool | None = None, embedding_backend: str | None = None,
                  candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K,
-                 query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False):
+                 query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
+                 chroma_url: str | None = CHROMA_URL):
         if retrieval_mode not in RETRIEVAL_MODES:
             raise RAGError(f"unknown retrieval mode {retrieval_mode!r}; use one of {', '.join(RETRIEVAL_MODES)}")
         self.path = Path(vectorstore_path)
@@ -364,7 +367,11 @@ class LocalRAG:
         self.candidate_k = candidate_k
         self.rrf_k = rrf_k
         self.query_instructions = query_instructions
-        self.info = self._read_info()
+        self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
+        self._client = None
+        self.vectorstore = None
+        # On a server the collection name is derived from the settings, so stored settings cannot be read first.
+        self.info = {} if self.chroma_url else self._read_info()
         stored = self.info.get("settings", {})
         wanted = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
                   "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
@@ -382,11 +389,12 @@ class LocalRAG:
         if self.settings["chunk_overlap"] >= self.settings["chunk_size"]:
             raise RAGError(f"chunk overlap {self.settings['chunk_overlap']} must be smaller than the chunk size "
                            f"{self.settings['chunk_size']}")
+        self.collection_name = collection_name(self.settings) if self.chroma_url else COLLECTION_NAME
+        if self.chroma_url:
+            self.info = self._read_info()
         self.embeddings = load_embeddings(self.settings["embedding_model"], self.settings["embedding_backend"])
         self.reranker_model, self.reranker, self.reranker_off_reason = self._init_reranker(reranker_model)
-        self._client = None
-        self.vectorstore = None
-        if (self.path / INDEX_INFO_FILE).exists():
+        if self.info:
             self._open_store()
         self._bm25 = None
         self._query_vectors: dict[str, list[float]] = {}
@@ -412,6 +420,9 @@ class LocalRAG:
             return None, None, reason
 
     def _read_info(self) -> dict:
+        if self.chroma_url:
+            data = self._info_collection().get(ids=["index_info"], include=["documents"])
+            return json.loads(data["documents"][0]) if data["ids"] else {}
         path = self.path / INDEX_INFO_FILE
         if not path.exists():
             return {}
@@ -420,17 +431,49 @@ class LocalRAG:
         except (OSError, json.JSONDecodeError) as exc:
             raise RAGError(f"{path} is unreadable ({exc}); rebuild the index with add_pdfs.py --rebuild") from exc
 
-    def _open_store(self) -> None:
+    def _chroma_client(self):
+        """A client of the local index folder, or of the Chroma server at `chroma_url`."""
+        if self._client is not None:
+            return self._client
         import chromadb
         from chromadb.config import Settings
+
+        settings = Settings(anonymized_telemetry=False)
+        if not self.chroma_url:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._client = chromadb.PersistentClient(path=str(self.path), settings=settings)
+            return self._client
+        from urllib.parse import urlparse
+
+        url = urlparse(self.chroma_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise RAGError(f"Chroma URL {self.chroma_url!r} is not of the form http://HOST:PORT")
+        try:
+            self._client = chromadb.HttpClient(host=url.hostname, port=url.port or (443 if url.scheme == "https"
+                                                                                     else 8000),
+                                               ssl=url.scheme == "https", settings=settings)
+            self._client.heartbeat()
+        except Exception as exc:  # noqa: BLE001 - any connection problem gets the same advice
+            self._client = None
+            raise RAGError(f"cannot reach the Chroma server at {self.chroma_url} ({type(exc).__name__}: {exc}); "
+                           f"start one with `chroma run --path DIR --port PORT` or check --chroma-url") from exc
+        return self._client
+
+    def _info_collection(self):
+        # index_info.json of a server index lives beside its collection, as one record of a side collection.
+        return self._chroma_client().get_or_create_collection(f"{self.collection_name}-info",
+                                                              embedding_function=None)
+
+    def _open_store(self) -> None:
         from langchain_chroma import Chroma
 
-        self.path.mkdir(parents=True, exist_ok=True)
-        if self._client is None:
-            self._client = chromadb.PersistentClient(path=str(self.path),
-                                                     settings=Settings(anonymized_telemetry=False))
-        self.vectorstore = Chroma(collection_name=COLLECTION_NAME, embedding_function=self.embeddings,
-                                  client=self._client, collection_metadata={"hnsw:space": "cosine"})
+        self.vectorstore = Chroma(collection_name=self.collection_name, embedding_function=self.embeddings,
+                                  client=self._chroma_client(), collection_metadata={"hnsw:space": "cosine"})
+
+    @property
+    def location(self) -> str:
+        """Where the index lives, as reports show it."""
+        return f"{self.chroma_url} collection {self.collection_name}" if self.chroma_url else str(self.path)
 
     @property
     def display_settings(self) -> dict:
@@ -551,7 +594,7 @@ class LocalRAG:
     def _drop_everything(self) -> None:
         if self.vectorstore is None:
             self._open_store()
-        self._client.delete_collection(COLLECTION_NAME)
+        self._chroma_client().delete_collection(self.collection_name)
         self.vectorstore = None
         self._open_store()
         self.info = {"files": {}, "failed": {}}
@@ -676,8 +719,23 @@ class LocalRAG:
         report.seconds = time.perf_counter() - started
 
     def _write_info(self) -> None:
+        if self.chroma_url:
+            self._info_collection().upsert(ids=["index_info"], embeddings=[[1.0]],
+                                           documents=[json.dumps(self.info, ensure_ascii=False, sort_keys=True)])
+            return
         self.path.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(self.path / INDEX_INFO_FILE, self.info)
+
+    def _bm25_dir(self) -> Path:
+        """Saved BM25 arrays: in the index folder, or for a server index a local cache named after it.
+
+        The arrays are derived data: their fingerprint comes from the index manifest, so a stale copy is
+        rebuilt from the collection's texts, never used.
+        """
+        if not self.chroma_url:
+            return self.path / BM25_DIR
+        server = hashlib.sha256(self.chroma_url.encode("utf-8")).hexdigest()[:12]
+        return Path(CACHE_DIR).expanduser() / "bm25" / f"{server}-{self.collection_name}"
 
     # ------------------------------------------------------------------ BM25
 
@@ -694,11 +752,11 @@ class LocalRAG:
         fingerprint = self._bm25_fingerprint()
         if self._bm25 is not None and self._bm25[0] == fingerprint:
             return self._bm25[1]
-        index = BM25Index.load(self.path / BM25_DIR, expected_fingerprint=fingerprint)
+        index = BM25Index.load(self._bm25_dir(), expected_fingerprint=fingerprint)
         if index is None:
             ids, texts = self._stored_chunks()
             index = BM25Index.build(ids, texts)
-            index.save(self.path / BM25_DIR, fingerprint=fingerprint)
+            index.save(self._bm25_dir(), fingerprint=fingerprint)
         self._bm25 = (fingerprint, index)
         return index
 
@@ -814,6 +872,12 @@ class LocalRAG:
             return f"cross-encoder {self.reranker_model} over {mode} candidates"
         return {"dense": "cosine similarity (dense)", "bm25": "BM25 score", "hybrid": f"RRF (k={self.rrf_k})",
                 "union": "dense results, then new BM25 hits (score 1/position)"}[mode]
+
+
+def collection_name(settings: dict) -> str:
+    """Server collection name derived from the index settings, so two configurations never share one."""
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:12]
+    return f"localrag-{digest}"
 
 
 def find_pdfs(paths: Iterable[str | Path]) -> list[Path]:
