@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedding-model", default=None,
                         help=f"embedding model name or folder (default: the index's, else "
                              f"{local_rag.EMBEDDING_MODEL})")
+    parser.add_argument("--chroma-url", default=local_rag.CHROMA_URL,
+                        help="http://HOST:PORT of a shared Chroma server instead of the local --index folder "
+                             "(default: none)")
     parser.add_argument("--rebuild", action="store_true", help="drop the index and build it from scratch")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
     return parser
@@ -43,17 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.quiet:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # the "Loading weights" bar of the embedding model
     if args.chunk_size is not None and args.chunk_size < 1:
         print(f"error: --chunk-size must be a positive number of characters, got {args.chunk_size}", file=sys.stderr)
         return 2
     try:
         rag = LocalRAG(args.index, embedding_model=args.embedding_model, reranker_model=None,
                        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
-                       chunk_headers=args.chunk_headers, quiet=args.quiet)
+                       chunk_headers=args.chunk_headers, quiet=args.quiet, chroma_url=args.chroma_url)
         report = rag.sync(args.paths, rebuild=args.rebuild, progress=not args.quiet)
     except RAGError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -33,6 +33,7 @@ DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between
 DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
 COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
 COMPARE_SEED = 0  # seed of the comparison statistics
+GENERATED_PATH = "eval/goldset_generated.csv"  # where --generate writes its goldset
 ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
 
 
@@ -107,7 +108,8 @@ def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, in
         if loc.page is not None:
             page0 = loc.page - page_offset
             if not 0 <= page0 < entry["pages"]:
-                hints.append(f"{name} has {entry['pages']} pages, so page {loc.page} does not exist: is the page "
+                pages = f"{entry['pages']} page{'s' if entry['pages'] != 1 else ''}"
+                hints.append(f"{name} has {pages}, so page {loc.page} does not exist: is the page "
                              f"right (1-based, as a PDF viewer shows)?")
                 continue
             if page0 in entry.get("empty_pages", []):
@@ -137,7 +139,7 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
         reranker = f"off ({rag.reranker_off_reason})" if rag.reranker_off_reason != "turned off" else \
             "off (--no-rerank)"
     rows = [*extra,
-            ("Index", f"{display_path(rag.path)} ({counts.get('files', 0)} files, {counts.get('pages', 0)} pages, "
+            ("Index", f"{rag.location if rag.chroma_url else display_path(rag.path)} ({counts.get('files', 0)} files, {counts.get('pages', 0)} pages, "
                       f"{counts.get('chunks', 0)} chunks)"),
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
             ("Chunking", f"{s['chunk_size']} characters, overlap {s['chunk_overlap']}, chunk headers "
@@ -237,9 +239,10 @@ def evaluate_dataset(rag: LocalRAG, dataset, args: argparse.Namespace, mode: str
               "metrics": {k: evaluated["mean"][k] for k in shown}, "num_queries": evaluated["num_queries"],
               "depth": depth,
               "per_query": per_query, "ranks": ranks, "run": run}
-    if evaluated["num_skipped_no_relevant"]:
-        result["messages"] = [f"{evaluated['num_skipped_no_relevant']} queries without any relevant document "
-                              f"were skipped"]
+    skipped = evaluated["num_skipped_no_relevant"]
+    if skipped:
+        result["messages"] = [f"{skipped} {'query' if skipped == 1 else 'queries'} without any relevant document "
+                              f"{'was' if skipped == 1 else 'were'} skipped"]
     return result
 
 
@@ -256,7 +259,7 @@ def compare_results(old: dict, new: dict, intersect: bool, old_label: str,
         if not intersect:
             raise EvalError(f"the two runs cover different questions ({len(old_q)} and {len(new_q)}, "
                             f"{len(common)} in common); pass --intersect to compare the common questions only")
-        note = f"--intersect: {len(common)} of {len(old_q)} old and {len(new_q)} new questions"
+        note = f"questions differ: {len(old_q)} old, {len(new_q)} new; only the common ones are compared"
     if not common:
         raise EvalError("the two runs have no question in common; nothing to compare")
     keys = [k for k in new["metrics"] if k in old["metrics"]]
@@ -307,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--index", default=None, help=f"index folder (default: {VECTORSTORE_PATH} for goldsets, a "
                                                    f"cache folder under {DATASET_CACHE} for datasets)")
     idx.add_argument("--docs", default=local_rag.DOCS_PATH, help="PDF folder the index follows")
+    idx.add_argument("--chroma-url", default=local_rag.CHROMA_URL, help="http://HOST:PORT of a shared Chroma "
+                                                                       "server instead of the local index folder "
+                                                                       "(default: none)")
     idx.add_argument("--mode", choices=local_rag.RETRIEVAL_MODES, default=local_rag.RETRIEVAL_MODE,
                      help="retrieval mode")
     idx.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off (default: on "
@@ -345,6 +351,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "llm_judge.py, eval/judge_cache.json)")
     jd.add_argument("--judge-domain", default=None, help="field of the documents, to sharpen the prompt, e.g. "
                                                          "'option pricing' (default: JUDGE_DOMAIN, empty)")
+    gl = p.add_argument_group("grow and check goldsets")
+    gl.add_argument("--lint", action="store_true", help="check the goldset against the index and docs folder; "
+                                                        "exit 1 when anything is wrong")
+    gl.add_argument("--generate", type=int, default=None, metavar="N", help="write N questions sampled from the "
+                                                                            "indexed chunks (default: off)")
+    gl.add_argument("--out", default=GENERATED_PATH, help="goldset written by --generate")
+    gl.add_argument("--llm", default=None, metavar="MODEL", help="with --generate: let MODEL (OpenAI-compatible) "
+                                                                 "write one natural question per chunk, cached "
+                                                                 "like the judge (default: model-free questions)")
     st = p.add_argument_group("suites")
     st.add_argument("--suite", default=None, metavar="FILE", help="run every [[entry]] of a TOML suite file "
                                                                   "(e.g. eval/suite.toml) and write a summary table "
@@ -370,6 +385,11 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     args.page_offset = PAGE_OFFSET
     if args.page_tolerance < 0:
         raise EvalError(f"--page-tolerance must be 0 or more, got {args.page_tolerance}")
+    # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
+    for flag, value in (("--max-queries", args.max_queries), ("--max-corpus-docs", args.max_corpus_docs),
+                        ("--judge-k", args.judge_k), ("--resamples", args.resamples)):
+        if value is not None and value < 1:
+            raise EvalError(f"{flag} must be 1 or more, got {value}")
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
     if args.judge:
@@ -394,7 +414,7 @@ def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
     reranker = None if args.no_rerank else (args.rerank_model or local_rag._DEFAULT)
     return LocalRAG(index, embedding_model=args.embedding_model, retrieval_mode=args.mode, reranker_model=reranker,
                     query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
-                    quiet=args.quiet)
+                    quiet=args.quiet, chroma_url=args.chroma_url)
 
 
 def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
@@ -410,7 +430,8 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
         stale = [f"{what}: {name}" for what in ("added", "updated", "removed") for name in changes[what]]
         stale += [f"settings: {reason}" for reason in rag.stale_reasons()]
         if stale:
-            warning = f"--no-sync: the index is stale ({len(stale)} differences): " + "; ".join(stale)
+            warning = (f"--no-sync: the index is stale ({len(stale)} difference{'s' if len(stale) != 1 else ''}): "
+                       + "; ".join(stale))
             log(args, f"warning: {warning}")
             return [warning]
         return []
@@ -457,6 +478,12 @@ def run_goldset(args: argparse.Namespace) -> int:
         log(args, f"goldset: {message}")
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     warnings = sync_pdf_index(rag, args)
+    # Lint runs as a warning before every evaluation; reader messages are already listed, so they are left out.
+    for finding in lint_findings(rag, goldset):
+        if not finding.message.startswith("reader: "):
+            where = f"line {', '.join(map(str, finding.lines))}: " if finding.lines else ""
+            warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
+            log(args, f"warning: {warnings[-1]}")
     previous, previous_label = previous_report(args)
     header = [("Goldset", f"{display_path(args.goldset)} ({len(goldset.questions)} questions)")]
     tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"),
@@ -561,13 +588,27 @@ def finish(results: list[dict], args: argparse.Namespace, previous: dict | None,
     if len(results) == 1:
         result = results[0]
         if previous is not None:
-            result["compare"] = compare_results(previous, json.loads(eval_report.to_json(result, generated)),
-                                                args.intersect, previous_label, resamples=args.resamples)
+            # The previous report at the output path is overwritten now, so "rerun with --intersect" would compare
+            # the run with itself: compare the common questions, or say why there is no comparison.
+            implicit = not args.compare_to
+            try:
+                result["compare"] = compare_results(previous, json.loads(eval_report.to_json(result, generated)),
+                                                    args.intersect or implicit, previous_label,
+                                                    resamples=args.resamples)
+            except EvalError as exc:
+                if not implicit:
+                    raise
+                log(args, f"warning: not compared with the {previous_label}: {exc}")
+                result.setdefault("messages", []).append(f"Not compared with the {previous_label}: {exc}")
         write_outputs(result, args, generated)
         if args.run_file and "run" in result:
             import beir_data
 
-            beir_data.write_trec_run(args.run_file, result["run"], tag=f"localrag-{result['name'].replace(' ', '')}")
+            try:
+                beir_data.write_trec_run(args.run_file, result["run"],
+                                         tag=f"localrag-{result['name'].replace(' ', '')}")
+            except beir_data.RunFormatError as exc:
+                raise EvalError(f"--run-file {args.run_file} not written (the reports are): {exc}") from None
         print_summary(result, args)
         return 0
     return write_ablation(results, args, generated)
@@ -601,6 +642,86 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
     return 0
 
 
+def lint_findings(rag: LocalRAG, goldset: gs.Goldset) -> list:
+    import goldset_generation as gen
+
+    docs = {d["source"]: gen.DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
+    return gen.lint_goldset(goldset.questions, goldset.messages, docs, page_offset=PAGE_OFFSET,
+                            normalize=gs.normalize_source)
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    """Check the goldset against the synced index: exit 1 when any finding is an error."""
+    import goldset_generation as gen
+
+    goldset = gs.read_goldset(args.goldset)
+    rag = open_rag(args, args.index or VECTORSTORE_PATH)
+    sync_pdf_index(rag, args)
+    findings = lint_findings(rag, goldset)
+    lines = gen.render_lint(findings)
+    print("\n".join(lines) if lines else f"{display_path(args.goldset)}: no findings "
+                                          f"({len(goldset.questions)} questions)")
+    return 1 if any(f.severity == "error" for f in findings) else 0
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Sample chunks from the index and write a goldset of generated questions."""
+    import goldset_generation as gen
+
+    if args.generate < 1:
+        raise EvalError(f"--generate needs a positive number of questions, got {args.generate}")
+    rag = open_rag(args, args.index or VECTORSTORE_PATH)
+    sync_pdf_index(rag, args)
+    data = rag.vectorstore._collection.get(include=["documents", "metadatas"]) if rag.vectorstore else None
+    chunks = [{"chunk_id": i, "source": m["source"], "page": int(m["page"]), "text": t}
+              for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if m.get("source") in rag.files] \
+        if data else []
+    if not chunks:
+        raise EvalError(f"the index at {rag.location} holds no chunks; index PDFs first (add_pdfs.py)")
+    ask = None
+    if args.llm:
+        ask = llm_question_asker(args)
+    result = gen.generate_questions(chunks, args.generate, args.seed, ask=ask, llm_name=args.llm)
+    gen.write_goldset_csv(args.out, result.rows)
+    print("\n".join(gen.render_generation_summary(result)))
+    print(f"Wrote {len(result.rows)} questions to {display_path(args.out)}")
+    return 0
+
+
+def llm_question_asker(args: argparse.Namespace):
+    """ask(prompt) -> reply text or None, through the judge's cached, retrying client."""
+    import os
+
+    import goldset_generation as gen
+    import llm_judge
+
+    try:
+        llm_judge.check_judge_environment(os.environ)
+    except llm_judge.JudgeError as exc:
+        raise EvalError(str(exc)) from None
+    cache = llm_judge.JudgeCache(args.judge_cache or llm_judge.JUDGE_CACHE_PATH)
+    client = llm_judge.CachedChat(args.llm, cache, progress=None if args.quiet else
+                                  (lambda message: print(message, file=sys.stderr, flush=True)))
+
+    def readable(text: str) -> dict:
+        # Only replies that hold a question are cached; an unreadable one is asked again next run.
+        if gen.parse_llm_question(text) is None:
+            raise llm_judge.UnreadableReply(f"no question in reply {text[:80]!r}")
+        return {"reply": text}
+
+    def ask(prompt: str) -> str | None:
+        try:
+            entry, _ = client.ask(prompt, parse=readable, meta={"kind": "generate"})
+        except llm_judge.UnreadableReply:
+            return None
+        except (llm_judge.JudgeError, llm_judge.CallLimitReached) as exc:
+            log(args, f"warning: question generation stopped: {exc}")
+            return None
+        return entry.get("reply")
+
+    return ask
+
+
 def run_compare(args: argparse.Namespace) -> int:
     old_path, new_path = args.compare
     old, new = load_json_report(old_path), load_json_report(new_path)
@@ -627,6 +748,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise EvalError(str(exc)) from None
         if args.dataset:
             return run_dataset(args)
+        if args.lint:
+            return run_lint(args)
+        if args.generate is not None:
+            return run_generate(args)
         return run_goldset(args)
     except (EvalError, gs.GoldsetError, RAGError) as exc:
         print(f"error: {exc}", file=sys.stderr)

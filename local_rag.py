@@ -392,6 +392,10 @@ class LocalRAG:
         self.collection_name = collection_name(self.settings) if self.chroma_url else COLLECTION_NAME
         if self.chroma_url:
             self.info = self._read_info()
+        if quiet:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # the "Loading weights" bar of each model
         self.embeddings = load_embeddings(self.settings["embedding_model"], self.settings["embedding_backend"])
         self.reranker_model, self.reranker, self.reranker_off_reason = self._init_reranker(reranker_model)
         if self.info:
@@ -546,7 +550,7 @@ class LocalRAG:
                 failed_before.pop(name, None)
         self._write_info()
         units = self._pdf_units(todo, report, progress)
-        self._index_units(units, report, progress)
+        self._index_units(units, report, progress, total=len(todo))
         self._finish(report, started)
         return report
 
@@ -604,7 +608,7 @@ class LocalRAG:
         from tqdm import tqdm
 
         loader = self.settings["pdf_loader"]
-        bar = tqdm(total=len(todo), desc="Reading PDFs", unit="file", disable=not progress or self.quiet,
+        bar = tqdm(total=len(todo), desc="Reading PDFs", unit="file", disable=not progress or self.quiet or not todo,
                    file=sys.stderr)
         extracted = iter_extracted([path for _, path, _ in todo], loader)
         for (name, path, digest), pdf in zip(todo, extracted):
@@ -653,7 +657,8 @@ class LocalRAG:
         """Embed and store sources in groups; the manifest names a source only once all its chunks are stored."""
         from tqdm import tqdm
 
-        bar = tqdm(desc="Embedding", unit="chunk", disable=not progress or self.quiet, file=sys.stderr)
+        bar = tqdm(desc="Embedding", unit="chunk", disable=not progress or self.quiet or total == 0,
+                   file=sys.stderr)
         group: list[tuple[SourceUnit, list, list, list, list]] = []
         size = 0
         for unit in units:
