@@ -21,6 +21,7 @@ from local_rag import LocalRAG, RAGError
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
 REPORT_PATH = "eval/baseline.txt"  # the committed plain-text report
+ABLATION_REPORT_PATH = "eval/ablation.txt"  # the --ablation table (per-configuration reports beside it)
 VECTORSTORE_PATH = local_rag.VECTORSTORE_PATH  # the same index the retriever uses
 K_VALUES = [5, 10, 20]  # cutoffs for goldsets; the deepest one is the retrieval depth
 DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
@@ -335,7 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--page-tolerance", type=int, default=PAGE_TOLERANCE,
                     help="pages a hit may lie away from the expected page")
     out = p.add_argument_group("output")
-    out.add_argument("--report", default=REPORT_PATH, help="plain-text report")
+    out.add_argument("--report", default=None, help=f"plain-text report (default: {REPORT_PATH}, with --ablation "
+                                                    f"{ABLATION_REPORT_PATH})")
     out.add_argument("--json", default=None, help="JSON report (default: the report path with .json)")
     out.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
     out.add_argument("--run-file", default=None, help="TREC run file of a dataset evaluation (default: none)")
@@ -382,6 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     args.k_values = parse_ks(args.k) if args.k else (DATASET_K_VALUES if args.dataset else K_VALUES)
+    if args.ablation:  # the ablation table always shows Hit@1/3/5
+        args.k_values = sorted(set(args.k_values) | {1, 3, 5})
     args.page_offset = PAGE_OFFSET
     if args.page_tolerance < 0:
         raise EvalError(f"--page-tolerance must be 0 or more, got {args.page_tolerance}")
@@ -390,6 +394,8 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
                         ("--judge-k", args.judge_k), ("--resamples", args.resamples)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
+    if args.report is None:
+        args.report = ABLATION_REPORT_PATH if args.ablation else REPORT_PATH
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
     if args.judge:
@@ -616,7 +622,9 @@ def finish(results: list[dict], args: argparse.Namespace, previous: dict | None,
 
 def write_ablation(results: list[dict], args: argparse.Namespace, generated: str) -> int:
     """One table over all configurations plus one report per configuration beside the main report."""
-    keys = [k for k in ABLATION_METRICS if any(k in r["metrics"] for r in results)]
+    present = [k for k in ABLATION_METRICS if any(k in r["metrics"] for r in results)]
+    deeper = [k for k in results[0]["metrics"] if k.startswith("hit@") and k not in present]
+    keys = present[:3] + deeper + present[3:]
     rows = [{"name": r["name"], "metrics": {k: r["metrics"].get(k) for k in keys},
              "seconds": f"{r['seconds']:.1f}"} for r in results]
     base = Path(args.report)
@@ -629,7 +637,8 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
     lines = [f"localRAG ablation: {first['title']}", f"Generated: {generated}", "", "Configuration",
              *[f"  {label + ':':<{eval_report.LABEL_WIDTH}}{value}" for label, value in shared], "",
              "Results (* = best in column; seconds = wall time of the row, not part of the comparison)",
-             *eval_report.render_table(rows, keys, extra=["seconds"]), "",
+             *eval_report.render_table(rows, keys, extra=["seconds"]),
+             f"  total wall time of the {len(results)} rows: {sum(r['seconds'] for r in results):.1f} s", "",
              f"Per-configuration reports: {display_path(base.with_name(base.stem + '-<configuration>.txt'))}"]
     table_text = "\n".join(lines) + "\n"
     eval_report.write_text_atomic(base, table_text)
