@@ -652,33 +652,40 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
 
 
 def lint_findings(rag: LocalRAG, goldset: gs.Goldset) -> list:
+    """Lint findings of a read goldset against the index: files (also those that failed to index), pages, text."""
     import goldset_generation as gen
 
     docs = {d["source"]: gen.DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
+    unindexed = {name: entry["reason"] for name, entry in rag.info.get("failed", {}).items()}
     return gen.lint_goldset(goldset.questions, goldset.messages, docs, page_offset=PAGE_OFFSET,
-                            normalize=gs.normalize_source)
+                            normalize=gs.normalize_source, unindexed=unindexed)
 
 
 def run_lint(args: argparse.Namespace) -> int:
-    """Check the goldset against the synced index: exit 1 when any finding is an error."""
+    """Check the goldset against the synced index: exit 1 when there is any finding, error or warning."""
     import goldset_generation as gen
 
     goldset = gs.read_goldset(args.goldset)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, args)
     findings = lint_findings(rag, goldset)
-    lines = gen.render_lint(findings)
-    print("\n".join(lines) if lines else f"{display_path(args.goldset)}: no findings "
-                                          f"({len(goldset.questions)} questions)")
-    return 1 if any(f.severity == "error" for f in findings) else 0
+    print("\n".join(gen.render_lint(findings)))
+    # Warnings too: a short question or a near-duplicate with other locations is wrong, only less harmful.
+    return 1 if findings else 0
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    """Sample chunks from the index and write a goldset of generated questions."""
+    """Sample chunks from the index and write a goldset of generated questions; 1 if the model stopped early."""
     import goldset_generation as gen
 
     if args.generate < 1:
         raise EvalError(f"--generate needs a positive number of questions, got {args.generate}")
+    out = Path(args.out)
+    # Checked before the index is synced and the model asked, which may take long.
+    if out.is_dir() or not out.parent.is_dir():
+        raise EvalError(f"--out {args.out}: {'is a folder' if out.is_dir() else f'folder {out.parent} does not exist'}"
+                        f"; give the path of a .csv file in an existing folder")
+    ask, stopped = llm_question_asker(args) if args.llm else (None, lambda: None)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, args)
     data = rag.vectorstore._collection.get(include=["documents", "metadatas"]) if rag.vectorstore else None
@@ -687,18 +694,30 @@ def run_generate(args: argparse.Namespace) -> int:
         if data else []
     if not chunks:
         raise EvalError(f"the index at {rag.location} holds no chunks; index PDFs first (add_pdfs.py)")
-    ask = None
-    if args.llm:
-        ask = llm_question_asker(args)
     result = gen.generate_questions(chunks, args.generate, args.seed, ask=ask, llm_name=args.llm)
-    gen.write_goldset_csv(args.out, result.rows)
     print("\n".join(gen.render_generation_summary(result)))
-    print(f"Wrote {len(result.rows)} questions to {display_path(args.out)}")
+    if not result.rows:
+        raise EvalError(f"no question was generated, so {display_path(args.out)} was not written; see the summary "
+                        f"above")
+    try:
+        gen.write_goldset_csv(out, result.rows)
+    except OSError as exc:
+        raise EvalError(f"--out {args.out} could not be written ({exc}); choose another --out") from None
+    made = len(result.rows)
+    print(f"Wrote {made} question{'s' if made != 1 else ''} to {display_path(args.out)}")
+    if stopped():
+        print(f"error: the model stopped before the goldset was complete: {stopped()}; rerun when it answers "
+              f"again (answered chunks are cached)", file=sys.stderr)
+        return 1
     return 0
 
 
-def llm_question_asker(args: argparse.Namespace):
-    """ask(prompt) -> reply text or None, through the judge's cached, retrying client."""
+def llm_question_asker(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(ask, stopped): ask(prompt) -> reply text or None through the judge's cached, retrying client;
+    stopped() -> why the model stopped answering (server down, refused), or None.
+
+    Replies with a question and explicit declines are cached; an unreadable reply is not, so the next run asks again.
+    """
     import os
 
     import goldset_generation as gen
@@ -707,28 +726,34 @@ def llm_question_asker(args: argparse.Namespace):
     try:
         llm_judge.check_judge_environment(os.environ)
     except llm_judge.JudgeError as exc:
-        raise EvalError(str(exc)) from None
+        # The check is shared with the judge; its message names the judge's flag.
+        raise EvalError(str(exc).replace("--judge", f"--llm {args.llm}", 1)) from None
     cache = llm_judge.JudgeCache(args.judge_cache or llm_judge.JUDGE_CACHE_PATH)
+    if cache.warning:
+        print(f"warning: {cache.warning}", file=sys.stderr)
     client = llm_judge.CachedChat(args.llm, cache, progress=None if args.quiet else
                                   (lambda message: print(message, file=sys.stderr, flush=True)))
+    stops: list[str] = []
 
     def readable(text: str) -> dict:
-        # Only replies that hold a question are cached; an unreadable one is asked again next run.
-        if gen.parse_llm_question(text) is None:
+        if gen.parse_llm_reply(text)[0] == "failed":
             raise llm_judge.UnreadableReply(f"no question in reply {text[:80]!r}")
         return {"reply": text}
 
     def ask(prompt: str) -> str | None:
         try:
-            entry, _ = client.ask(prompt, parse=readable, meta={"kind": "generate"})
+            entry, _ = client.ask(prompt, parse=readable, meta={"kind": "generate"},
+                                  is_valid=lambda e: isinstance(e.get("reply"), str))
         except llm_judge.UnreadableReply:
             return None
         except (llm_judge.JudgeError, llm_judge.CallLimitReached) as exc:
-            log(args, f"warning: question generation stopped: {exc}")
+            if not stops:  # every later prompt fails the same way; say it once
+                stops.append(str(exc))
+                print(f"warning: question generation stopped: {exc}", file=sys.stderr, flush=True)
             return None
-        return entry.get("reply")
+        return entry["reply"]
 
-    return ask
+    return ask, lambda: stops[0] if stops else None
 
 
 def run_compare(args: argparse.Namespace) -> int:

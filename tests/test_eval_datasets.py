@@ -1,0 +1,346 @@
+"""BEIR dataset evaluation through the CLI: document-level rankings, collapse of chunks, metrics, sampling,
+malformed lines, output files and the dataset index cache.
+
+The dataset (written by `write_dataset`) has 11 documents; doc1, doc2 and doc6 are longer than the 200-character
+chunks the shared index uses, so they have 2 chunks each (14 chunks). doc11 is a byte-identical copy of doc9, so
+both retrievers give them equal scores: a tie. Hybrid orders, chunk level -> document level (best chunk, cut at 5):
+
+  q1 "How does melting ice raise the sea level?"
+       chunks [doc1#1, doc1#0, doc2#0, doc6#1, doc6#0, doc2#1, doc5, doc9, ...] -> [doc1, doc2, doc6, doc5, doc9]
+  q2 "Which insects carry pollen between flowers?"  -> [doc8, doc7, doc1, doc11, doc9]
+  q3 "What is sweet and made by insects?"          -> [doc8, doc10, doc7, doc5, doc6]
+  q4 "How do I repair a flat bicycle tyre?"        -> [doc6, doc2, doc1, doc10, doc11]   (doc6 has chunks 1 and 2)
+  q5 "How much caffeine is in a cup?"              -> [doc3, doc4, doc2, doc10, doc1]
+  q7 "How did the Romans bring water to their cities?"
+       dense [doc9, doc11, ...] and BM25 [doc11, doc9, ...]: both get 1/61 + 1/62, an exact tie, which trec_eval
+       breaks by doc id descending: "doc9" > "doc11", so doc9 ranks first and the relevant doc11 second.
+  q6 "Who invented the telephone?" has no relevant document (doc99 is not in the corpus, doc10 is graded 0).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+
+import beir_data
+import eval_retrieval as er
+import local_rag
+import retrieval_metrics as rm
+from local_rag import LocalRAG
+
+DOCS = {
+    "doc1": ("Glaciers", "Mountain glaciers are shrinking in most regions of the world. As the air warms, the ice "
+             "melts faster in summer than new snow can replace it in winter. Meltwater from glaciers and ice sheets "
+             "flows into the ocean and raises the global sea level by a few millimetres every year, which threatens "
+             "low coasts."),
+    "doc2": ("Volcanoes", "A volcano erupts when molten rock, called magma, rises through cracks in the crust. "
+             "Explosive eruptions throw ash high into the sky. Lava flows can bury villages, and volcanic ash can "
+             "cool the climate for a year or two by blocking sunlight."),
+    "doc3": ("Coffee", "Coffee beans are the roasted seeds of the coffee plant. A cup of brewed coffee holds about "
+             "ninety milligrams of caffeine."),
+    "doc4": ("Tea", "Black and green tea come from the leaves of the same plant. A cup of tea holds less caffeine "
+             "than coffee, around forty milligrams."),
+    "doc5": ("Chess openings", "The Sicilian Defence and the Queen's Gambit are popular chess openings. Players "
+             "study them to gain control of the centre."),
+    "doc6": ("Bicycle repair", "To fix a flat tyre, remove the wheel and lever the tyre off the rim. Find the hole "
+             "in the inner tube by pumping it up and listening for air. Patch the tube or replace it, then refit "
+             "the tyre, inflate it to the pressure printed on its side, and check the brakes before riding."),
+    "doc7": ("Honey bees", "Honey bees collect nectar from flowers and turn it into honey inside the hive. They "
+             "also gather pollen as food for their larvae."),
+    "doc8": ("Photosynthesis", "Plants use sunlight, water and carbon dioxide to make sugar. Flowers produce nectar "
+             "from this sugar to attract pollinating insects."),
+    "doc9": ("Roman aqueducts", "The Romans built aqueducts to carry water from distant springs into their cities, "
+             "using a gentle downhill slope over many kilometres."),
+    "doc11": ("Roman aqueducts", "The Romans built aqueducts to carry water from distant springs into their "
+              "cities, using a gentle downhill slope over many kilometres."),
+    "doc10": ("Jazz", "Jazz began in New Orleans in the early twentieth century. Louis Armstrong made the trumpet "
+              "solo a central part of the music."),
+}
+QUERIES = {
+    "q1": "How does melting ice raise the sea level?",
+    "q2": "Which insects carry pollen between flowers?",
+    "q3": "What is sweet and made by insects?",
+    "q7": "How did the Romans bring water to their cities?",
+    "q4": "How do I repair a flat bicycle tyre?",
+    "q5": "How much caffeine is in a cup?",
+    "q6": "Who invented the telephone?",
+}
+QRELS = ("query-id\tcorpus-id\tscore\n"  # line 1: header
+         "q1\tdoc1\t2\nq1\tdoc2\t0\n"     # lines 2-3: doc2 judged, not relevant
+         "q2\tdoc7\t2\nq2\tdoc8\t1\n"     # lines 4-5: graded
+         "q3\tdoc7\t1\n"                  # line 6
+         "q7\tdoc11\t1\n"                 # line 7: the copy, not the original, is judged relevant
+         "q4\tdoc6\t1\n"                  # line 8
+         "q5\tdoc3\t1\nq5\tdoc4\t1\n"     # lines 9-10: two relevant documents
+         "q6\tdoc99\t1\nq6\tdoc10\t0\n")  # lines 11-12: unknown document (dropped), then a 0 grade
+CHUNK_SIZE, CHUNK_OVERLAP = 200, 20  # small chunks, so the long documents split in two
+HYBRID_TOP = {
+    "q1": ["doc1", "doc2", "doc6", "doc5", "doc9"],
+    "q2": ["doc8", "doc7", "doc1", "doc11", "doc9"],
+    "q3": ["doc8", "doc10", "doc7", "doc5", "doc6"],
+    "q4": ["doc6", "doc2", "doc1", "doc10", "doc11"],
+    "q5": ["doc3", "doc4", "doc2", "doc10", "doc1"],
+    "q7": ["doc9", "doc11", "doc8", "doc7", "doc6"],
+}
+
+
+def write_dataset(folder: Path) -> Path:
+    (folder / "qrels").mkdir(parents=True)
+    lines = [json.dumps({"_id": d, "title": t, "text": x}) for d, (t, x) in DOCS.items()]
+    lines.insert(5, "{not json")  # line 6 of corpus.jsonl
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items()), encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text(QRELS, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> tuple[Path, Path]:
+    """(BEIR folder "ds", index folder) with the index built once at 200-character chunks."""
+    base = tmp_path_factory.mktemp("beir")
+    folder = write_dataset(base / "ds")
+    data = beir_data.load_beir(folder)
+    rag = LocalRAG(base / "index", reranker_model=None, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP,
+                   quiet=True)
+    rag.sync_records([{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
+                      for d in data.documents.values()], progress=False)
+    return folder, base / "index"
+
+
+@pytest.fixture(scope="module")
+def hybrid_run(dataset, tmp_path_factory) -> dict:
+    """One hybrid run at k = 1, 3, 5 with every output file; returns their paths and the exit code."""
+    folder, index = dataset
+    out = tmp_path_factory.mktemp("hybrid-out")
+    paths = {"report": out / "ds.txt", "json": out / "ds.json", "run": out / "ds.run", "markdown": out / "ds.md"}
+    code = er.main(["--dataset", str(folder), "--index", str(index), "--k", "1,3,5", "--quiet", "--no-compare",
+                    "--report", str(paths["report"]), "--run-file", str(paths["run"]),
+                    "--markdown", str(paths["markdown"])])
+    return {"code": code, **paths}
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = er.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----------------------------------------------------------------------------- collapse of chunks (pure)
+
+
+def test_collapse_keeps_each_document_once_at_its_best_chunk():
+    def chunk(doc_id: str, n: int) -> Document:
+        return Document(page_content=f"{doc_id} {n}", metadata={"doc_id": doc_id, "source": doc_id})
+
+    hits = [(chunk("A", 1), 0.9), (chunk("A", 0), 0.8), (chunk("B", 0), 0.7), (chunk("A", 2), 0.6),
+            (chunk("C", 0), 0.5)]
+    assert er.collapse_to_documents(hits, depth=5) == {"A": 0.9, "B": 0.7, "C": 0.5}
+    assert er.collapse_to_documents(hits, depth=2) == {"A": 0.9, "B": 0.7}  # A's 3 chunks fill one place
+    # PDF chunks have no doc_id: the source names the document.
+    pdf = Document(page_content="x", metadata={"source": "a.pdf", "page": 3})
+    assert er.collapse_to_documents([(pdf, 1.0), (pdf, 0.5)], depth=3) == {"a.pdf": 1.0}
+
+
+# ----------------------------------------------------------------------------- rankings and metrics
+
+
+def test_chunks_of_one_document_count_once(dataset):
+    _, index = dataset
+    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    assert rag.info["counts"] == {"files": 11, "pages": 11, "chunks": 14}
+    hits = rag.retrieve(QUERIES["q1"], k=15, mode="hybrid", rerank=False)
+    # doc1's two chunks are the two best chunks; at document level doc1 takes rank 1 only and doc2 rank 2.
+    assert [(d.metadata["doc_id"], d.metadata["chunk"]) for d, _ in hits[:3]] == [("doc1", 1), ("doc1", 0),
+                                                                                  ("doc2", 0)]
+    assert list(er.collapse_to_documents(hits, 5)) == HYBRID_TOP["q1"]
+
+
+def test_exact_document_rankings(hybrid_run):
+    assert hybrid_run["code"] == 0
+    payload = json.loads(hybrid_run["json"].read_text(encoding="utf-8"))
+    assert payload["kind"] == "dataset"
+    tops = {q["query_id"]: [t["doc_id"] for t in q["top"]] for q in payload["per_query"]}
+    assert tops == HYBRID_TOP  # q6 (no relevant document) is not evaluated
+    for q in payload["per_query"]:
+        assert len(set(tops[q["query_id"]])) == 5  # no document twice
+    scores = {q["query_id"]: [t["score"] for t in q["top"]] for q in payload["per_query"]}
+    assert scores["q1"][0] == round(2 / 61, 6)  # rank 1 in both dense and BM25: 1/61 + 1/61
+    assert scores["q7"][0] == scores["q7"][1] == round(1 / 61 + 1 / 62, 6)  # the tie, broken by doc id
+    ranks = {q["query_id"]: q["rank"] for q in payload["per_query"]}
+    assert ranks == {"q1": 1, "q2": 1, "q3": 3, "q4": 1, "q5": 1, "q7": 2}
+    q2 = next(q for q in payload["per_query"] if q["query_id"] == "q2")
+    assert q2["locations"] == [{"doc_id": "doc7", "grade": 2}, {"doc_id": "doc8", "grade": 1}]
+    q1 = next(q for q in payload["per_query"] if q["query_id"] == "q1")
+    assert q1["locations"] == [{"doc_id": "doc1", "grade": 2}]  # the grade-0 judgement is not a location
+
+
+def test_metrics_by_hand(hybrid_run):
+    payload = json.loads(hybrid_run["json"].read_text(encoding="utf-8"))
+    per_query = {q["query_id"]: q["metrics"] for q in payload["per_query"]}
+    log2 = math.log2
+    # q2: [doc8 (grade 1), doc7 (grade 2)]: the lower grade first. NDCG@1 = 1/2;
+    # NDCG@3 = (1 + 2/log2(3)) / (2 + 1/log2(3)) = 2.26186 / 2.63093 = 0.85972. Recall@1 = 1 of 2 relevant.
+    ndcg3_q2 = (1 + 2 / log2(3)) / (2 + 1 / log2(3))
+    assert per_query["q2"]["ndcg@1"] == pytest.approx(0.5)
+    assert per_query["q2"]["ndcg@3"] == pytest.approx(ndcg3_q2)
+    assert per_query["q2"]["recall@1"] == pytest.approx(0.5)
+    # q3: relevant doc7 at rank 3: NDCG@3 = (1/log2(4)) / 1 = 0.5, MRR 1/3, nothing at rank 1.
+    assert per_query["q3"] == pytest.approx({"hit@1": 0, "hit@3": 1, "hit@5": 1, "recall@1": 0, "recall@3": 1,
+                                             "recall@5": 1, "ndcg@1": 0, "ndcg@3": 0.5, "ndcg@5": 0.5,
+                                             "mrr": 1 / 3})
+    # q7: doc11 at rank 2 behind its tied twin: NDCG@3 = 1/log2(3) = 0.63093, MRR 1/2.
+    assert per_query["q7"]["ndcg@3"] == pytest.approx(1 / log2(3))
+    assert per_query["q7"]["mrr"] == pytest.approx(0.5)
+    # q5: both relevant documents first: Recall@1 = 1/2 but NDCG@1 = 1 (the ideal list also starts with grade 1).
+    assert (per_query["q5"]["recall@1"], per_query["q5"]["ndcg@1"]) == (0.5, 1.0)
+    # Means over the 6 evaluated queries q1, q2, q3, q4, q5, q7:
+    assert payload["metrics"] == pytest.approx({
+        "hit@1": 4 / 6,                                   # q3 and q7 miss rank 1
+        "hit@3": 1.0, "hit@5": 1.0,
+        "recall@1": (1 + 0.5 + 0 + 1 + 0.5 + 0) / 6,      # = 0.5
+        "recall@3": 1.0, "recall@5": 1.0,
+        "ndcg@1": (1 + 0.5 + 0 + 1 + 1 + 0) / 6,          # = 0.583
+        "ndcg@3": (1 + ndcg3_q2 + 0.5 + 1 + 1 + 1 / log2(3)) / 6,  # = 0.8318
+        "ndcg@5": (1 + ndcg3_q2 + 0.5 + 1 + 1 + 1 / log2(3)) / 6,  # nothing relevant at ranks 4-5
+        "mrr": (1 + 1 + 1 / 3 + 1 + 1 + 1 / 2) / 6,       # = 0.806
+    })
+    assert payload["num_queries"] == 6
+    assert "precision@1" not in payload["metrics"]
+
+
+def test_report_notes_malformed_lines(hybrid_run):
+    report = hybrid_run["report"].read_text(encoding="utf-8")
+    lines = report.splitlines()
+    notes = lines[lines.index("Notes") + 1:lines.index("Results") - 1]
+    assert notes == [
+        "  corpus.jsonl: 1 line skipped, not a JSON object (line 6)",
+        "  qrels/test.tsv: 1 line skipped, document id not in corpus.jsonl (dropped) (line 11)",
+        "  1 query without any relevant document was skipped",
+    ]
+    assert "  Dataset:            ds, split test (all queries and documents)" in lines
+    assert "  Chunking:           200 characters, overlap 20, chunk headers on" in lines
+    assert "  Index:              index (11 files, 11 pages, 14 chunks)" in lines
+    assert "  Hit@1     0.667" in lines and "  NDCG@3    0.832" in lines and "  MRR       0.806" in lines
+
+
+def test_trec_run_file(hybrid_run):
+    lines = hybrid_run["run"].read_text(encoding="utf-8").splitlines()
+    rows = [line.split() for line in lines]
+    assert all(len(row) == 6 and row[1] == "Q0" and row[5] == "localrag-hybrid" for row in rows)
+    # 7 queries (q6 is retrieved even though it cannot be scored) x 5 documents, queries in natural order.
+    assert len(rows) == 35
+    assert [row[0] for row in rows[::5]] == ["q1", "q2", "q3", "q4", "q5", "q6", "q7"]
+    for start in range(0, 35, 5):
+        assert [int(row[3]) for row in rows[start:start + 5]] == [1, 2, 3, 4, 5]
+        scores = [float(row[4]) for row in rows[start:start + 5]]
+        assert scores == sorted(scores, reverse=True)
+    by_query = {qid: [row[2] for row in rows if row[0] == qid] for qid in HYBRID_TOP}
+    assert by_query == HYBRID_TOP  # the ranks written agree with the JSON report, tie included
+    q7 = [row for row in rows if row[0] == "q7"]
+    assert q7[0][4] == q7[1][4]  # equal scores: trec_eval orders doc9 before doc11 as the rank column says
+    run = beir_data.read_trec_run(hybrid_run["run"])
+    assert rm.rank_run(run["q7"]) == HYBRID_TOP["q7"]
+
+
+def test_markdown_table(hybrid_run):
+    payload = json.loads(hybrid_run["json"].read_text(encoding="utf-8"))
+    lines = hybrid_run["markdown"].read_text(encoding="utf-8").splitlines()
+    assert lines[:4] == ["### dataset ds (test)", "", "| setting | value |", "|---|---|"]
+    settings = lines[4:lines.index("", 4)]
+    assert settings == [f"| {label} | {value} |" for label, value in payload["config"].items()]
+    table = lines[lines.index("", 4) + 1:]
+    assert table[0] == ("| configuration | Hit@1 | Hit@3 | Hit@5 | Recall@1 | Recall@3 | Recall@5 | NDCG@1 | "
+                        "NDCG@3 | NDCG@5 | MRR |")
+    assert len(table) == 3  # header, alignment row, one row for the one configuration
+    assert table[2].startswith("| hybrid | 0.667 **best** | 1.000 **best** |")
+
+
+# ----------------------------------------------------------------------------- sampling and cache
+
+
+def test_sample_keeps_gold_documents(dataset, tmp_path, capsys, monkeypatch):
+    folder, _ = dataset
+    monkeypatch.setattr(er, "DATASET_CACHE", str(tmp_path / "cache"))
+    code, out, _ = run(capsys, "--dataset", folder, "--max-queries", "2", "--max-corpus-docs", "4", "--k", "1,3",
+                       "--quiet", "--no-compare", "--report", tmp_path / "sample.txt")
+    assert code == 0
+    assert out.endswith("(2 questions)\n")
+    # Seed 0 orders the 6 queries with a relevant document as q4, q1, q5, q7, q3, q2 (q6 has none): the sample
+    # is q1 and q4, whose relevant documents doc1 and doc6 are both kept; the other 2 of the 4 documents are
+    # seeded distractors (doc2, which q1 judged not relevant, and doc3).
+    sample = ("sample: 2 of 7 queries (1 without a relevant document left out), 4 of 11 documents (all 2 "
+              "relevant documents included), seed 0")
+    report = (tmp_path / "sample.txt").read_text(encoding="utf-8").splitlines()
+    assert f"  Dataset:            ds, split test ({sample})" in report
+    assert f"  These numbers come from a sample: {sample}" in report
+    payload = json.loads((tmp_path / "sample.json").read_text(encoding="utf-8"))
+    assert sorted(q["query_id"] for q in payload["per_query"]) == ["q1", "q4"]
+    [index] = (tmp_path / "cache").iterdir()
+    indexed = {d["source"] for d in LocalRAG(index, reranker_model=None, quiet=True).list_documents()}
+    assert indexed == {"doc1", "doc2", "doc3", "doc6"}
+    # In 4 documents both questions find their document first.
+    assert payload["metrics"]["mrr"] == 1.0
+
+
+def test_index_cache_is_reused(dataset, tmp_path, capsys, monkeypatch):
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    folder, _ = dataset
+    monkeypatch.setattr(er, "DATASET_CACHE", str(tmp_path / "cache"))
+    argv = ["--dataset", folder, "--k", "1,3", "--quiet", "--no-compare", "--report", tmp_path / "r.txt"]
+    assert run(capsys, *argv)[0] == 0
+    expected = er.dataset_index_path(er.resolve_args(er.build_parser().parse_args([str(a) for a in argv])))
+    assert expected.parent == tmp_path / "cache"
+    assert (expected / local_rag.INDEX_INFO_FILE).exists()
+    embedded: list[list[str]] = []
+    original = HuggingFaceEmbeddings.embed_documents
+
+    def count(self, texts):
+        embedded.append(list(texts))
+        return original(self, texts)
+
+    monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", count)
+    assert run(capsys, *argv)[0] == 0
+    # Second run: no document is embedded again; the one call is the batch of the 7 queries (sorted ids).
+    assert embedded == [[QUERIES[q] for q in sorted(QUERIES)]]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [expected.name]
+
+
+def test_index_path_follows_the_settings(dataset, monkeypatch):
+    folder, _ = dataset
+
+    def path(*extra: str) -> Path:
+        return er.dataset_index_path(er.build_parser().parse_args(["--dataset", str(folder), *extra]))
+
+    default = path()
+    assert default == path()  # stable
+    assert default.name.startswith("ds-")
+    sampled = path("--max-queries", "2")
+    assert sampled != default and sampled.name.rsplit("-", 1)[1] == default.name.rsplit("-", 1)[1]
+    monkeypatch.setattr(local_rag, "CHUNK_SIZE", 300)
+    smaller = path()
+    # Same dataset fingerprint, other settings digest: a different folder, never a stale index.
+    assert smaller != default
+    assert smaller.name.rsplit("-", 1)[0] == default.name.rsplit("-", 1)[0]
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("flag, value", [("--max-queries", "0"), ("--max-corpus-docs", "-1")])
+def test_sample_sizes_below_one(dataset, tmp_path, capsys, flag, value):
+    folder, _ = dataset
+    code, out, err = run(capsys, "--dataset", folder, flag, value, "--report", tmp_path / "r.txt")
+    assert (code, out) == (2, "")
+    assert err == f"error: {flag} must be 1 or more, got {value}\n"
+
+
+def test_missing_dataset_folder(tmp_path, capsys):
+    code, out, err = run(capsys, "--dataset", tmp_path / "nope", "--report", tmp_path / "r.txt")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: Dataset folder not found: {tmp_path / 'nope'}\nExpected a BEIR folder:")
+    assert not (tmp_path / "r.txt").exists()

@@ -1,0 +1,597 @@
+"""Goldset evaluation through the CLI (`eval_retrieval.main`) on the tiny corpus, plus the LLM-judge wiring.
+
+Retrieval orders on TINY_CORPUS (hybrid = RRF of dense and BM25, no reranker offline), pages 0-based as the
+loaders give them; every expected rank below is read off these lists:
+
+  "How sensitive is the option value to volatility?"   [options p0, options p1, weather p0, scan p0, Literatur p0]
+  "What is the Black-Scholes-Merton price of a European call?"
+                                                       [options p1, options p0, scan p0, weather p0, Literatur p0]
+  "How do crops react to rainfall?"                    [weather p0, options p0, Literatur p0, scan p0, options p1]
+  "Wie reagiert die Familie auf Gregor Samsa?"         [Literatur p0, options p1, weather p0, scan p0, options p0]
+  "What is vega?"                                      [options p0, weather p0, options p1, scan p0, Literatur p0]
+  "Which page has no text layer?"                      [scan p0, options p1, Literatur p0, options p0, weather p0]
+BM25 alone (only chunks sharing a word with the question):
+  "How sensitive is the option value to volatility?"   [options p0, weather p0, options p1]
+  "How do crops react to rainfall?"                    [weather p0, options p0]
+  "Wie reagiert die Familie auf Gregor Samsa?"         [Literatur p0]
+  "What is vega?"                                      [options p0]
+The index holds 5 chunks (scan.pdf page 2 is image-only), so every depth >= 5 returns all of them in hybrid mode.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, TINY_CORPUS, write_corpus, write_pdf
+
+import eval_retrieval as er
+import goldset as gs
+import llm_judge
+from openai_stub import OpenAIStub, closed_port
+
+NFD_LITERATUR = unicodedata.normalize("NFD", "Literatur_Übersicht.pdf")
+
+# English goldset: BOM, ',' delimiter, a comment line, a blank line, a row without a question, an NFD file name,
+# a trailing '_' and a missing extension, and one question with two rows (alternative locations).
+GOLD_EN = (
+    "\ufeff# Goldset of the tiny corpus\n"                                                          # line 1
+    "question,corpus,expected_source,expected_page,note\n"                                         # line 2
+    "How sensitive is the option value to volatility?,,options.pdf,2,vega is on page 1\n"          # line 3
+    "What is the Black-Scholes-Merton price of a European call?,,options.pdf_,2,trailing _\n"     # line 4
+    "How do crops react to rainfall?,,weather,,no extension and no page\n"                          # line 5
+    f"Wie reagiert die Familie auf Gregor Samsa?,,{NFD_LITERATUR},1,NFD name\n"                    # line 6
+    "What is vega?,,Greeks.pdf,3,not in the index\n"                                               # line 7
+    "What is vega?,,options.pdf,2,alternative location\n"                                          # line 8
+    "What does the scanned appendix contain?,,scans.pdf,1,typo in the name\n"                      # line 9
+    ",,options.pdf,1,row without a question\n"                                                     # line 10
+    "Which page has no text layer?,,scan.pdf,2,the image-only page\n"                              # line 11
+    "\n"                                                                                           # line 12
+    "How do crops react to rainfall in autumn?,,weather.pdf,3,beyond the last page\n"              # line 13
+)
+
+# German goldset as Excel writes it: ';' delimiter, CRLF, no BOM, German headers, a corpus per row.
+GOLD_DE = (
+    "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung\r\n"                                   # line 1
+    "Wie reagiert die Familie auf Gregor Samsa?;literatur;Literatur_Übersicht.pdf;1;Kafka\r\n"     # line 2
+    "How sensitive is the option value to volatility?;finanzen;options.pdf;zwei;Seite als Wort\r\n"  # line 3
+    "How do crops react to rainfall?;wetter;options.pdf;1;falsche Datei\r\n"                       # line 4
+    "What is vega?;finanzen;weather.pdf;1;BM25 findet weather.pdf nicht\r\n"                       # line 5
+    "Eine Frage;mit;zu;vielen;Feldern;extra\r\n"                                                   # line 6
+)
+
+GOLD_JUDGE = (
+    "question,expected_source,expected_page\n"
+    "How sensitive is the option value to volatility?,options.pdf,1\n"
+    "How do crops react to rainfall?,weather.pdf,1\n"
+    "Wie reagiert die Familie auf Gregor Samsa?,Literatur_Übersicht.pdf,1\n"
+)
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))  # byte-exact: keeps the BOM, CRLF and the NFD name as written
+    return path
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    """main() in-process; returns (exit code, stdout, stderr)."""
+    code = er.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def block(text: str, title: str) -> list[str]:
+    """The lines of a report section: from the line starting with `title` to the next blank line."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start:end]
+
+
+def in_order(lines: list[str], expected: list[str]) -> bool:
+    """Whether `expected` occurs in `lines` as a subsequence (same order, other lines allowed between)."""
+    remaining = iter(lines)
+    return all(any(line == wanted for line in remaining) for wanted in expected)
+
+
+def without_generated(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.startswith("Generated: ")]
+
+
+@pytest.fixture
+def gold_args(tiny_index, tmp_path):
+    """CLI arguments for the tiny corpus with reports in tmp_path; call with the goldset text and extra flags."""
+    docs, index = tiny_index
+
+    def make(text: str = GOLD_EN, *extra, name: str = "gold.csv", report: str = "report.txt") -> list[str]:
+        gold = write_text(tmp_path / name, text)
+        return ["--goldset", gold, "--docs", docs, "--index", index, "--report", tmp_path / report, *extra]
+
+    return make
+
+
+# ----------------------------------------------------------------------------- goldset reading and matching
+
+
+def test_english_goldset_default_tolerance(gold_args, tmp_path, capsys):
+    assert NFD_LITERATUR != "Literatur_Übersicht.pdf"  # the trap is real: the goldset name is decomposed
+    code, out, err = run(capsys, *gold_args(GOLD_EN, "--no-compare"))
+    assert code == 0
+    # Ranks at ±1 page: volatility 1 (options p0 is within 1 of expected page 2 = 0-based 1); Black-Scholes 1
+    # ("options.pdf_" = options.pdf); crops 1 ("weather" = weather.pdf, no page: any page); Kafka 1 (NFD = NFC);
+    # vega 1 (Greeks.pdf is not indexed, the alternative options.pdf page 2 matches options p0 at ±1);
+    # "no text layer" 1 (scan p0 is within 1 of the image-only page 2); scans.pdf and page 3 of a 1-page file:
+    # never. Hit@k = 6/8 = 0.750 for every k; MRR = (6 * 1/1) / 8 = 0.750.
+    assert out == "hybrid: Hit@5 0.750, Hit@10 0.750, Hit@20 0.750, MRR 0.750 (8 questions)\n"
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    # Other notes (e.g. goldset lint findings) may stand between these; the reader's and the index's must be there.
+    assert in_order(block(report, "Notes"), [
+        "Notes",
+        "  line 10: no question in column 'question'; row skipped",
+        "  Documents named in the goldset but not in the index: Greeks.pdf, scans.pdf",
+    ])
+    assert block(report, "Results")[2:] == [
+        "  Hit@5   0.750  (6 of 8)",
+        "  Hit@10  0.750  (6 of 8)",
+        "  Hit@20  0.750  (6 of 8)",
+        "  MRR     0.750",
+    ]
+    assert block(report, "Per question") == [
+        "Per question (8, sorted by rank, then question)",
+        "     1  How do crops react to rainfall?",
+        "     1  How sensitive is the option value to volatility?",
+        "     1  What is the Black-Scholes-Merton price of a European call?",
+        "     1  What is vega?",
+        "     1  Which page has no text layer?",
+        "     1  Wie reagiert die Familie auf Gregor Samsa?",
+        "     –  How do crops react to rainfall in autumn?",
+        "     –  What does the scanned appendix contain?",
+    ]
+    assert block(report, "Never found") == [
+        "Never found (2)",
+        "  - How do crops react to rainfall in autumn?",
+        "    expected: weather.pdf p. 3",
+        "    hint: weather.pdf has 1 page, so page 3 does not exist: is the page right (1-based, as a PDF viewer "
+        "shows)?",
+        "  - What does the scanned appendix contain?",
+        "    expected: scans.pdf p. 1",
+        "    hint: scans.pdf is not in the index: is the file name right, is the file in the docs folder; did you "
+        "mean scan.pdf?",
+    ]
+    config = dict(line.strip().split(":", 1) for line in block(report, "Configuration")[1:])
+    assert config["Goldset"].strip() == "gold.csv (8 questions)"
+    assert config["Index"].strip() == "index (4 files, 6 pages, 5 chunks)"
+    assert config["Page tolerance"].strip() == "±1 (expected pages are 1-based)"
+    assert config["Retrieval mode"].strip() == "hybrid (30 candidates per retriever, RRF k=60)"
+    assert config["Final order by"].strip() == "RRF (k=60)"
+
+
+def test_skipped_rows_reported_on_stderr(gold_args, capsys):
+    code, _, err = run(capsys, *gold_args(GOLD_EN, "--no-compare"))
+    assert code == 0
+    assert "goldset: line 10: no question in column 'question'; row skipped\n" in err
+
+
+def test_tolerance_zero_moves_ranks(gold_args, tmp_path, capsys):
+    code, out, _ = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", "--page-tolerance", "0"))
+    assert code == 0
+    # ±0 pages: volatility needs options p1 -> rank 2; vega needs options p1 -> rank 3 (after options p0 and
+    # weather p0); "no text layer" needs scan p1, which has no chunk -> never. Hit@5 = 5/8 = 0.625;
+    # MRR = (1/2 + 1 + 1 + 1 + 1/3) / 8 = 3.8333 / 8 = 0.479.
+    assert out == "hybrid: Hit@5 0.625, Hit@10 0.625, Hit@20 0.625, MRR 0.479 (8 questions)\n"
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    assert block(report, "Per question") == [
+        "Per question (8, sorted by rank, then question)",
+        "     1  How do crops react to rainfall?",
+        "     1  What is the Black-Scholes-Merton price of a European call?",
+        "     1  Wie reagiert die Familie auf Gregor Samsa?",
+        "     2  How sensitive is the option value to volatility?",
+        "     3  What is vega?",
+        "     –  How do crops react to rainfall in autumn?",
+        "     –  What does the scanned appendix contain?",
+        "     –  Which page has no text layer?",
+    ]
+    assert block(report, "Never found")[-3:] == [
+        "  - Which page has no text layer?",
+        "    expected: scan.pdf p. 2",
+        "    hint: scan.pdf page 2 has no text layer (scanned?): no retriever can find it",
+    ]
+    payload = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert payload["metrics"]["mrr"] == pytest.approx((1 / 2 + 1 + 1 + 1 + 1 / 3) / 8)
+    assert payload["counts"] == {"hit@5": 5, "hit@10": 5, "hit@20": 5}
+
+
+def test_shallow_depth_gives_wrong_page_hint(gold_args, tmp_path, capsys):
+    code, out, _ = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", "--page-tolerance", "0",
+                                          "--k", "2,1"))
+    assert code == 0
+    # Depth 2 (--k sorted to 1,2): volatility rank 2; vega's options p1 sits at rank 3, beyond the depth.
+    # Hit@1 = 3/8 = 0.375, Hit@2 = 4/8 = 0.500, MRR = (1 + 1 + 1 + 1/2) / 8 = 0.4375 -> 0.438 (MRR over 2).
+    assert out == "hybrid: Hit@1 0.375, Hit@2 0.500, MRR 0.438 (8 questions)\n"
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    assert "MRR over the first 2.)" in report
+    lines = block(report, "Never found")
+    vega = lines.index("  - What is vega?")
+    assert lines[vega + 1:vega + 4] == [
+        "    expected: Greeks.pdf p. 3; options.pdf p. 2",
+        "    hint: Greeks.pdf is not in the index: is the file name right, is the file in the docs folder",
+        "    hint: options.pdf was retrieved (p. 1 at rank 1) but not within ±0 of page 2: is the expected page "
+        "right?",
+    ]
+
+
+def test_german_goldset_semicolon_bm25_per_corpus(gold_args, tmp_path, capsys):
+    code, out, _ = run(capsys, *gold_args(GOLD_DE, "--no-compare", "--quiet", "--mode", "bm25"))
+    assert code == 0
+    # BM25, ±1: Kafka 1; volatility 1 (page "zwei" ignored, options.pdf anywhere: options p0 first); crops
+    # expects options.pdf p. 1 -> options p0 at rank 2 behind weather p0; vega expects weather.pdf, but BM25
+    # returns only options p0 -> never. Hit@5 = 3/4; MRR = (1 + 1 + 1/2 + 0) / 4 = 0.625.
+    assert out == "bm25: Hit@5 0.750, Hit@10 0.750, Hit@20 0.750, MRR 0.625 (4 questions)\n"
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    assert in_order(block(report, "Notes"), [
+        "Notes",
+        "  line 3: page 'zwei' in column 'erwartete_seite' is not a whole number; page ignored, the file alone "
+        "decides",
+        "  line 6: 6 fields but the header has 5; put a field that contains ';' in double quotes or remove a "
+        "stray one; row skipped",
+    ])
+    # Per corpus (sorted): finanzen = volatility (1) + vega (never): Hit 1/2, MRR (1 + 0) / 2;
+    # literatur = Kafka (1); wetter = crops (2): Hit 1, MRR 1/2.
+    assert block(report, "Per corpus") == [
+        "Per corpus",
+        "  corpus        n     Hit@5    Hit@10    Hit@20       MRR",
+        "  finanzen      2     0.500     0.500     0.500     0.500",
+        "  literatur     1     1.000     1.000     1.000     1.000",
+        "  wetter        1     1.000     1.000     1.000     0.500",
+    ]
+    assert block(report, "Per question") == [
+        "Per question (4, sorted by rank, then question)",
+        "     1  finanzen      How sensitive is the option value to volatility?",
+        "     1  literatur     Wie reagiert die Familie auf Gregor Samsa?",
+        "     2  wetter        How do crops react to rainfall?",
+        "     –  finanzen      What is vega?",
+    ]
+    assert block(report, "Never found") == [
+        "Never found (1)",
+        "  - What is vega?",
+        "    expected: weather.pdf p. 1",
+        "    hint: weather.pdf is indexed but none of its chunks came within the first 1: the question may use "
+        "other words than the page",
+    ]
+
+
+def test_json_output(gold_args, tmp_path, capsys):
+    code, _, _ = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", "--json", tmp_path / "out.json"))
+    assert code == 0
+    assert not (tmp_path / "report.json").exists()  # --json replaces the default path beside the report
+    payload = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    assert payload["kind"] == "goldset"
+    assert payload["config"]["Goldset"] == "gold.csv (8 questions)"
+    assert payload["config"]["Page tolerance"] == "±1 (expected pages are 1-based)"
+    assert payload["metrics"] == {"hit@5": 0.75, "hit@10": 0.75, "hit@20": 0.75, "mrr": 0.75}
+    assert payload["num_queries"] == 8
+    by_question = {q["question"]: q for q in payload["per_query"]}
+    vol = by_question["How sensitive is the option value to volatility?"]
+    assert vol["query_id"] == gs.query_id(vol["question"])
+    assert vol["corpus"] == ""
+    assert vol["locations"] == [{"source": "options.pdf", "page": 2}]
+    assert vol["rank"] == 1
+    assert vol["metrics"] == {"hit@5": 1.0, "hit@10": 1.0, "hit@20": 1.0, "mrr": 1.0}
+    # Pages in `top` are 1-based, as the goldset writes them; the first five of the hybrid order.
+    assert [(t["source"], t["page"]) for t in vol["top"]] == [
+        ("options.pdf", 1), ("options.pdf", 2), ("weather.pdf", 1), ("scan.pdf", 1), ("Literatur_Übersicht.pdf", 1)]
+    assert [t["score"] for t in vol["top"]] == sorted((t["score"] for t in vol["top"]), reverse=True)
+    vega = by_question["What is vega?"]
+    assert vega["locations"] == [{"source": "Greeks.pdf", "page": 3}, {"source": "options.pdf", "page": 2}]
+    kafka = by_question["Wie reagiert die Familie auf Gregor Samsa?"]
+    assert kafka["locations"] == [{"source": NFD_LITERATUR, "page": 1}]  # kept as written
+    assert by_question["What does the scanned appendix contain?"]["rank"] is None
+    assert by_question["What does the scanned appendix contain?"]["metrics"]["mrr"] == 0.0
+    assert [entry["question"] for entry in payload["not_found"]] == [
+        "How do crops react to rainfall in autumn?", "What does the scanned appendix contain?"]
+
+
+# ----------------------------------------------------------------------------- determinism and comparison
+
+
+def test_report_deterministic_without_compare(gold_args, tmp_path, capsys):
+    assert run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", report="a.txt"))[0] == 0
+    assert run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", report="b.txt"))[0] == 0
+    first = (tmp_path / "a.txt").read_text(encoding="utf-8")
+    second = (tmp_path / "b.txt").read_text(encoding="utf-8")
+    assert sum(line.startswith("Generated: ") for line in first.splitlines()) == 1
+    assert without_generated(first) == without_generated(second)
+    assert "Compared to" not in first
+
+
+def test_report_with_compare_is_stable_from_the_second_run(gold_args, tmp_path, capsys):
+    texts = []
+    for _ in range(3):
+        assert run(capsys, *gold_args(GOLD_EN, "--quiet"))[0] == 0
+        texts.append((tmp_path / "report.txt").read_text(encoding="utf-8"))
+    assert "Compared to" not in texts[0]  # nothing to compare with yet
+    assert without_generated(texts[1]) == without_generated(texts[2])
+    lines = block(texts[1], "Compared to")
+    assert lines[0] == "Compared to previous report report.json (8 common questions)"
+    metric_lines = lines[2:6]
+    assert [line.split()[0] for line in metric_lines] == ["Hit@5", "Hit@10", "Hit@20", "MRR"]
+    for line in metric_lines:  # identical runs: diff 0, CI [0, 0], p = 1
+        assert "+0.000  [+0.000, +0.000]    1.000  no detectable difference at this goldset size" in line
+    assert lines[-2:] == ["  Better (0): none", "  Worse (0): none"]
+
+
+def test_edited_goldset_is_compared_on_common_questions(gold_args, tmp_path, capsys):
+    assert run(capsys, *gold_args(GOLD_EN, "--quiet"))[0] == 0
+    # Drop the "no text layer" question: 8 old, 7 new questions. The old report is overwritten by this run, so
+    # the comparison uses the 7 common questions instead of failing after all the retrieval work.
+    fewer = GOLD_EN.replace("Which page has no text layer?,,scan.pdf,2,the image-only page\n", "")
+    code, _, _ = run(capsys, *gold_args(fewer, "--quiet"))
+    assert code == 0
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    assert ("Compared to previous report report.json (7 common questions; questions differ: 8 old, 7 new; only "
+            "the common ones are compared)") in report
+
+
+def test_previous_report_without_common_questions_is_not_compared(gold_args, tmp_path, capsys):
+    assert run(capsys, *gold_args(GOLD_EN, "--quiet"))[0] == 0
+    other = "question,expected_source\nWhat is the weather?,weather.pdf\n"
+    code, _, err = run(capsys, *gold_args(other))
+    assert code == 0
+    message = ("Not compared with the previous report report.json: the two runs have no question in common; "
+               "nothing to compare")
+    assert f"warning: {message[0].lower()}{message[1:]}" in err
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    assert f"  {message}" in block(report, "Notes")
+    assert "Compared to" not in report
+
+
+def test_compare_to_with_other_questions_is_an_error(gold_args, tmp_path, capsys):
+    assert run(capsys, *gold_args(GOLD_EN, "--quiet", report="old.txt"))[0] == 0
+    fewer = GOLD_EN.replace("What is vega?,,Greeks.pdf,3,not in the index\nWhat is vega?,,options.pdf,2,"
+                            "alternative location\n", "")
+    code, out, err = run(capsys, *gold_args(fewer, "--quiet", "--compare-to", tmp_path / "old.json"))
+    assert (code, out) == (2, "")
+    assert err == ("error: the two runs cover different questions (8 and 7, 7 in common); pass --intersect to "
+                   "compare the common questions only\n")
+
+
+# ----------------------------------------------------------------------------- errors and exit codes
+
+
+def test_missing_goldset_names_the_template(tiny_index, tmp_path, capsys):
+    docs, index = tiny_index
+    code, out, err = run(capsys, "--goldset", tmp_path / "nope.csv", "--docs", docs, "--index", index,
+                         "--report", tmp_path / "r.txt")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: goldset not found: {tmp_path / 'nope.csv'}. Start from the template "
+                          f"{gs.GOLDSET_TEMPLATE_PATH}: copy it to")
+    assert not (tmp_path / "r.txt").exists()
+
+
+def test_wrong_headers(gold_args, tmp_path, capsys):
+    code, out, err = run(capsys, *gold_args("frage,quelle,seite\nWas ist Vega?,options.pdf,1\n"))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {tmp_path / 'gold.csv'}: unknown column(s) quelle, seite; missing required "
+                          f"column(s) erwartete_quelle/expected_source. Found: frage, quelle, seite. Expected: "
+                          f"frage, korpus, erwartete_quelle, erwartete_seite, anmerkung (German) or question, ")
+    assert not (tmp_path / "report.txt").exists()
+
+
+def test_no_usable_rows(gold_args, tmp_path, capsys):
+    code, out, err = run(capsys, *gold_args("question,expected_source\nWhat is vega?,\n,options.pdf\n"))
+    assert (code, out) == (2, "")
+    assert err == (f"error: {tmp_path / 'gold.csv'}: no usable rows; every row needs a question and an expected "
+                   f"source.\n  line 2: no source in column 'expected_source' for \"What is vega?\"; row skipped\n"
+                   f"  line 3: no question in column 'question'; row skipped\n")
+
+
+def test_no_sync_without_index(tiny_index, tmp_path, capsys):
+    docs, _ = tiny_index
+    gold = write_text(tmp_path / "gold.csv", GOLD_EN)
+    missing = tmp_path / "no-index"
+    code, out, err = run(capsys, "--goldset", gold, "--docs", docs, "--index", missing, "--no-sync",
+                         "--report", tmp_path / "r.txt", "--quiet")
+    assert (code, out) == (2, "")
+    assert err == (f"error: no index at {missing} and --no-sync was given; run without --no-sync or run "
+                   f"add_pdfs.py first\n")
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize("value", ["0,5", "five", ",", "5,-1"])
+def test_bad_k(gold_args, capsys, value):
+    code, out, err = run(capsys, *gold_args(GOLD_EN, "--k", value))
+    assert (code, out) == (2, "")
+    assert err == f"error: --k must be comma-separated positive integers like 5,10,20, got {value!r}\n"
+
+
+def test_negative_page_tolerance(gold_args, capsys):
+    code, _, err = run(capsys, *gold_args(GOLD_EN, "--page-tolerance", "-1"))
+    assert (code, err) == (2, "error: --page-tolerance must be 0 or more, got -1\n")
+
+
+@pytest.mark.parametrize("flag", ["--judge-k", "--resamples"])
+def test_counts_below_one(gold_args, capsys, flag):
+    code, _, err = run(capsys, *gold_args(GOLD_EN, flag, "0"))
+    assert (code, err) == (2, f"error: {flag} must be 1 or more, got 0\n")
+
+
+def test_no_rerank_with_rerank_model(gold_args, capsys):
+    code, _, err = run(capsys, *gold_args(GOLD_EN, "--no-rerank", "--rerank-model", "some/model"))
+    assert (code, err) == (2, "error: --no-rerank and --rerank-model contradict each other; give one of them\n")
+
+
+def test_docs_folder_missing(tiny_index, tmp_path, capsys):
+    _, index = tiny_index
+    gold = write_text(tmp_path / "gold.csv", GOLD_EN)
+    code, out, err = run(capsys, "--goldset", gold, "--docs", tmp_path / "no-docs", "--index", index,
+                         "--report", tmp_path / "r.txt", "--quiet")
+    assert (code, out) == (2, "")
+    assert err == (f"error: docs folder {tmp_path / 'no-docs'} does not exist; pass --docs FOLDER with your "
+                   f"PDFs\n")
+
+
+def test_judge_without_server_fails_before_retrieval(tiny_index, tmp_path, capsys, monkeypatch):
+    docs, _ = tiny_index
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    gold = write_text(tmp_path / "gold.csv", GOLD_EN)
+    index = tmp_path / "new-index"
+    code, out, err = run(capsys, "--goldset", gold, "--docs", docs, "--index", index, "--judge", "stub-model",
+                         "--report", tmp_path / "r.txt", "--judge-cache", tmp_path / "cache.json")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: --judge needs a language model server, but neither OPENAI_API_KEY nor "
+                          "OPENAI_BASE_URL is set.")
+    assert not index.exists()  # nothing was indexed or retrieved
+    assert not (tmp_path / "r.txt").exists()
+
+
+def test_no_sync_on_stale_index_warns(tiny_index, tmp_path, capsys):
+    _, index = tiny_index
+    # The docs folder lost weather.pdf and gained new.pdf; the other PDFs are byte-identical (reportlab
+    # invariant mode), so exactly two differences.
+    docs = write_corpus(tmp_path / "docs", {k: v for k, v in TINY_CORPUS.items() if k != "weather.pdf"})
+    write_pdf(docs / "new.pdf", ["A page that was never indexed."])
+    gold = write_text(tmp_path / "gold.csv", GOLD_EN)
+    code, out, err = run(capsys, "--goldset", gold, "--docs", docs, "--index", index, "--no-sync",
+                         "--no-compare", "--report", tmp_path / "r.txt")
+    assert code == 0
+    warning = "--no-sync: the index is stale (2 differences): added: new.pdf; removed: weather.pdf"
+    assert f"warning: {warning}\n" in err
+    report = (tmp_path / "r.txt").read_text(encoding="utf-8")
+    assert f"  {warning}" in block(report, "Notes")
+    # Not synced: weather.pdf is still in the index, so the crops question is still found at rank 1.
+    assert out == "hybrid: Hit@5 0.750, Hit@10 0.750, Hit@20 0.750, MRR 0.750 (8 questions)\n"
+
+
+def test_help_runs_as_a_script():
+    done = subprocess.run([sys.executable, "eval_retrieval.py", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for flag in ("--goldset", "--dataset", "--page-tolerance", "--judge", "--ablation", "--compare"):
+        assert flag in done.stdout
+
+
+# ----------------------------------------------------------------------------- LLM judge wiring
+
+VERDICTS = [
+    '{"answering": [1], "reason": "Passage 1 defines vega."}',
+    'Here you are: {"answering": [], "reason": "No passage says how crops react."}',
+    '{"answering": ["2"], "reason": "Passage 2 describes the family."}',
+]
+
+
+@pytest.fixture
+def judge_args(gold_args, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+    def make(*extra) -> list[str]:
+        return gold_args(GOLD_JUDGE, "--no-compare", "--quiet", "--judge", "stub-model",
+                         "--judge-cache", tmp_path / "judge_cache.json", *extra)
+
+    return make
+
+
+def test_judge_section_and_cache(judge_args, tmp_path, capsys, monkeypatch):
+    ids = [gs.query_id(q) for q in ("How sensitive is the option value to volatility?",
+                                    "How do crops react to rainfall?",
+                                    "Wie reagiert die Familie auf Gregor Samsa?")]
+    with OpenAIStub() as stub:
+        for content in VERDICTS:
+            stub.add_content(content)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, _, _ = run(capsys, *judge_args())
+        assert code == 0
+        assert len(stub.requests) == 3
+        first = stub.requests[0]
+        assert first.body["model"] == "stub-model"
+        assert "Question: How sensitive is the option value to volatility?" in first.prompt()
+        assert "[1] (options.pdf, page 1)" in first.prompt()  # 1-based pages, the hybrid order
+        assert "[2] (options.pdf, page 2)" in first.prompt()
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    # Page ranks are 1, 1, 1. Judge: first answering 1, none, 2. Answer@5 = 2/3; MRR@5 = (1 + 0 + 1/2) / 3 = 0.5;
+    # agreement: volatility both, crops page only, Kafka both.
+    section = block(report, "LLM judge")
+    assert section == [
+        "LLM judge: model stub-model, first 5 passages per question",
+        "  judged questions    3 of 3 (unreadable 0, not judged 0)",
+        "  Answer@5            0.667 (2 of 3)",
+        "  MRR@5               0.500",
+        "  judge vs page@5     both 2, judge only 0, page only 1, neither 0",
+    ]
+    lines = report.splitlines()
+    start = lines.index("  per question: first answering passage (judge), first page-matching rank (page)")
+    assert lines[start + 1:start + 4] == [
+        f"  {ids[0]}  judge  1  page  1  How sensitive is the option value to volatility? | Passage 1 defines vega.",
+        f"  {ids[1]}  judge  –  page  1  How do crops react to rainfall? | No passage says how crops react.",
+        f"  {ids[2]}  judge  2  page  1  Wie reagiert die Familie auf Gregor Samsa? | Passage 2 describes the "
+        f"family.",
+    ]
+    assert "  LLM judge:          stub-model, first 5 passages" in block(report, "Configuration")
+    payload = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert payload["judge"]["summary"]["answer_at_k"] == pytest.approx(2 / 3)
+    assert [q["first_answering"] for q in payload["judge"]["questions"]] == [1, None, 2]
+
+    # Second run: every verdict comes from the cache, the server is never asked, the report is the same.
+    with OpenAIStub() as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, _, _ = run(capsys, *judge_args())
+        assert code == 0
+        assert stub.requests == []
+    assert without_generated((tmp_path / "report.txt").read_text(encoding="utf-8")) == without_generated(report)
+
+
+def test_judge_server_down_keeps_the_retrieval_report(judge_args, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(llm_judge, "JUDGE_MAX_RETRIES", 1)
+    monkeypatch.setattr(llm_judge, "JUDGE_BACKOFF_SECONDS", 0.0)
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    code, out, err = run(capsys, *judge_args())
+    assert code == 0
+    assert out == "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n"
+    # One try plus JUDGE_MAX_RETRIES = 1 retry, both refused at once; the error type's name depends on the client.
+    stopped = f"The judge server ({base_url}) failed 2 times in a row for model 'stub-model'; last error: "
+    assert f"warning: judging stopped: {stopped}" in err
+    assert "Connection error. Check that the server is running and reachable, then rerun" in err
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    assert any(line.startswith(f"  Judging stopped early: {stopped}") for line in block(report, "Notes"))
+    assert block(report, "LLM judge")[1] == "  judged questions    0 of 3 (unreadable 0, not judged 3)"
+    assert block(report, "Results")[2] == "  Hit@5   1.000  (3 of 3)"
+
+
+def test_judge_max_calls(judge_args, tmp_path, capsys, monkeypatch):
+    with OpenAIStub() as stub:
+        for content in VERDICTS:
+            stub.add_content(content)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, _, _ = run(capsys, *judge_args("--judge-max-calls", "1"))
+        assert code == 0
+        assert len(stub.requests) == 1
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    assert block(report, "LLM judge")[1:3] == ["  judged questions    1 of 3 (unreadable 0, not judged 2)",
+                                               "  Answer@5            1.000 (1 of 1)"]
+    assert sum("not judged (call limit)" in line for line in report.splitlines()) == 2
+
+
+# ----------------------------------------------------------------------------- the sample corpus
+
+
+def test_sample_corpus_end_to_end(tmp_path, capsys):
+    goldset, docs = ROOT / "eval" / "goldset.csv", ROOT / "eval" / "docs"
+    if not goldset.exists() or not docs.is_dir():
+        pytest.skip("eval/goldset.csv or eval/docs does not exist yet (the sample corpus is written separately)")
+    code, out, _ = run(capsys, "--goldset", goldset, "--docs", docs, "--index", tmp_path / "index",
+                       "--report", tmp_path / "baseline.txt", "--quiet")
+    assert code == 0
+    n = len(gs.read_goldset(goldset).questions)
+    assert out.endswith(f" ({n} questions)\n")
+    report = (tmp_path / "baseline.txt").read_text(encoding="utf-8")
+    for title in ("Configuration", "Results", "Per question"):
+        assert block(report, title)
+    assert block(report, "Per question")[0] == f"Per question ({n}, sorted by rank, then question)"
+    assert len(block(report, "Per question")) == n + 1
+    assert f"  Questions:          {n}" in block(report, "Configuration")
+    assert json.loads((tmp_path / "baseline.json").read_text(encoding="utf-8"))["num_queries"] == n
