@@ -141,7 +141,8 @@ def render_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], *, labe
 
     def cell(row, key):
         value = row["metrics"].get(key)
-        mark = "*" if value is not None and best[key] is not None and abs(value - best[key]) < 1e-12 else " "
+        is_best = len(rows) > 1 and value is not None and best[key] is not None and abs(value - best[key]) < 1e-12
+        mark = "*" if is_best else " "
         return f"{fmt(value)}{mark}"
 
     headers = [label, *(metric_label(k) for k in keys), *extra]

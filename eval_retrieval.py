@@ -52,6 +52,10 @@ def parse_ks(text: str) -> list[int]:
     return ks
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def display_path(path: str | Path) -> str:
     """A path as reports show it: relative to the working folder when inside it, never a home folder."""
     path = Path(path)
@@ -145,7 +149,7 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
             ("Chunking", f"{s['chunk_size']} characters, overlap {s['chunk_overlap']}, chunk headers "
                          f"{'on' if s['chunk_headers'] else 'off'}"),
-            ("PDF loader", s["pdf_loader"]),
+            *([("PDF loader", s["pdf_loader"])] if not args.dataset else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"
                                + (f", RRF k={rag.rrf_k})" if mode == "hybrid" else ")")),
@@ -473,7 +477,7 @@ def previous_report(args: argparse.Namespace) -> tuple[dict | None, str]:
 
 def print_summary(result: dict, args: argparse.Namespace) -> None:
     parts = [f"{eval_report.metric_label(k)} {eval_report.fmt(v)}" for k, v in result["metrics"].items()]
-    print(f"{result['name']}: " + ", ".join(parts) + f" ({result['num_queries']} questions)")
+    print(f"{result['name']}: " + ", ".join(parts) + f" ({plural(result['num_queries'], 'question')})")
     if not args.quiet:
         print(f"Report written to {display_path(args.report)} and {display_path(args.json)}", file=sys.stderr)
 
@@ -491,7 +495,7 @@ def run_goldset(args: argparse.Namespace) -> int:
             warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
             log(args, f"warning: {warnings[-1]}")
     previous, previous_label = previous_report(args)
-    header = [("Goldset", f"{display_path(args.goldset)} ({len(goldset.questions)} questions)")]
+    header = [("Goldset", f"{display_path(args.goldset)} ({plural(len(goldset.questions), 'question')})")]
     tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"),
             ("Questions", str(len(goldset.questions)))]
     configs = ablation_configs(rag) if args.ablation else [(args.mode, rag.reranker is not None)]
@@ -571,14 +575,15 @@ def run_dataset(args: argparse.Namespace) -> int:
     name = Path(args.dataset).resolve().name
     header = [("Dataset", f"{name}, split {args.split} ({sample_text})")]
     tail = [("Scoring", f"document level, {DATASET_OVERFETCH}x chunks over-fetched, collapsed by doc_id"),
-            ("Queries", str(sum(1 for q in dataset.qrels if q in dataset.queries)))]
+            ("Queries", "{queries}")]
     configs = ablation_configs(rag) if args.ablation else [(args.mode, rag.reranker is not None)]
     results = []
     for mode, rerank in configs:
         started = time.perf_counter()
         result = evaluate_dataset(rag, dataset, args, mode, rerank, f"dataset {name} ({args.split})")
         result["seconds"] = time.perf_counter() - started
-        result["config"] = config_block(rag, args, mode, rerank, header) + tail
+        result["config"] = config_block(rag, args, mode, rerank, header) + [
+            (label, value.format(queries=result["num_queries"])) for label, value in tail]
         result["messages"] = messages + result.get("messages", [])
         results.append(result)
     return finish(results, args, previous, previous_label)

@@ -689,7 +689,8 @@ def defined_term_questions(text: str, language: str) -> list[Candidate]:
                 template = {"are": "defined-term-are", "measures": "defined-term-measures"}.get(verb, "defined-term-is")
                 article = "" if match.groupdict().get("label") else (match["article"] or "").lower()
                 question = TEMPLATES[(template, "en")].format(term=f"{article} {_english_term(term, joined)}".strip())
-            allowed = frozenset(tokens(term)) | TEMPLATE_WORDS
+            # The article belongs to the term ("unter einem Future"): copying it is no copying of content.
+            allowed = frozenset(tokens(f"{article} {term}")) | TEMPLATE_WORDS
             candidates.append(Candidate("defined-term", question, language, allowed))
             break
     return candidates
@@ -714,7 +715,7 @@ def build_llm_prompt(text: str, language: str) -> str:
     return LLM_QUESTION_PROMPT.format(language=LANGUAGE_NAMES[language], text=text[:LLM_MAX_CHUNK_CHARS])
 
 
-def _parse_llm_reply(reply: str | None) -> tuple[str, str | None]:
+def parse_llm_reply(reply: str | None) -> tuple[str, str | None]:
     """(``"question"``, text), (``"declined"``, None) or (``"failed"``, None) for one model reply."""
     if reply is None or not reply.strip():
         return "failed", None
@@ -750,7 +751,7 @@ def parse_llm_question(reply: str | None) -> str | None:
 
     None for no reply, an explicit decline (``{"question": null}``) or text without a question.
     """
-    return _parse_llm_reply(reply)[1]
+    return parse_llm_reply(reply)[1]
 
 
 # =================================================================================================
@@ -1018,7 +1019,7 @@ def generate_questions(
 def _ask_model(ask: Callable[[str], str | None], text: str, language: str, stats: LlmStats) -> list[Candidate]:
     """The model's question for one chunk as a one-element list, or [] (stats updated)."""
     stats.asked += 1
-    outcome, question = _parse_llm_reply(ask(build_llm_prompt(text, language)))
+    outcome, question = parse_llm_reply(ask(build_llm_prompt(text, language)))
     if outcome == "failed":
         stats.failed += 1
         stats.consecutive_failures += 1
@@ -1145,11 +1146,18 @@ def _location_findings(
     by_normal: Mapping[str, str],
     page_offset: int,
     normalize: Callable[[str], str],
+    unindexed: Mapping[str, str],
 ) -> list[LintFinding]:
     lines = tuple(question.lines)
     findings = []
     for location in question.locations:
         indexed = by_normal.get(normalize(location.source))
+        if indexed is None and normalize(location.source) in unindexed:
+            # The file is there but unreadable: "did you mean" would send the user after a typo that is not one.
+            message = (f"expected file '{location.source}' is in the docs folder but could not be indexed: "
+                       f"{unindexed[normalize(location.source)]}")
+            findings.append(LintFinding("error", message, lines))
+            continue
         if indexed is None:
             close = difflib.get_close_matches(normalize(location.source), list(by_normal), n=3, cutoff=0.6)
             hint = (
@@ -1174,7 +1182,8 @@ def _location_findings(
         elif page >= doc.pages:
             findings.append(LintFinding(
                 "error",
-                f"page {location.page} of '{location.source}' is beyond its {doc.pages} pages; "
+                f"page {location.page} of '{location.source}' is beyond its {doc.pages} "
+                f"page{'s' if doc.pages != 1 else ''}; "
                 f"pages in the goldset count from {page_offset}",
                 lines,
             ))
@@ -1242,15 +1251,18 @@ def lint_goldset(
     *,
     page_offset: int = PAGE_OFFSET,
     normalize: Callable[[str], str] = normalize_name,
+    unindexed: Mapping[str, str] | None = None,
 ) -> list[LintFinding]:
     """Problems of a read goldset against the index, sorted by first line, errors first.
 
     ``index_docs`` maps indexed file names to objects with ``pages`` and ``empty_pages`` (0-based,
     see DocInfo). File names are compared after ``normalize``; pass the evaluation's own
-    normalisation so lint agrees with matching. Each reader message becomes a finding: an error
+    normalisation so lint agrees with matching. ``unindexed`` maps files of the docs folder that
+    could not be indexed to the reason; a location naming one gets that reason. Each reader message becomes a finding: an error
     when it says a row, line or location was skipped (it is not evaluated), else a warning.
     """
     by_normal = {normalize(name): name for name in sorted(index_docs)}
+    failed = {normalize(name): reason for name, reason in sorted((unindexed or {}).items())}
     findings: list[LintFinding] = []
     for message in reader_messages:
         found = _LINE_NUMBER.search(message)
@@ -1260,7 +1272,7 @@ def lint_goldset(
         length = _length_finding(question)
         if length is not None:
             findings.append(length)
-        findings.extend(_location_findings(question, index_docs, by_normal, page_offset, normalize))
+        findings.extend(_location_findings(question, index_docs, by_normal, page_offset, normalize, failed))
     findings.extend(_duplicate_findings(questions, normalize))
     return sorted(findings, key=lambda f: (min(f.lines, default=0), f.severity != "error", f.message))
 
