@@ -1093,8 +1093,8 @@ def render_generation_summary(result: GenerationResult) -> list[str]:
             )
     if made < result.requested:
         lines.append(
-            f"note: {result.requested - made} questions short: the remaining chunks gave no question that "
-            "passed the gates (see the per-document table)"
+            f"note: {result.requested - made} question{'s' if result.requested - made != 1 else ''} short: the "
+            "remaining chunks gave no question that passed the gates (see the per-document table)"
         )
     return lines
 
@@ -1258,8 +1258,9 @@ def lint_goldset(
     ``index_docs`` maps indexed file names to objects with ``pages`` and ``empty_pages`` (0-based,
     see DocInfo). File names are compared after ``normalize``; pass the evaluation's own
     normalisation so lint agrees with matching. ``unindexed`` maps files of the docs folder that
-    could not be indexed to the reason; a location naming one gets that reason. Each reader message becomes a finding: an error
-    when it says a row, line or location was skipped (it is not evaluated), else a warning.
+    could not be indexed to the reason; a location naming one gets that reason instead of name
+    suggestions. Each reader message becomes a finding: an error when it says a row, line or
+    location was skipped (it is not evaluated), else a warning.
     """
     by_normal = {normalize(name): name for name in sorted(index_docs)}
     failed = {normalize(name): reason for name, reason in sorted((unindexed or {}).items())}
