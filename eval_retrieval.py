@@ -398,6 +398,13 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
                         ("--judge-k", args.judge_k), ("--resamples", args.resamples)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
+    actions = [flag for flag, on in (("--dataset", args.dataset), ("--lint", args.lint),
+                                     ("--generate", args.generate is not None), ("--suite", args.suite),
+                                     ("--compare", args.compare)) if on]
+    if len(actions) > 1:
+        raise EvalError(f"{' and '.join(actions)} cannot be combined; run them one at a time")
+    if args.llm and args.generate is None:
+        raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
     if args.report is None:
         args.report = ABLATION_REPORT_PATH if args.ablation else REPORT_PATH
     if args.json is None:
@@ -491,7 +498,8 @@ def run_goldset(args: argparse.Namespace) -> int:
     # Lint runs as a warning before every evaluation; reader messages are already listed, so they are left out.
     for finding in lint_findings(rag, goldset):
         if not finding.message.startswith("reader: "):
-            where = f"line {', '.join(map(str, finding.lines))}: " if finding.lines else ""
+            where = (f"line{'s' if len(finding.lines) > 1 else ''} {', '.join(map(str, finding.lines))}: "
+                     if finding.lines else "")
             warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
             log(args, f"warning: {warnings[-1]}")
     previous, previous_label = previous_report(args)
