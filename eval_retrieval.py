@@ -666,23 +666,23 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
 
 def lint_findings(rag: LocalRAG, goldset: gs.Goldset) -> list:
     """Lint findings of a read goldset against the index: files (also those that failed to index), pages, text."""
-    import goldset_generation as gen
+    import goldset_lint
 
-    docs = {d["source"]: gen.DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
+    docs = {d["source"]: goldset_lint.DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
     unindexed = {name: entry["reason"] for name, entry in rag.info.get("failed", {}).items()}
-    return gen.lint_goldset(goldset.questions, goldset.messages, docs, page_offset=PAGE_OFFSET,
-                            normalize=gs.normalize_source, unindexed=unindexed)
+    return goldset_lint.lint_goldset(goldset.questions, goldset.messages, docs, page_offset=PAGE_OFFSET,
+                                     normalize=gs.normalize_source, unindexed=unindexed)
 
 
 def run_lint(args: argparse.Namespace) -> int:
     """Check the goldset against the synced index: exit 1 when there is any finding, error or warning."""
-    import goldset_generation as gen
+    import goldset_lint
 
     goldset = gs.read_goldset(args.goldset)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, args)
     findings = lint_findings(rag, goldset)
-    print("\n".join(gen.render_lint(findings)))
+    print("\n".join(goldset_lint.render_lint(findings)))
     # Warnings too: a short question or a near-duplicate with other locations is wrong, only less harmful.
     return 1 if findings else 0
 

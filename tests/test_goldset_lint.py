@@ -1,0 +1,105 @@
+"""Tests for goldset_lint.py: findings and their messages, near-duplicates, page offset, rendering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from goldset_lint import DocInfo, LintFinding, lint_goldset, normalize_name, render_lint
+
+
+@dataclass(frozen=True)
+class Loc:
+    source: str
+    page: int | None
+
+
+@dataclass(frozen=True)
+class Q:
+    question: str
+    locations: tuple[Loc, ...]
+    lines: tuple[int, ...]
+
+
+INDEX = {"Hull Options.pdf": DocInfo(pages=10, empty_pages=frozenset({4})), "Bericht_2023.pdf": DocInfo(pages=3)}
+
+
+def test_lint_reports_every_finding_with_its_message():
+    questions = [
+        Q("What does vega measure?", (Loc("Hull Options.pdf", 3),), (2,)),            # fine
+        Q("What is gamma hedging?", (Loc("Hul Options.pdf", 2),), (3,)),              # misspelt file
+        Q("Was zeigt Tabelle 4?", (Loc("hull options.PDF", 12),), (4,)),              # case is fine; 12 > 10 pages
+        Q("What does Figure 2 show?", (Loc("Hull Options.pdf", 5),), (5,)),           # page 5 = 0-based 4: no text
+        Q("Vega?", (Loc("Hull Options.pdf", 1),), (6,)),
+        Q("  ", (Loc("Hull Options.pdf", 1),), (7,)),
+        Q("What does vega measure exactly?", (Loc("Bericht_2023.pdf", 1),), (8,)),   # Jaccard 4/5 with line 2
+        Q("Which report covers the year?", (Loc("Zzz.pdf", None),), (9,)),
+        Q("What is on the cover page?", (Loc("Bericht_2023.pdf", 0),), (10, 12)),     # two rows
+    ]
+    messages = ["line 11: no question in column 'frage'; row skipped", "header has an extra column",
+                "line 13: repeats a location of line 12; ignored"]
+    findings = lint_goldset(questions, messages, INDEX)
+    # Sorted by first line (findings without a line first), errors before warnings on the same line.
+    # Reader messages: "skipped" -> error (the row is not evaluated), anything else -> warning.
+    assert findings == [
+        LintFinding("warning", "reader: header has an extra column", ()),
+        LintFinding("warning", "near-identical questions on lines 2 and 8 expect different files ('Hull Options.pdf' "
+                    "vs 'Bericht_2023.pdf'); give them the same text and both locations, or make them distinct",
+                    (2, 8)),
+        LintFinding("error", "expected file 'Hul Options.pdf' is not in the index; did you mean 'Hull Options.pdf'?",
+                    (3,)),
+        LintFinding("error", "page 12 of 'hull options.PDF' is beyond its 10 pages; pages in the goldset count from 1",
+                    (4,)),
+        LintFinding("error", "page 5 of 'Hull Options.pdf' has no text (scanned page?); no retriever can find it: "
+                    "OCR the PDF or point to a page with text", (5,)),
+        LintFinding("warning", "question 'Vega?' has 1 word; write a full question of at least 3 words", (6,)),
+        LintFinding("error", "question is empty", (7,)),
+        LintFinding("error", "expected file 'Zzz.pdf' is not in the index; no similar name among the 2 indexed "
+                    "files; index the file or fix the name", (9,)),
+        LintFinding("error", "page 0 of 'Bericht_2023.pdf' is before the first page; pages in the goldset count "
+                    "from 1", (10, 12)),
+        LintFinding("error", "reader: line 11: no question in column 'frage'; row skipped", (11,)),
+        LintFinding("warning", "reader: line 13: repeats a location of line 12; ignored", (13,)),
+    ]
+
+
+def test_lint_near_duplicates_in_one_file():
+    questions = [
+        Q("What is gamma hedging?", (Loc("Hull Options.pdf", 3),), (2,)),
+        Q("What is gamma hedging ?", (Loc("Hull Options.pdf", 6),), (3,)),   # same tokens, other page
+        Q("what is GAMMA hedging", (Loc("hull options.pdf", 3),), (4,)),     # same tokens, same place
+        Q("What is delta hedging?", (Loc("Bericht_2023.pdf", 1),), (5,)),    # 3/5 with the others: no duplicate
+    ]
+    findings = lint_goldset(questions, [], INDEX)
+    assert [(f.lines, f.message) for f in findings] == [
+        ((2, 3), "near-identical questions on lines 2 and 3 expect different pages; merge them or make them distinct "
+                 "(each counts in the averages)"),
+        ((2, 4), "near-identical questions on lines 2 and 4 expect the same places; merge them or make them distinct "
+                 "(each counts in the averages)"),
+        ((3, 4), "near-identical questions on lines 3 and 4 expect different pages; merge them or make them distinct "
+                 "(each counts in the averages)"),
+    ]
+
+
+def test_lint_page_offset_zero_and_custom_normalisation():
+    questions = [Q("What does vega measure?", (Loc("hull options", 9),), (2,))]
+    # With the evaluation's normalisation (".pdf" dropped) the file is found; page 9 counts from 0: last page.
+    strip_pdf = lambda name: normalize_name(name).removesuffix(".pdf")  # noqa: E731
+    assert lint_goldset(questions, [], INDEX, page_offset=0, normalize=strip_pdf) == []
+    assert lint_goldset(questions, [], INDEX, page_offset=0)[0].message.startswith(
+        "expected file 'hull options' is not in the index; did you mean 'Hull Options.pdf'?"
+    )
+
+
+def test_render_lint():
+    findings = [
+        LintFinding("error", "question is empty", (7,)),
+        LintFinding("warning", "near-identical questions", (2, 8)),
+        LintFinding("error", "reader: header has an extra column", ()),
+    ]
+    assert render_lint(findings) == [
+        "error   line 7: question is empty",
+        "warning lines 2, 8: near-identical questions",
+        "error   goldset: reader: header has an extra column",
+        "2 errors, 1 warning",
+    ]
+    assert render_lint([]) == ["goldset OK: no problems found"]
