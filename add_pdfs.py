@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedding-model", default=None,
                         help=f"embedding model name or folder (default: the index's, else "
                              f"{local_rag.EMBEDDING_MODEL})")
+    parser.add_argument("--embedding-backend", choices=("torch", "onnx", "onnx-int8"), default=None,
+                        help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
+                             f"{local_rag.EMBEDDING_BACKEND})")
     parser.add_argument("--chroma-url", default=local_rag.CHROMA_URL,
                         help="http://HOST:PORT of a shared Chroma server instead of the local --index folder "
                              "(default: none)")
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rag = LocalRAG(args.index, embedding_model=args.embedding_model, reranker_model=None,
                        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
-                       chunk_headers=args.chunk_headers, quiet=args.quiet, chroma_url=args.chroma_url)
+                       chunk_headers=args.chunk_headers, embedding_backend=args.embedding_backend,
+                       quiet=args.quiet, chroma_url=args.chroma_url)
         report = rag.sync(args.paths, rebuild=args.rebuild, progress=not args.quiet)
     except RAGError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -328,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--embedding-model", default=None, help=f"embedding model name or folder; a change rebuilds "
                                                              f"the index (default: the index's, else "
                                                              f"{local_rag.EMBEDDING_MODEL})")
+    idx.add_argument("--embedding-backend", choices=("torch", "onnx", "onnx-int8"), default=None,
+                     help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
+                          f"{local_rag.EMBEDDING_BACKEND})")
     idx.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
                      help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
     idx.add_argument("--rebuild", action="store_true", help="rebuild the index from scratch first")
@@ -429,7 +432,8 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
 
 def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
     reranker = None if args.no_rerank else (args.rerank_model or local_rag._DEFAULT)
-    return LocalRAG(index, embedding_model=args.embedding_model, retrieval_mode=args.mode, reranker_model=reranker,
+    return LocalRAG(index, embedding_model=args.embedding_model, embedding_backend=args.embedding_backend,
+                    retrieval_mode=args.mode, reranker_model=reranker,
                     query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                     quiet=args.quiet, chroma_url=args.chroma_url)
 
@@ -553,7 +557,8 @@ def dataset_index_path(args: argparse.Namespace) -> Path:
     fingerprint = beir_data.dataset_fingerprint(args.dataset, args.split, args.max_queries, args.max_corpus_docs,
                                                 args.seed)
     settings = {"embedding_model": args.embedding_model or local_rag.EMBEDDING_MODEL,
-                "embedding_backend": local_rag.EMBEDDING_BACKEND, "chunk_size": local_rag.CHUNK_SIZE,
+                "embedding_backend": args.embedding_backend or local_rag.EMBEDDING_BACKEND,
+                "chunk_size": local_rag.CHUNK_SIZE,
                 "chunk_overlap": local_rag.CHUNK_OVERLAP, "chunk_headers": local_rag.CHUNK_HEADERS}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     return Path(DATASET_CACHE) / f"{Path(args.dataset).resolve().name}-{fingerprint}-{digest}"

