@@ -728,7 +728,7 @@ class LocalRAG:
             self.info["build_seconds"] = round(time.perf_counter() - started, 2)
             self.info["versions"] = package_versions(
                 ["langchain-core", "langchain-community", "langchain-chroma", "chromadb", "sentence-transformers",
-                 "transformers", "torch", "pypdf", "pypdfium2", "rank-bm25"])
+                 "transformers", "torch", "pypdf", "pypdfium2", "rank-bm25", "onnx", "onnxruntime"])
         self._write_info()
         self._bm25 = None
         self._bm25_index()  # rebuilt and saved now, so later runs only load it

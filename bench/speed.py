@@ -1,0 +1,389 @@
+"""Speed of the retriever's parts on this machine: PDF extraction, embedding backends, BM25, and (--ndcg) quality.
+
+* Extraction: pages/s on the FinanceBench filings; pypdf on the first N files (it is ~20x slower), pypdfium2
+  on all files in one process and in `--workers` processes, both through ``local_rag.iter_extracted``.
+* Embedding: SciFact abstracts/s (title + text, the first `--embed-docs` of the corpus) for each backend of
+  ``embedding_backends`` (torch, onnx, onnx-int8), as a ratio against torch. Model load and the one-time ONNX
+  export are timed apart; a warm-up batch runs first. The abstracts are cut into `--rounds` slices and every
+  backend embeds each slice in turn, so load from other processes on a shared machine hits all backends alike.
+* BM25: ms/query over `--bm25-chunks` chunks of ~2,000 characters cut from SciFact, rank-bm25's BM25Okapi
+  against ``bm25_index.BM25Index`` (helpers from bench/bm25_speed.py).
+* ``--ndcg``: NDCG@10 on SciFact train (809 queries, all 5,183 documents), dense retrieval by cosine over
+  normalized embeddings computed with numpy, per backend, and the loss against torch.
+
+Plain-text tables go to stdout (and ``--json FILE``), progress to stderr. Run from the repository root:
+
+    python bench/speed.py [--ndcg] [--json speed.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+
+DATA_DIR = REPO_ROOT.parent / "shared" / "data"  # shared evaluation data beside the project
+PYPDF_FILES = 3  # pypdf is timed on this many files (sorted by name): ~18 pages/s would take ~10 min for all
+WORKERS = 2  # processes of the parallel pypdfium2 run
+EMBED_DOCS = 2_000  # SciFact abstracts timed per embedding backend
+EMBED_ROUNDS = 4  # slices the timed abstracts are cut into, each embedded by every backend in turn
+WARMUP_TEXTS = 16  # texts embedded before timing (first-call allocations, ONNX Runtime kernel choice)
+BM25_CHUNKS = 25_000  # chunks in the BM25 comparison (the retriever's target scale)
+BM25_CHUNK_CHARS = 2_000  # characters per chunk, as local_rag.CHUNK_SIZE
+BM25_QUERIES = 100  # SciFact claims timed per BM25 implementation
+BM25_K = 10  # results per BM25 query
+NDCG_K = 10  # cutoff of the quality check
+NDCG_DEPTH = 100  # documents kept per query in the dense run (only the first NDCG_K count)
+NDCG_SPLIT = "train"  # the only SciFact split in the shared data (test is kept back on purpose)
+NDCG_BUDGET = 0.005  # largest acceptable NDCG@10 loss of a faster backend against torch
+SEED = 0  # seed of the BM25 chunking and query sample
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+def per_second(count: int, seconds: float) -> float | None:
+    """count / seconds; None when nothing was timed."""
+    return count / seconds if seconds > 0 else None
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    """value / reference (e.g. 60 abstracts/s against torch's 20 -> 3.0); None when either is missing or 0."""
+    return value / reference if value and reference else None
+
+
+def dense_run(query_ids: Sequence[str], query_vectors: Any, doc_ids: Sequence[str], doc_vectors: Any,
+              depth: int) -> dict[str, dict[str, float]]:
+    """The `depth` best documents per query by dot product (cosine for normalized vectors): {qid: {doc: score}}.
+
+    Rows of the vector arrays follow the id lists. Ties are left to the metric's own ordering.
+    """
+    import numpy as np
+
+    scores = np.asarray(query_vectors, dtype=np.float32) @ np.asarray(doc_vectors, dtype=np.float32).T
+    depth = min(depth, len(doc_ids))
+    run = {}
+    for row, qid in enumerate(query_ids):
+        best = np.argpartition(-scores[row], depth - 1)[:depth]
+        run[qid] = {doc_ids[i]: float(scores[row, i]) for i in best}
+    return run
+
+
+def fmt(value: float | int | None, digits: int = 1) -> str:
+    """Table cell: integers with separators, floats with `digits` decimals, "-" for None."""
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Fixed-width table; the first column left-aligned, the others right-aligned."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- extraction
+
+def time_extraction(paths: Sequence[Path], loader: str, workers: int) -> dict:
+    """Pages, failures and seconds of extracting `paths` through local_rag.iter_extracted."""
+    from local_rag import iter_extracted
+
+    started = time.perf_counter()
+    pages = failed = 0
+    for pdf in iter_extracted(list(paths), loader, workers=workers):
+        pages += len(pdf.pages)
+        failed += pdf.error is not None
+    seconds = time.perf_counter() - started
+    return {"loader": loader, "workers": workers, "files": len(paths), "failed": failed, "pages": pages,
+            "seconds": seconds, "pages_per_s": per_second(pages, seconds)}
+
+
+def run_extraction(pdf_dir: Path, pypdf_files: int, workers: int) -> list[dict]:
+    from local_rag import find_pdfs
+
+    paths = find_pdfs([pdf_dir])
+    if not paths:
+        raise SystemExit(f"error: no PDF in {pdf_dir}; pass --pdfs FOLDER")
+    for path in paths:
+        path.read_bytes()  # warm the page cache, so no loader pays for the first read from disk
+    plan = [("pypdf", paths[:pypdf_files], 1), ("pypdfium2", paths, 1), ("pypdfium2", paths, workers)]
+    rows = []
+    for loader, subset, n in plan:
+        progress(f"extracting {len(subset)} files with {loader} in {n} process(es) ...")
+        rows.append(time_extraction(subset, loader, n))
+    return rows
+
+
+def extraction_table(rows: Sequence[dict]) -> str:
+    return format_table(["loader", "processes", "files", "pages", "failed", "seconds", "pages/s"],
+                        [[r["loader"], fmt(r["workers"]), fmt(r["files"]), fmt(r["pages"]), fmt(r["failed"]),
+                          fmt(r["seconds"]), fmt(r["pages_per_s"])] for r in rows])
+
+
+# ----------------------------------------------------------------------------- embedding
+
+def scifact_texts(ds: Any) -> tuple[list[str], list[str]]:
+    """(doc ids, "title text") in corpus order: what the model sees of a BEIR document indexed by local_rag."""
+    ids = list(ds.documents)
+    return ids, [f"{ds.documents[i].title} {ds.documents[i].text}".strip() for i in ids]
+
+
+def load_backend(backend: str) -> tuple[Any, dict]:
+    """The bundled model on `backend`, with seconds to load torch and to export (or find) the ONNX file."""
+    import embedding_backends
+    import local_rag
+    from sentence_transformers import SentenceTransformer
+
+    target, display = local_rag.resolve_embedding_model(local_rag.EMBEDDING_MODEL)
+    started = time.perf_counter()
+    model = SentenceTransformer(target, device="cpu")
+    loaded = time.perf_counter()
+    exported = None
+    if backend != "torch":
+        root = embedding_backends.model_cache() / embedding_backends.model_folder_name(
+            display, embedding_backends.model_fingerprint(model))
+        before = set(root.rglob(embedding_backends.ONNX_FILE)) if root.is_dir() else set()
+        embedding_backends.use_backend(model, display, backend)
+        exported = set(root.rglob(embedding_backends.ONNX_FILE)) != before
+    info = {"model": display, "load_s": loaded - started, "prepare_s": time.perf_counter() - loaded,
+            "exported_now": exported}
+    return model, info
+
+
+def encode(model: Any, texts: Sequence[str]) -> Any:
+    import local_rag
+
+    return model.encode(list(texts), batch_size=local_rag.EMBEDDING_BATCH_SIZE, normalize_embeddings=True,
+                        convert_to_numpy=True, show_progress_bar=False)
+
+
+def split_rounds(count: int, rounds: int) -> list[tuple[int, int]]:
+    """`rounds` consecutive (start, stop) slices covering range(count), sizes differing by at most 1.
+
+    E.g. 10 items in 3 rounds -> [(0, 3), (3, 6), (6, 10)]; never an empty slice (fewer rounds if count is small).
+    """
+    rounds = max(1, min(rounds, count))
+    bounds = [count * r // rounds for r in range(rounds + 1)]
+    return [(bounds[r], bounds[r + 1]) for r in range(rounds)]
+
+
+def run_embedding(backends: Sequence[str], texts: Sequence[str], rounds: int, rest: Sequence[str] | None,
+                  queries: Sequence[str] | None) -> tuple[list[dict], dict]:
+    """Time `texts` on every backend, interleaved in `rounds` slices so that the machine's other load falls on
+    all backends alike; with `rest` and `queries` (--ndcg) also embed those, for the quality check."""
+    import numpy as np
+
+    models, rows = {}, []
+    for backend in backends:
+        progress(f"loading backend {backend} ...")
+        models[backend], info = load_backend(backend)
+        encode(models[backend], texts[:WARMUP_TEXTS])
+        rows.append({"backend": backend, **info, "texts": len(texts), "seconds": 0.0})
+    parts: dict[str, list] = {backend: [] for backend in backends}
+    slices = split_rounds(len(texts), rounds)
+    for number, (start, stop) in enumerate(slices, start=1):
+        progress(f"embedding round {number}/{len(slices)}: abstracts {start}-{stop - 1} on {', '.join(backends)} ...")
+        for row in rows:
+            started = time.perf_counter()
+            parts[row["backend"]].append(encode(models[row["backend"]], texts[start:stop]))
+            row["seconds"] += time.perf_counter() - started
+    torch_rate = None
+    for row in rows:
+        row["per_s"] = per_second(len(texts), row["seconds"])
+        torch_rate = row["per_s"] if row["backend"] == "torch" else torch_rate
+    for row in rows:
+        row["vs_torch"] = ratio(row["per_s"], torch_rate)
+    vectors = {}
+    if rest is not None and queries is not None:
+        for backend, model in models.items():
+            progress(f"embedding the other {len(rest)} documents and {len(queries)} queries with {backend} ...")
+            docs = np.vstack(parts[backend] + ([encode(model, rest)] if rest else []))
+            vectors[backend] = (docs, encode(model, queries))
+    return rows, vectors
+
+
+def embedding_table(rows: Sequence[dict]) -> str:
+    def export_cell(row: dict) -> str:
+        if row["exported_now"] is None:
+            return "-"
+        return fmt(row["prepare_s"]) + (" (export)" if row["exported_now"] else " (cached)")
+
+    return format_table(["backend", "load s", "onnx s", "seconds", "abstracts/s", "vs torch"],
+                        [[r["backend"], fmt(r["load_s"]), export_cell(r), fmt(r["seconds"]), fmt(r["per_s"]),
+                          fmt(r["vs_torch"], 2) + "x" if r["vs_torch"] else "-"] for r in rows])
+
+
+# ----------------------------------------------------------------------------- BM25
+
+def run_bm25(scifact_dir: Path, n_chunks: int, n_queries: int, seed: int) -> list[dict]:
+    import numpy as np
+    from bm25_speed import cut_chunks, latencies_ms, load_scifact, rank_bm25_search
+    from rank_bm25 import BM25Okapi
+
+    from bm25_index import BM25Index, tokenize
+
+    rng = random.Random(seed)
+    source, claims = load_scifact(scifact_dir)
+    queries = rng.sample(claims, min(n_queries, len(claims)))
+    texts = cut_chunks(source, BM25_CHUNK_CHARS, n_chunks, rng)
+    ids = [f"chunk-{i}" for i in range(len(texts))]
+    progress(f"BM25: tokenizing {len(texts)} chunks ...")
+    tokenized = [tokenize(t) for t in texts]
+    rows = []
+    for name, build, search in (
+            ("rank-bm25", lambda: BM25Okapi(tokenized), lambda m, q: rank_bm25_search(m, ids, q, BM25_K)),
+            ("BM25Index", lambda: BM25Index.build_from_tokens(ids, tokenized), lambda m, q: m.search(q, BM25_K))):
+        progress(f"BM25: {name}, build and {len(queries)} queries ...")
+        started = time.perf_counter()
+        index = build()
+        built = time.perf_counter() - started
+        ms = latencies_ms(lambda q: search(index, q), queries)
+        rows.append({"implementation": name, "chunks": len(texts), "queries": len(queries), "build_s": built,
+                     "median_ms": float(np.median(ms)), "mean_ms": float(np.mean(ms)),
+                     "p95_ms": float(np.percentile(ms, 95))})
+    for row in rows:
+        row["speedup"] = ratio(rows[0]["mean_ms"], row["mean_ms"])
+    return rows
+
+
+def bm25_table(rows: Sequence[dict]) -> str:
+    return format_table(["implementation", "build s", "median ms/query", "mean ms/query", "p95 ms", "speed-up"],
+                        [[r["implementation"], fmt(r["build_s"]), fmt(r["median_ms"], 2), fmt(r["mean_ms"], 2),
+                          fmt(r["p95_ms"], 2), fmt(r["speedup"], 1) + "x"] for r in rows])
+
+
+# ----------------------------------------------------------------------------- NDCG
+
+def run_ndcg(ds: Any, doc_ids: Sequence[str], vectors: dict) -> list[dict]:
+    from retrieval_metrics import evaluate
+
+    query_ids = list(ds.queries)
+    rows = []
+    for backend, (doc_vectors, query_vectors) in vectors.items():
+        run = dense_run(query_ids, query_vectors, doc_ids, doc_vectors, NDCG_DEPTH)
+        result = evaluate(ds.qrels, run, ks=[NDCG_K])
+        rows.append({"backend": backend, "ndcg": result["mean"][f"ndcg@{NDCG_K}"],
+                     "queries": result["num_queries"], "documents": len(doc_ids)})
+    reference = next((r["ndcg"] for r in rows if r["backend"] == "torch"), None)
+    for row in rows:
+        row["loss_vs_torch"] = None if reference is None else reference - row["ndcg"]
+    return rows
+
+
+def ndcg_table(rows: Sequence[dict]) -> str:
+    def verdict(loss: float | None) -> str:
+        return "-" if loss is None else ("ok" if loss <= NDCG_BUDGET else "over budget")
+
+    return format_table(["backend", f"NDCG@{NDCG_K}", "loss vs torch", f"<= {NDCG_BUDGET}"],
+                        [[r["backend"], fmt(r["ndcg"], 4), fmt(r["loss_vs_torch"], 4), verdict(r["loss_vs_torch"])]
+                         for r in rows])
+
+
+# ----------------------------------------------------------------------------- main
+
+def machine_line() -> str:
+    import embedding_backends
+    import onnxruntime
+    import torch
+
+    quantization = embedding_backends.quantization_for_cpu(platform.machine(), embedding_backends.read_cpu_flags())
+    return (f"machine: os.cpu_count() = {os.cpu_count()}, {platform.system()} {platform.machine()}, "
+            f"Python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+            f"onnxruntime {onnxruntime.__version__}, int8 quantization for this CPU: {quantization}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description="Speed of extraction, embedding backends and BM25 on this machine.",
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help="shared data folder")
+    parser.add_argument("--pdfs", type=Path, default=None, help="PDF folder (default: DATA_DIR/financebench/pdfs)")
+    parser.add_argument("--scifact", type=Path, default=None, help="SciFact folder (default: DATA_DIR/scifact)")
+    parser.add_argument("--pypdf-files", type=int, default=PYPDF_FILES, help="files timed with pypdf")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="processes of the parallel pypdfium2 run")
+    parser.add_argument("--embed-docs", type=int, default=EMBED_DOCS, help="SciFact abstracts timed per backend")
+    parser.add_argument("--rounds", type=int, default=EMBED_ROUNDS,
+                        help="interleaved rounds of the embedding timing (spreads other load over all backends)")
+    parser.add_argument("--backends", nargs="+", default=None,
+                        help="embedding backends to time (default: all of embedding_backends.BACKENDS)")
+    parser.add_argument("--bm25-chunks", type=int, default=BM25_CHUNKS, help="chunks in the BM25 comparison")
+    parser.add_argument("--bm25-queries", type=int, default=BM25_QUERIES, help="queries per BM25 implementation")
+    parser.add_argument("--ndcg", action="store_true", help="also NDCG@10 on SciFact train per backend (slow)")
+    parser.add_argument("--skip", nargs="+", default=[], choices=["extract", "embed", "bm25"], help="parts to skip")
+    parser.add_argument("--model-cache", type=Path, default=None,
+                        help="folder of ONNX exports (default: $LOCALRAG_MODEL_CACHE or ~/.cache/localrag/models)")
+    parser.add_argument("--seed", type=int, default=SEED, help="seed of BM25 chunking and query sample")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the results as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import embedding_backends
+    import local_rag
+
+    backends = args.backends or list(embedding_backends.BACKENDS)
+    for backend in backends:
+        embedding_backends.check_backend(backend)
+    if args.ndcg and "torch" not in backends:
+        backends.insert(0, "torch")  # the loss is measured against torch
+    if args.model_cache:
+        os.environ[embedding_backends.MODEL_CACHE_ENV] = str(args.model_cache)
+    pdf_dir = args.pdfs or args.data_dir / "financebench" / "pdfs"
+    scifact_dir = args.scifact or args.data_dir / "scifact"
+    results: dict[str, Any] = {"machine": machine_line(), "cpu_count": os.cpu_count()}
+    sections = [results["machine"]]
+
+    if "extract" not in args.skip:
+        results["extraction"] = run_extraction(pdf_dir, args.pypdf_files, args.workers)
+        sections.append(f"PDF extraction ({pdf_dir.name}: FinanceBench filings; pypdf on the first "
+                        f"{args.pypdf_files} files by name)\n" + extraction_table(results["extraction"]))
+    if "embed" not in args.skip or args.ndcg:
+        from beir_data import load_beir
+
+        ds = load_beir(scifact_dir, NDCG_SPLIT)
+        doc_ids, texts = scifact_texts(ds)
+        n = min(args.embed_docs, len(texts))
+        queries = [ds.queries[q].question for q in ds.queries] if args.ndcg else None
+        rows, vectors = run_embedding(backends, texts[:n], args.rounds, texts[n:] if args.ndcg else None,
+                                      queries)
+        results["embedding"] = rows
+        sections.append(f"Embedding throughput ({rows[0]['model']}, first {n:,} SciFact abstracts, title + text, "
+                        f"batch {local_rag.EMBEDDING_BATCH_SIZE}; 'onnx s' = export on first use, "
+                        f"else finding the cached export)\n" + embedding_table(rows))
+        if args.ndcg:
+            results["ndcg"] = run_ndcg(ds, doc_ids, vectors)
+            sections.append(f"NDCG@{NDCG_K}, SciFact {NDCG_SPLIT} ({len(ds.queries):,} queries, {len(doc_ids):,} "
+                            f"documents, dense, cosine over normalized embeddings)\n" + ndcg_table(results["ndcg"]))
+    if "bm25" not in args.skip:
+        results["bm25"] = run_bm25(scifact_dir, args.bm25_chunks, args.bm25_queries, args.seed)
+        rows = results["bm25"]
+        sections.append(f"BM25 ({rows[0]['chunks']:,} chunks of ~{BM25_CHUNK_CHARS:,} characters cut from SciFact, "
+                        f"{rows[0]['queries']} SciFact claims as queries, top {BM25_K})\n" + bm25_table(rows))
+
+    print("\n\n".join(sections))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
