@@ -29,7 +29,8 @@ USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each q
 PAGE_OFFSET = gs.PAGE_OFFSET  # goldset pages are 1-based; the loaders' are 0-based
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
-DATASET_OVERFETCH = 3  # chunks retrieved per wanted document, so collapsing to documents still fills k
+DATASET_OVERFETCH = 1.5  # chunks fetched per wanted document, times the corpus's chunks per document; doubled
+# per query until collapsing to documents fills the depth or the index has no more chunks
 DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between runs
 DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
 COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
@@ -80,6 +81,19 @@ def goldset_metrics(ranks: dict[str, int | None], ks: Sequence[int]) -> tuple[di
     means = {key: math.fsum(v[key] for v in per_query.values()) / len(per_query) for key in keys}
     counts = {f"hit@{k}": sum(1 for r in ranks.values() if r is not None and r <= k) for k in ks}
     return means, counts, per_query
+
+
+def retrieve_documents(rag: LocalRAG, question: str, depth: int, mode: str, rerank: bool) -> dict[str, float]:
+    """The first `depth` distinct documents: over-fetch chunks, and fetch more while documents are missing."""
+    counts = rag.info.get("counts", {})
+    per_doc = counts.get("chunks", 1) / max(1, counts.get("files", 1))
+    k = math.ceil(depth * per_doc * DATASET_OVERFETCH)
+    while True:
+        hits = rag.retrieve(question, k=k, mode=mode, rerank=rerank)
+        docs = collapse_to_documents(hits, depth)
+        if len(docs) >= depth or len(hits) < k:  # enough documents, or the retriever has nothing more
+            return docs
+        k *= 2
 
 
 def collapse_to_documents(hits: Sequence[tuple[Any, float]], depth: int) -> dict[str, float]:
@@ -226,8 +240,7 @@ def evaluate_dataset(rag: LocalRAG, dataset, args: argparse.Namespace, mode: str
     rag.embed_queries([rag.prepare_query(q.question) for q in queries])
     run: dict[str, dict[str, float]] = {}
     for q in _progress(queries, args, f"Queries ({mode}{', rerank' if rerank else ''})"):
-        hits = rag.retrieve(q.question, k=depth * DATASET_OVERFETCH, mode=mode, rerank=rerank)
-        run[q.query_id] = collapse_to_documents(hits, depth)
+        run[q.query_id] = retrieve_documents(rag, q.question, depth, mode, rerank)
     qrels = {q.query_id: dataset.qrels[q.query_id] for q in queries}
     evaluated = rm.evaluate(qrels, run, ks, depth=depth)
     shown = [k for k in rm.metric_keys(ks) if not k.startswith("precision")]  # P@k adds little for retrieval
@@ -587,7 +600,7 @@ def run_dataset(args: argparse.Namespace) -> int:
     previous, previous_label = previous_report(args)
     name = Path(args.dataset).resolve().name
     header = [("Dataset", f"{name}, split {args.split} ({sample_text})")]
-    tail = [("Scoring", f"document level, {DATASET_OVERFETCH}x chunks over-fetched, collapsed by doc_id"),
+    tail = [("Scoring", "document level: chunks over-fetched, collapsed by doc_id (best chunk), cut at k"),
             ("Queries", "{queries}")]
     configs = ablation_configs(rag) if args.ablation else [(args.mode, rag.reranker is not None)]
     results = []
