@@ -77,13 +77,7 @@ def dense_run(query_ids: Sequence[str], query_vectors: Any, doc_ids: Sequence[st
     return run
 
 
-def fmt(value: float | int | None, digits: int = 1) -> str:
-    """Table cell: integers with separators, floats with `digits` decimals, "-" for None."""
-    if value is None:
-        return "-"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{value:,.{digits}f}"
+from index_financebench import fmt_number as fmt  # noqa: E402 - bench/ is on sys.path above
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
