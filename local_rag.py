@@ -228,9 +228,17 @@ def iter_extracted(paths: Sequence[Path], loader: str, workers: int = EXTRACT_WO
             yield extract_pdf(str(path), loader)
         return
     import multiprocessing
+    import warnings
 
     # fork, not spawn: spawn re-runs the caller's main script, which breaks scripts without a __main__ guard.
-    # The children only parse PDFs and never touch the parent's torch threads.
+    # The children only parse PDFs and never touch the parent's torch threads. The PDF libraries are imported
+    # here, before the fork: a child that loads a shared library itself can hang on a loader lock that another
+    # thread of the parent held at fork time (seen with pypdfium2 under pytest).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pypdf  # noqa: F401
+        import pypdfium2  # noqa: F401
+        from langchain_community.document_loaders import PyPDFium2Loader, PyPDFLoader  # noqa: F401
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
         yield from pool.map(extract_pdf, [str(p) for p in paths], [loader] * len(paths))
 
