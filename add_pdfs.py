@@ -12,7 +12,7 @@ import local_rag
 from local_rag import LocalRAG, RAGError
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Appends "(default: X)" except to flags whose None default means "the index's"; their help says so."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
@@ -20,7 +20,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=_HelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("paths", nargs="*", default=[local_rag.DOCS_PATH],
                         help="PDF files or folders to index; the index then holds exactly these")
     parser.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")

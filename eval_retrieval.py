@@ -311,8 +311,9 @@ def load_json_report(path: str | Path) -> dict:
 # ----------------------------------------------------------------------------- CLI
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from add_pdfs import HelpFormatter  # one rule for both CLIs: a None default's help text names the default
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     src = p.add_argument_group("what to evaluate")
     src.add_argument("--goldset", default=GOLDSET_PATH, help="goldset CSV (; or ,) or JSONL")
     src.add_argument("--dataset", default=None, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) "
@@ -333,8 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                        "(default: none)")
     idx.add_argument("--mode", choices=local_rag.RETRIEVAL_MODES, default=local_rag.RETRIEVAL_MODE,
                      help="retrieval mode")
-    idx.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off (default: on "
-                                                              "when it can be loaded)")
+    idx.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off; without this "
+                                                              "flag reranking is on when the model can be loaded")
     idx.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder; an explicit model that "
                                                           f"cannot be loaded is an error (default: "
                                                           f"{local_rag.RERANKER_MODEL})")
