@@ -248,7 +248,7 @@ def evaluate_dataset(rag: LocalRAG, dataset, args: argparse.Namespace, mode: str
     ranks: dict[str, int | None] = {}
     for qid, values in evaluated["per_query"].items():
         ranked = rm.rank_run(run.get(qid, {}))
-        ranks[qid] = rm.first_relevant_rank([rm.hit_at_k([d], qrels[qid], 1) > 0 for d in ranked])
+        ranks[qid] = rm.first_relevant_rank([qrels[qid].get(d, 0) > 0 for d in ranked])
         per_query.append({"query_id": qid, "question": dataset.queries[qid].question, "corpus": "",
                           "locations": [{"doc_id": d, "grade": g} for d, g in sorted(qrels[qid].items()) if g > 0],
                           "rank": ranks[qid], "metrics": {k: values[k] for k in shown},

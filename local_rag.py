@@ -858,12 +858,6 @@ class LocalRAG:
         # A fresh Document per call: callers may attach ids or scores without touching the cache.
         return {i: Document(id=i, page_content=chunks[i][0], metadata=dict(chunks[i][1])) for i in ids if i in chunks}
 
-    @staticmethod
-    def _with_id(doc: Document) -> Document:
-        if not doc.id:
-            doc.id = doc.metadata.get("chunk_id")
-        return doc
-
     def candidates(self, query: str, k: int, mode: str | None = None) -> list[tuple[Document, float]]:
         """The mode's ordered list before reranking, at least `k` long when the index allows."""
         mode = mode or self.retrieval_mode

@@ -4,7 +4,7 @@ Each separate run is a fresh `python eval_retrieval.py` process (model loading i
 Extra arguments after `--` go to eval_retrieval.py unchanged, for example:
 
   python bench/eval_modes.py --name financebench -- --goldset ../shared/data/financebench/goldset_dev.csv \
-      --docs ../shared/data/financebench/pdfs --index /work/fb_index --no-sync --no-rerank
+      --docs ../shared/data/financebench/pdfs --index ~/.cache/localrag/bench/financebench-index --no-sync --no-rerank
   python bench/eval_modes.py --name scifact --cold-index eval/.cache/datasets -- \
       --dataset ../shared/data/scifact --split train --no-rerank
 """

@@ -32,7 +32,8 @@ import local_rag  # noqa: E402
 from local_rag import INDEX_INFO_FILE, LocalRAG, RAGError, extract_pdf, find_pdfs, iter_extracted  # noqa: E402
 
 PDF_DIR = REPO_ROOT.parent / "shared" / "data" / "financebench" / "pdfs"  # the 74 FinanceBench filings
-INDEX_DIR = Path("/work/fb_index")  # outside the repo: indexes are never written into the repository
+# Outside the repo (indexes are never committed), in the same cache folder local_rag uses for its caches.
+INDEX_DIR = Path(os.environ.get("LOCALRAG_CACHE", "~/.cache/localrag")).expanduser() / "bench" / "financebench-index"
 LOADERS = local_rag.PDF_LOADERS  # loaders whose extraction is timed
 SAMPLED_LOADER = "pypdf"  # the slow loader that --extract-sample applies to
 WORKERS = 2  # processes of the parallel extraction run (local_rag.EXTRACT_WORKERS on a 2-core machine)
