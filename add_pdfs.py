@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedding-model", default=None,
                         help=f"embedding model name or folder (default: the index's, else "
                              f"{local_rag.EMBEDDING_MODEL})")
-    parser.add_argument("--embedding-backend", choices=("torch", "onnx", "onnx-int8"), default=None,
+    parser.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                         help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
                              f"{local_rag.EMBEDDING_BACKEND})")
     parser.add_argument("--chroma-url", default=local_rag.CHROMA_URL,

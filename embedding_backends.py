@@ -1,10 +1,16 @@
-"""Faster CPU backends for the embedding model: ONNX Runtime in fp32 ("onnx") and dynamic int8 ("onnx-int8").
+"""Faster CPU backends for the embedding model: ONNX Runtime in fp32 ("onnx") and dynamic int8 ("onnx-int8"),
+OpenVINO with static int8 ("openvino-int8", calibrated on the shipped sample corpus).
 
 Why not sentence-transformers' own ``backend="onnx"``: it needs optimum-onnx, whose newest release (0.1.0)
 requires transformers<4.58, while this project pins transformers==5.24.0. So the model is exported here with
 ``torch.onnx.export`` (fp32) and quantized with ONNX Runtime's ``quantize_dynamic`` (optimum's per-CPU weight
 types; FFN outputs stay fp32, see `_quantize`), and the SentenceTransformer keeps its tokenizer, pooling and
-normalization: only the transformer's forward pass runs in ONNX Runtime (`use_backend`).
+normalization: only the transformer's forward pass runs in ONNX Runtime or OpenVINO (`use_backend`).
+
+"openvino-int8" quantizes the same fp32 export with NNCF (static: activation ranges measured once on the page
+texts of `CALIBRATION_DOCS`, with SmoothQuant for the transformer's activation outliers) and runs it in OpenVINO.
+Fixed activation scales make a text's vector independent of the other texts in its batch, unlike "onnx-int8",
+whose scales are measured per batch.
 
 The export is made locally at first use, from the loaded model (no download, works with HF_HUB_OFFLINE=1),
 into ``model_cache()/<model>-<fingerprint>/<backend>/``: written into a temp folder beside it, then renamed,
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import platform
 import re
@@ -24,14 +31,14 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 # Default cache of exported models (XDG_CACHE_HOME is honoured); the env variable below overrides it.
 MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "localrag" / "models"
 # Environment variable naming another cache folder, read at every call (tests point it at a temp folder).
 MODEL_CACHE_ENV = "LOCALRAG_MODEL_CACHE"
 # The backends local_rag accepts as EMBEDDING_BACKEND.
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino-int8")
 # ONNX opset of the export; 17 has LayerNormalization and is read by every ONNX Runtime since 1.13.
 ONNX_OPSET = 17
 # Bump when the export recipe changes: older cache entries are then not reused.
@@ -45,8 +52,9 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Attention written out as MatMul/Softmax for the export: torch's "sdpa" path exports extra IsNaN/Where masking
 # that cost ONNX Runtime ~15% of its time; the results are the same.
 EXPORT_ATTENTION = "eager"
-# File and info names inside one backend folder.
+# File and info names inside one backend folder (OpenVINO writes model.bin beside its model.xml).
 ONNX_FILE = "model.onnx"
+OPENVINO_FILE = "model.xml"
 INFO_FILE = "export_info.json"
 # Prefix of the temp folders an export writes before its rename; never loaded.
 TMP_PREFIX = ".tmp-"
@@ -54,6 +62,16 @@ TMP_PREFIX = ".tmp-"
 STALE_TMP_SECONDS = 3600
 # Packages the export needs, as requirements.txt pins them; named in error messages.
 EXPORT_REQUIREMENTS = "onnx==1.23.2 onnxruntime==1.32.0"
+OPENVINO_REQUIREMENTS = "openvino==2026.4.1 nncf==3.4.0"
+# PDFs whose page texts calibrate the openvino-int8 export: the shipped sample corpus (English and German pages).
+CALIBRATION_DOCS = Path(__file__).resolve().parent / "eval" / "docs"
+# Shorter pages (title pages, an image-only page) are no calibration samples.
+CALIBRATION_MIN_CHARS = 200
+# Fewer calibration pages than this give activation ranges too narrow to trust on other documents.
+CALIBRATION_MIN_PAGES = 20
+# OpenVINO runs the layers it does not quantize in fp32: on CPUs with bf16 it would pick bf16, which was slower
+# than fp32 on this project's AVX-512 machine (no AMX) and is less exact.
+OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}
 
 
 @dataclass(frozen=True)
@@ -116,14 +134,68 @@ def read_cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
     return set()
 
 
-def backend_folder_name(backend: str, quantization: str | None) -> str:
-    """Folder of one backend's export: "onnx", or "onnx-int8-<quantization>" (an int8 model is CPU-specific)."""
+def backend_folder_name(backend: str, variant: str | None) -> str:
+    """Folder of one backend's export: "onnx"; "onnx-int8-<QUANTIZATION name>" (a dynamic int8 model is
+    CPU-specific); "openvino-int8-<12 hex of the calibration fingerprint>" (other calibration, other model)."""
     check_backend(backend)
     if backend == "onnx-int8":
-        if quantization not in QUANTIZATION:
-            raise ValueError(f"unknown quantization {quantization!r}; use one of {', '.join(QUANTIZATION)}")
-        return f"{backend}-{quantization}"
+        if variant not in QUANTIZATION:
+            raise ValueError(f"unknown quantization {variant!r}; use one of {', '.join(QUANTIZATION)}")
+        return f"{backend}-{variant}"
+    if backend == "openvino-int8":
+        if not isinstance(variant, str) or not re.fullmatch(r"[0-9a-f]{12}", variant):
+            raise ValueError(f"calibration fingerprint {variant!r} is not 12 lowercase hex digits")
+        return f"{backend}-{variant}"
     return backend
+
+
+def model_file_name(backend: str) -> str:
+    """The file `prepare` returns for a backend: OPENVINO_FILE for OpenVINO, else ONNX_FILE."""
+    return OPENVINO_FILE if check_backend(backend) == "openvino-int8" else ONNX_FILE
+
+
+def texts_fingerprint(texts: Sequence[str]) -> str:
+    """sha256 over the texts in order, each length-prefixed so that ["ab", "c"] and ["a", "bc"] differ."""
+    digest = hashlib.sha256()
+    for text in texts:
+        data = text.encode("utf-8")
+        digest.update(f"{len(data)}:".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def calibration_texts(folder: Path = CALIBRATION_DOCS, min_chars: int = CALIBRATION_MIN_CHARS,
+                      min_pages: int = CALIBRATION_MIN_PAGES) -> list[str]:
+    """Text of every page with at least `min_chars` characters, of every PDF in `folder` (sorted by name).
+
+    BackendError when the folder is missing or yields fewer than `min_pages` such pages.
+    """
+    import pypdfium2
+
+    hint = (f"openvino-int8 calibrates on the sample corpus in {folder}; regenerate it with "
+            f"'python eval/make_sample_docs.py', or use EMBEDDING_BACKEND 'onnx-int8' or 'torch'")
+    pdfs = sorted(Path(folder).glob("*.pdf")) if Path(folder).is_dir() else []
+    texts = []
+    for pdf in pdfs:
+        try:
+            document = pypdfium2.PdfDocument(str(pdf))
+        except pypdfium2.PdfiumError:
+            continue  # an unreadable file is no calibration sample; too few pages is reported below
+        try:
+            for number in range(len(document)):
+                page = document[number]
+                textpage = page.get_textpage()
+                text = textpage.get_text_range().strip()
+                textpage.close()
+                page.close()
+                if len(text) >= min_chars:
+                    texts.append(text)
+        finally:
+            document.close()
+    if len(texts) < min_pages:
+        raise BackendError(f"found {len(texts)} calibration pages of at least {min_chars} characters in "
+                           f"{len(pdfs)} PDFs, need {min_pages}: {hint}")
+    return texts
 
 
 def model_folder_name(display_name: str, fingerprint: str) -> str:
@@ -173,19 +245,29 @@ def model_fingerprint(model: Any) -> str:
 
 # ----------------------------------------------------------------------------- export
 
-def prepare(model: Any, display_name: str, backend: str, cache: Path | None = None) -> Path:
-    """The ONNX file of `model` for `backend` ("onnx" or "onnx-int8"), exported into the cache on first use.
+def prepare(model: Any, display_name: str, backend: str, cache: Path | None = None,
+            calibration: Sequence[str] | None = None) -> Path:
+    """The model file of `model` for `backend` (not "torch"), exported into the cache on first use.
 
     `model` is the loaded torch SentenceTransformer. Later calls (any process) find the file and reuse it.
+    `calibration`: texts for "openvino-int8" (default: `calibration_texts()` of the sample corpus).
     """
     check_backend(backend)
     if backend == "torch":
-        raise ValueError("the torch backend needs no export; call prepare only for onnx or onnx-int8")
-    quantization = quantization_for_cpu(platform.machine(), read_cpu_flags()) if backend == "onnx-int8" else None
+        raise ValueError("the torch backend needs no export; call prepare only for onnx, onnx-int8 or openvino-int8")
+    variant = None
+    if backend == "onnx-int8":
+        variant = quantization_for_cpu(platform.machine(), read_cpu_flags())
+    elif backend == "openvino-int8":
+        calibration = list(calibration_texts() if calibration is None else calibration)
+        if not calibration:
+            raise ValueError("openvino-int8 needs at least one calibration text")
+        variant = texts_fingerprint(calibration)[:12]
     root = (cache or model_cache()) / model_folder_name(display_name, model_fingerprint(model))
-    final = root / backend_folder_name(backend, quantization)
-    if (final / ONNX_FILE).is_file():
-        return final / ONNX_FILE
+    final = root / backend_folder_name(backend, variant)
+    name = model_file_name(backend)
+    if (final / name).is_file():
+        return final / name
     try:
         root.mkdir(parents=True, exist_ok=True)
         remove_stale_tmp(root)
@@ -194,32 +276,36 @@ def prepare(model: Any, display_name: str, backend: str, cache: Path | None = No
         raise BackendError(f"cannot create the model cache folder {root} for embedding model {display_name!r} "
                            f"({exc}); set {MODEL_CACHE_ENV} to a writable folder") from exc
     try:
-        _export_into(model, tmp, backend, quantization)
-        _write_info(tmp, display_name, backend, quantization)
-        if final.exists() and not (final / ONNX_FILE).is_file():
+        _export_into(model, tmp, backend, variant, calibration)
+        _write_info(tmp, display_name, backend, variant, calibration)
+        if final.exists() and not (final / name).is_file():
             shutil.rmtree(final)  # emptied by hand; only a folder with the model file is ever trusted
         try:
             os.rename(tmp, final)  # atomic on one filesystem: the folder appears whole or not at all
         except OSError:
-            if not (final / ONNX_FILE).is_file():  # else another process finished first: use its export
+            if not (final / name).is_file():  # else another process finished first: use its export
                 raise
     except Exception as exc:  # noqa: BLE001 - any failure here means "this backend cannot be used"
+        needs = EXPORT_REQUIREMENTS + (" " + OPENVINO_REQUIREMENTS if backend == "openvino-int8" else "")
         raise BackendError(f"could not export embedding model {display_name!r} for backend {backend!r}: "
-                           f"{type(exc).__name__}: {exc}. The export needs {EXPORT_REQUIREMENTS} "
+                           f"{type(exc).__name__}: {exc}. The export needs {needs} "
                            f"(pip install -r requirements.txt); or set EMBEDDING_BACKEND = 'torch'") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return final / ONNX_FILE
+    return final / name
 
 
-def _export_into(model: Any, folder: Path, backend: str, quantization: str | None) -> None:
-    """Write folder/ONNX_FILE: the fp32 graph, or its int8 quantization."""
+def _export_into(model: Any, folder: Path, backend: str, variant: str | None,
+                 calibration: Sequence[str] | None = None) -> None:
+    """Write the backend's model file into `folder`: the fp32 graph, or one of its int8 quantizations."""
     raw = folder / "raw.onnx"
     _export_fp32(model, raw)
     if backend == "onnx":
         raw.rename(folder / ONNX_FILE)
+    elif backend == "onnx-int8":
+        _quantize(raw, folder / ONNX_FILE, QUANTIZATION[variant], _transformer(model).auto_model.config)
     else:
-        _quantize(raw, folder / ONNX_FILE, QUANTIZATION[quantization], _transformer(model).auto_model.config)
+        _quantize_openvino(raw, folder / OPENVINO_FILE, _calibration_samples(model, calibration or []))
     raw.unlink(missing_ok=True)
 
 
@@ -308,17 +394,81 @@ def ffn_output_matmuls(graph_model: Any, intermediate_size: int | None, hidden_s
             and shapes.get(node.input[1]) == [intermediate_size, hidden_size]]
 
 
-def _write_info(folder: Path, display_name: str, backend: str, quantization: str | None) -> None:
+def _calibration_samples(model: Any, texts: Sequence[str]) -> list[dict[str, Any]]:
+    """One unpadded model input per text, tokenized and truncated as the SentenceTransformer does."""
+    import numpy as np
+
+    transformer = _transformer(model)
+    names = [n for n in MODEL_INPUTS if n in _tokenizer_inputs(transformer)]
+    samples = []
+    for text in texts:
+        encoded = transformer.tokenizer([text], truncation=True, max_length=transformer.max_seq_length,
+                                        return_tensors="np")
+        samples.append({n: np.asarray(encoded[n], dtype=np.int64) for n in names})
+    return samples
+
+
+def import_without_telemetry(name: str) -> Any:
+    """Import `name` ("openvino" or "nncf") with openvino_telemetry hidden, so both use their no-op stubs.
+
+    Both send usage events to Google Analytics unless a consent file in the home folder says no, and importing
+    openvino writes a client id into ~/intel; a tool for private documents must do neither. A None entry in
+    sys.modules makes "import openvino_telemetry" raise ImportError, which both packages answer with their stub
+    (openvino/tools/ovc/telemetry_utils.py, nncf/telemetry/wrapper.py).
+    """
+    import importlib
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    hidden = sys.modules.get("openvino_telemetry", _MISSING)
+    sys.modules["openvino_telemetry"] = None
+    try:
+        return importlib.import_module(name)
+    finally:
+        if hidden is _MISSING:
+            del sys.modules["openvino_telemetry"]
+        else:
+            sys.modules["openvino_telemetry"] = hidden
+
+
+_MISSING = object()
+
+
+def _quantize_openvino(source: Path, target: Path, samples: Sequence[dict[str, Any]]) -> None:
+    """NNCF post-training static int8 quantization of the ONNX graph for OpenVINO, written as target (+ .bin).
+
+    ModelType.TRANSFORMER: SmoothQuant moves activation outliers into the weights, and the attention products
+    stay as NNCF places them; preset MIXED (symmetric weights, asymmetric activations). Weights not quantized stay
+    fp32 (compress_to_fp16=False) so that those layers compute exactly as the torch model.
+    """
+    import contextlib
+    import sys
+
+    openvino = import_without_telemetry("openvino")
+    nncf = import_without_telemetry("nncf")
+    nncf.set_log_level(logging.ERROR)
+    with contextlib.redirect_stdout(sys.stderr):  # its progress bars; stdout carries results only
+        quantized = nncf.quantize(openvino.Core().read_model(str(source)), nncf.Dataset(list(samples)),
+                                  model_type=nncf.ModelType.TRANSFORMER, subset_size=len(samples))
+    openvino.save_model(quantized, str(target), compress_to_fp16=False)
+
+
+def _write_info(folder: Path, display_name: str, backend: str, variant: str | None,
+                calibration: Sequence[str] | None = None) -> None:
     from importlib import metadata
 
     versions = {}
-    for package in ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime"):
+    for package in ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime", "openvino", "nncf"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = "not installed"
-    info = {"model": display_name, "backend": backend, "quantization": quantization, "opset": ONNX_OPSET,
-            "export_format": EXPORT_FORMAT, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "versions": versions}
+    info = {"model": display_name, "backend": backend, "opset": ONNX_OPSET, "export_format": EXPORT_FORMAT,
+            "created": time.strftime("%Y-%m-%d %H:%M:%S"), "versions": versions,
+            "quantization": variant if backend == "onnx-int8" else None}
+    if backend == "openvino-int8":
+        info["calibration"] = {"texts": len(calibration or []), "fingerprint": texts_fingerprint(calibration or [])}
     (folder / INFO_FILE).write_text(json.dumps(info, indent=1, sort_keys=True), encoding="utf-8")
 
 
@@ -337,7 +487,8 @@ def _tokenizer_inputs(transformer: Any) -> list[str]:
     return list(getattr(transformer.tokenizer, "model_input_names", MODEL_INPUTS[:2]))
 
 
-def _session(path: Path):
+def _onnx_runner(path: Path) -> tuple[Any, list[str]]:
+    """(run, input names) of an ONNX Runtime session; run(feeds) returns last_hidden_state as numpy."""
     import onnxruntime
     import torch
 
@@ -345,20 +496,43 @@ def _session(path: Path):
     # Same thread count as torch (which honours OMP_NUM_THREADS and torch.set_num_threads), so backends compare fairly.
     options.intra_op_num_threads = torch.get_num_threads()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def run(feeds: dict[str, Any]) -> Any:
+        return session.run(["last_hidden_state"], feeds)[0]
+
+    return run, [i.name for i in session.get_inputs()]
 
 
-def _onnx_encoder(session: Any, config: Any):
-    """A torch module that answers the transformer's forward call from an ONNX Runtime session."""
+def _openvino_runner(path: Path) -> tuple[Any, list[str]]:
+    """(run, input names) of an OpenVINO model compiled for the CPU, with torch's thread count."""
+    import threading
+
     import numpy as np
     import torch
 
-    class OnnxEncoder(torch.nn.Module):
+    openvino = import_without_telemetry("openvino")
+    compiled = openvino.Core().compile_model(str(path), "CPU",
+                                             {**OPENVINO_CONFIG, "INFERENCE_NUM_THREADS": torch.get_num_threads()})
+    request, output, lock = compiled.create_infer_request(), compiled.outputs[0], threading.Lock()
+
+    def run(feeds: dict[str, Any]) -> Any:
+        with lock:  # one infer request: calls from two threads would share its buffers
+            return np.array(request.infer(feeds)[output])  # a copy; the request reuses its output buffer
+
+    return run, [i.get_any_name() for i in compiled.inputs]
+
+
+def _runtime_encoder(run: Any, input_names: list[str], config: Any):
+    """A torch module that answers the transformer's forward call with `run` (ONNX Runtime or OpenVINO)."""
+    import numpy as np
+    import torch
+
+    class RuntimeEncoder(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.session = session
             self.config = config  # sentence-transformers reads the config (dimension, hidden states flag)
-            self.input_names = [i.name for i in session.get_inputs()]
+            self.input_names = input_names
 
         @property
         def device(self) -> torch.device:
@@ -366,10 +540,9 @@ def _onnx_encoder(session: Any, config: Any):
 
         def forward(self, **features: torch.Tensor) -> dict[str, torch.Tensor]:
             feeds = {n: features[n].detach().cpu().numpy().astype(np.int64) for n in self.input_names}
-            (hidden,) = self.session.run(["last_hidden_state"], feeds)
-            return {"last_hidden_state": torch.from_numpy(hidden)}
+            return {"last_hidden_state": torch.from_numpy(run(feeds))}
 
-    return OnnxEncoder()
+    return RuntimeEncoder()
 
 
 def use_backend(model: Any, display_name: str, backend: str, cache: Path | None = None) -> Any:
@@ -381,14 +554,16 @@ def use_backend(model: Any, display_name: str, backend: str, cache: Path | None 
         return model
     path = prepare(model, display_name, backend, cache)
     transformer = _transformer(model)
+    runtime, needs = ("OpenVINO", OPENVINO_REQUIREMENTS) if backend == "openvino-int8" else \
+        ("ONNX Runtime", EXPORT_REQUIREMENTS)
     try:
-        session = _session(path)
+        run, input_names = (_openvino_runner if backend == "openvino-int8" else _onnx_runner)(path)
     except Exception as exc:  # noqa: BLE001
-        raise BackendError(f"ONNX Runtime could not load the {backend} export of embedding model {display_name!r} "
+        raise BackendError(f"{runtime} could not load the {backend} export of embedding model {display_name!r} "
                            f"({path}): {type(exc).__name__}: {exc}; delete that folder to re-export, or install "
-                           f"{EXPORT_REQUIREMENTS}") from exc
-    transformer.model = _onnx_encoder(session, transformer.auto_model.config)  # the torch weights are freed
-    transformer.model_forward_params = set(transformer.model.input_names)
+                           f"{needs}") from exc
+    transformer.model = _runtime_encoder(run, input_names, transformer.auto_model.config)  # torch weights freed
+    transformer.model_forward_params = set(input_names)
     transformer.unpad_inputs = False  # flattened (unpadded) batches are a torch flash-attention path only
     return model
 

@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--embedding-model", default=None, help=f"embedding model name or folder; a change rebuilds "
                                                              f"the index (default: the index's, else "
                                                              f"{local_rag.EMBEDDING_MODEL})")
-    idx.add_argument("--embedding-backend", choices=("torch", "onnx", "onnx-int8"), default=None,
+    idx.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                      help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
                           f"{local_rag.EMBEDDING_BACKEND})")
     idx.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,

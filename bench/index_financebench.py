@@ -193,10 +193,10 @@ def prepare_index_dir(index_dir: Path, fresh: bool) -> None:
     shutil.rmtree(index_dir)
 
 
-def run_build(pdf_dir: Path, index_dir: Path) -> dict:
-    """Full build with default settings, then a second sync with nothing changed."""
+def run_build(pdf_dir: Path, index_dir: Path, embedding_backend: str | None = None) -> dict:
+    """Full build with default settings (or another embedding backend), then a second sync with nothing changed."""
     started = time.perf_counter()
-    rag = LocalRAG(index_dir, reranker_model=None)
+    rag = LocalRAG(index_dir, reranker_model=None, embedding_backend=embedding_backend)
     load_seconds = time.perf_counter() - started
     timer = TimedEmbeddings(rag.embeddings)
     rag.embeddings = timer
@@ -256,8 +256,9 @@ def render(results: dict) -> str:
              f"{os.cpu_count()} CPU cores"]
     if results.get("build"):
         s = results["build"]["settings"]
-        parts += ["", f"Index {results['index']} (loader {s['pdf_loader']}, {s['embedding_model']}, "
-                      f"chunk {s['chunk_size']}/{s['chunk_overlap']})", build_table(results["build"])]
+        parts += ["", f"Index {results['index']} (loader {s['pdf_loader']}, {s['embedding_model']} on "
+                      f"{s['embedding_backend']}, chunk {s['chunk_size']}/"
+                      f"{s['chunk_overlap']})", build_table(results["build"])]
     if results.get("extraction"):
         parts += ["", "Extraction (all files s: measured, or ~ extrapolated from the sample by pages/s)",
                   extraction_table(results["extraction"])]
@@ -277,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"time {SAMPLED_LOADER} on the first N files and extrapolate by pages/s; None: all")
     parser.add_argument("--loaders", nargs="+", choices=LOADERS, default=list(LOADERS), help="loaders to time")
     parser.add_argument("--workers", type=int, default=WORKERS, help="processes of the parallel extraction run")
+    parser.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
+                        help=f"embedding backend of the build (default: {local_rag.EMBEDDING_BACKEND})")
     parser.add_argument("--skip-build", action="store_true", help="only time extraction")
     parser.add_argument("--skip-extract", action="store_true", help="only build and re-sync")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the results as JSON")
@@ -297,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "cpu_count": os.cpu_count(), "build": None, "extraction": []}
         if not args.skip_build:
             prepare_index_dir(args.index, args.fresh)
-            results["build"] = run_build(args.pdfs, args.index)
+            results["build"] = run_build(args.pdfs, args.index, args.embedding_backend)
         if not args.skip_extract:
             results["extraction"] = run_extraction(paths, args.loaders, args.extract_sample, args.workers)
     except RAGError as exc:

@@ -3,8 +3,9 @@
 * Extraction: pages/s on the FinanceBench filings; pypdf on the first N files (it is ~20x slower), pypdfium2
   on all files in one process and in `--workers` processes, both through ``local_rag.iter_extracted``.
 * Embedding: SciFact abstracts/s (title + text, the first `--embed-docs` of the corpus) for each backend of
-  ``embedding_backends`` (torch, onnx, onnx-int8), as a ratio against torch. Model load and the one-time ONNX
-  export are timed apart; a warm-up batch runs first. The abstracts are cut into `--rounds` slices and every
+  ``embedding_backends`` (torch, onnx, onnx-int8, openvino-int8), as a ratio against torch, all at
+  ``local_rag.ENCODE_BATCH_SIZE`` texts per forward pass; "torch@64" adds torch at the old batch of 64 (any
+  "BACKEND@N" works). Model load and the one-time export are timed apart; a warm-up batch runs first. The abstracts are cut into `--rounds` slices and every
   backend embeds each slice in turn, so load from other processes on a shared machine hits all backends alike.
 * BM25: ms/query over `--bm25-chunks` chunks of ~2,000 characters cut from SciFact, rank-bm25's BM25Okapi
   against ``bm25_index.BM25Index`` (helpers from bench/bm25_speed.py).
@@ -35,6 +36,7 @@ DATA_DIR = REPO_ROOT.parent / "shared" / "data"  # shared evaluation data beside
 PYPDF_FILES = 3  # pypdf is timed on this many files (sorted by name): ~18 pages/s would take ~10 min for all
 WORKERS = 2  # processes of the parallel pypdfium2 run
 EMBED_DOCS = 2_000  # SciFact abstracts timed per embedding backend
+DEFAULT_EXTRA_SPECS = ("torch@64",)  # the torch path as it ran before ENCODE_BATCH_SIZE (one batch of 64)
 EMBED_ROUNDS = 4  # slices the timed abstracts are cut into, each embedded by every backend in turn
 WARMUP_TEXTS = 16  # texts embedded before timing (first-call allocations, ONNX Runtime kernel choice)
 BM25_CHUNKS = 25_000  # chunks in the BM25 comparison (the retriever's target scale)
@@ -141,8 +143,18 @@ def scifact_texts(ds: Any) -> tuple[list[str], list[str]]:
     return ids, [f"{ds.documents[i].title} {ds.documents[i].text}".strip() for i in ids]
 
 
+def parse_spec(spec: str, default_batch: int) -> tuple[str, int]:
+    """"onnx-int8" -> ("onnx-int8", default_batch); "torch@64" -> ("torch", 64). ValueError on a bad batch."""
+    backend, _, batch = spec.partition("@")
+    if not batch:
+        return backend, default_batch
+    if not batch.isdigit() or int(batch) < 1:
+        raise ValueError(f"batch size in {spec!r} must be a positive integer, e.g. torch@64")
+    return backend, int(batch)
+
+
 def load_backend(backend: str) -> tuple[Any, dict]:
-    """The bundled model on `backend`, with seconds to load torch and to export (or find) the ONNX file."""
+    """The bundled model on `backend`, with seconds to load torch and to export (or find) the backend's file."""
     import embedding_backends
     import local_rag
     from sentence_transformers import SentenceTransformer
@@ -155,19 +167,18 @@ def load_backend(backend: str) -> tuple[Any, dict]:
     if backend != "torch":
         root = embedding_backends.model_cache() / embedding_backends.model_folder_name(
             display, embedding_backends.model_fingerprint(model))
-        before = set(root.rglob(embedding_backends.ONNX_FILE)) if root.is_dir() else set()
+        name = embedding_backends.model_file_name(backend)
+        before = set(root.rglob(name)) if root.is_dir() else set()
         embedding_backends.use_backend(model, display, backend)
-        exported = set(root.rglob(embedding_backends.ONNX_FILE)) != before
+        exported = set(root.rglob(name)) != before
     info = {"model": display, "load_s": loaded - started, "prepare_s": time.perf_counter() - loaded,
             "exported_now": exported}
     return model, info
 
 
-def encode(model: Any, texts: Sequence[str]) -> Any:
-    import local_rag
-
-    return model.encode(list(texts), batch_size=local_rag.EMBEDDING_BATCH_SIZE, normalize_embeddings=True,
-                        convert_to_numpy=True, show_progress_bar=False)
+def encode(model: Any, texts: Sequence[str], batch_size: int) -> Any:
+    return model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                        show_progress_bar=False)
 
 
 def split_rounds(count: int, rounds: int) -> list[tuple[int, int]]:
@@ -180,25 +191,27 @@ def split_rounds(count: int, rounds: int) -> list[tuple[int, int]]:
     return [(bounds[r], bounds[r + 1]) for r in range(rounds)]
 
 
-def run_embedding(backends: Sequence[str], texts: Sequence[str], rounds: int, rest: Sequence[str] | None,
-                  queries: Sequence[str] | None) -> tuple[list[dict], dict]:
-    """Time `texts` on every backend, interleaved in `rounds` slices so that the machine's other load falls on
-    all backends alike; with `rest` and `queries` (--ndcg) also embed those, for the quality check."""
+def run_embedding(specs: Sequence[str], texts: Sequence[str], rounds: int, batch_size: int,
+                  rest: Sequence[str] | None, queries: Sequence[str] | None) -> tuple[list[dict], dict]:
+    """Time `texts` on every spec ("BACKEND" or "BACKEND@BATCH"), interleaved in `rounds` slices so that the
+    machine's other load falls on all alike; with `rest` and `queries` (--ndcg) also embed those with every plain
+    backend (no "@"), for the quality check. Ratios are against the plain "torch" row."""
     import numpy as np
 
     models, rows = {}, []
-    for backend in backends:
-        progress(f"loading backend {backend} ...")
-        models[backend], info = load_backend(backend)
-        encode(models[backend], texts[:WARMUP_TEXTS])
-        rows.append({"backend": backend, **info, "texts": len(texts), "seconds": 0.0})
-    parts: dict[str, list] = {backend: [] for backend in backends}
+    for spec in specs:
+        backend, batch = parse_spec(spec, batch_size)
+        progress(f"loading backend {backend} (batch {batch}) ...")
+        models[spec], info = load_backend(backend)
+        encode(models[spec], texts[:WARMUP_TEXTS], batch)
+        rows.append({"backend": spec, "batch": batch, **info, "texts": len(texts), "seconds": 0.0})
+    parts: dict[str, list] = {spec: [] for spec in specs}
     slices = split_rounds(len(texts), rounds)
     for number, (start, stop) in enumerate(slices, start=1):
-        progress(f"embedding round {number}/{len(slices)}: abstracts {start}-{stop - 1} on {', '.join(backends)} ...")
+        progress(f"embedding round {number}/{len(slices)}: abstracts {start}-{stop - 1} on {', '.join(specs)} ...")
         for row in rows:
             started = time.perf_counter()
-            parts[row["backend"]].append(encode(models[row["backend"]], texts[start:stop]))
+            parts[row["backend"]].append(encode(models[row["backend"]], texts[start:stop], row["batch"]))
             row["seconds"] += time.perf_counter() - started
     torch_rate = None
     for row in rows:
@@ -208,10 +221,13 @@ def run_embedding(backends: Sequence[str], texts: Sequence[str], rounds: int, re
         row["vs_torch"] = ratio(row["per_s"], torch_rate)
     vectors = {}
     if rest is not None and queries is not None:
-        for backend, model in models.items():
-            progress(f"embedding the other {len(rest)} documents and {len(queries)} queries with {backend} ...")
-            docs = np.vstack(parts[backend] + ([encode(model, rest)] if rest else []))
-            vectors[backend] = (docs, encode(model, queries))
+        for row in rows:
+            spec, model = row["backend"], models[row["backend"]]
+            if "@" in spec:
+                continue
+            progress(f"embedding the other {len(rest)} documents and {len(queries)} queries with {spec} ...")
+            docs = np.vstack(parts[spec] + ([encode(model, rest, row["batch"])] if rest else []))
+            vectors[spec] = (docs, encode(model, queries, row["batch"]))
     return rows, vectors
 
 
@@ -221,9 +237,9 @@ def embedding_table(rows: Sequence[dict]) -> str:
             return "-"
         return fmt(row["prepare_s"]) + (" (export)" if row["exported_now"] else " (cached)")
 
-    return format_table(["backend", "load s", "onnx s", "seconds", "abstracts/s", "vs torch"],
-                        [[r["backend"], fmt(r["load_s"]), export_cell(r), fmt(r["seconds"]), fmt(r["per_s"]),
-                          fmt(r["vs_torch"], 2) + "x" if r["vs_torch"] else "-"] for r in rows])
+    return format_table(["backend", "batch", "load s", "export s", "seconds", "abstracts/s", "vs torch"],
+                        [[r["backend"], str(r["batch"]), fmt(r["load_s"]), export_cell(r), fmt(r["seconds"]),
+                          fmt(r["per_s"]), fmt(r["vs_torch"], 2) + "x" if r["vs_torch"] else "-"] for r in rows])
 
 
 # ----------------------------------------------------------------------------- BM25
@@ -299,10 +315,12 @@ def machine_line() -> str:
     import onnxruntime
     import torch
 
+    openvino = embedding_backends.import_without_telemetry("openvino")
     quantization = embedding_backends.quantization_for_cpu(platform.machine(), embedding_backends.read_cpu_flags())
     return (f"machine: os.cpu_count() = {os.cpu_count()}, {platform.system()} {platform.machine()}, "
             f"Python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-            f"onnxruntime {onnxruntime.__version__}, int8 quantization for this CPU: {quantization}")
+            f"onnxruntime {onnxruntime.__version__}, openvino {openvino.__version__}, "
+            f"onnx-int8 quantization for this CPU: {quantization}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -316,8 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embed-docs", type=int, default=EMBED_DOCS, help="SciFact abstracts timed per backend")
     parser.add_argument("--rounds", type=int, default=EMBED_ROUNDS,
                         help="interleaved rounds of the embedding timing (spreads other load over all backends)")
-    parser.add_argument("--backends", nargs="+", default=None,
-                        help="embedding backends to time (default: all of embedding_backends.BACKENDS)")
+    parser.add_argument("--backends", nargs="+", default=None, metavar="BACKEND[@BATCH]",
+                        help="embedding backends to time, BACKEND@N at another batch size (default: all of "
+                             "embedding_backends.BACKENDS, then " + " ".join(DEFAULT_EXTRA_SPECS) + ")")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="texts per forward pass (default: local_rag.ENCODE_BATCH_SIZE)")
     parser.add_argument("--bm25-chunks", type=int, default=BM25_CHUNKS, help="chunks in the BM25 comparison")
     parser.add_argument("--bm25-queries", type=int, default=BM25_QUERIES, help="queries per BM25 implementation")
     parser.add_argument("--ndcg", action="store_true", help="also NDCG@10 on SciFact train per backend (slow)")
@@ -334,11 +355,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     import embedding_backends
     import local_rag
 
-    backends = args.backends or list(embedding_backends.BACKENDS)
-    for backend in backends:
-        embedding_backends.check_backend(backend)
-    if args.ndcg and "torch" not in backends:
-        backends.insert(0, "torch")  # the loss is measured against torch
+    batch_size = args.batch_size or local_rag.ENCODE_BATCH_SIZE
+    backends = args.backends or [*embedding_backends.BACKENDS, *DEFAULT_EXTRA_SPECS]
+    try:
+        for spec in backends:
+            embedding_backends.check_backend(parse_spec(spec, batch_size)[0])
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if "torch" not in backends:
+        backends.insert(0, "torch")  # ratios and the NDCG loss are measured against torch
     if args.model_cache:
         os.environ[embedding_backends.MODEL_CACHE_ENV] = str(args.model_cache)
     pdf_dir = args.pdfs or args.data_dir / "financebench" / "pdfs"
@@ -357,11 +383,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc_ids, texts = scifact_texts(ds)
         n = min(args.embed_docs, len(texts))
         queries = [ds.queries[q].question for q in ds.queries] if args.ndcg else None
-        rows, vectors = run_embedding(backends, texts[:n], args.rounds, texts[n:] if args.ndcg else None,
-                                      queries)
+        rows, vectors = run_embedding(backends, texts[:n], args.rounds, batch_size,
+                                      texts[n:] if args.ndcg else None, queries)
         results["embedding"] = rows
-        sections.append(f"Embedding throughput ({rows[0]['model']}, first {n:,} SciFact abstracts, title + text, "
-                        f"batch {local_rag.EMBEDDING_BATCH_SIZE}; 'onnx s' = export on first use, "
+        sections.append(f"Embedding throughput ({rows[0]['model']}, first {n:,} SciFact abstracts, title + text; "
+                        f"'batch' = texts per forward pass; 'export s' = export on first use, "
                         f"else finding the cached export)\n" + embedding_table(rows))
         if args.ndcg:
             results["ndcg"] = run_ndcg(ds, doc_ids, vectors)

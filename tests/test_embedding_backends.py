@@ -1,11 +1,13 @@
-"""Tests of embedding_backends (ONNX / ONNX int8 export, cache, running) and of bench/speed.py's pure helpers.
+"""Tests of embedding_backends (ONNX, ONNX int8 and OpenVINO int8 export, cache, running, telemetry kept off)
+and of bench/speed.py's pure helpers.
 
-The bundled all-MiniLM-L6-v2 is exported once per session into a temp cache (a few seconds per backend);
-failure and cache mechanics use a 1-layer BERT, whose export takes a fraction of that.
+The bundled all-MiniLM-L6-v2 is exported once per session into a temp cache (a few seconds per backend, ~15 s
+for openvino-int8's calibration); failure and cache mechanics use a 1-layer BERT, whose export takes a fraction.
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -86,9 +88,10 @@ def _tree(folder: Path) -> dict[str, tuple[int, int]]:
 
 # ----------------------------------------------------------------------------- pure helpers
 
-def test_check_backend_accepts_the_three_and_names_them_on_a_typo():
-    assert [eb.check_backend(b) for b in ("torch", "onnx", "onnx-int8")] == ["torch", "onnx", "onnx-int8"]
-    with pytest.raises(ValueError, match="'onnx_int8'.*torch, onnx, onnx-int8"):
+def test_check_backend_accepts_the_four_and_names_them_on_a_typo():
+    names = ("torch", "onnx", "onnx-int8", "openvino-int8")
+    assert [eb.check_backend(b) for b in names] == list(names)
+    with pytest.raises(ValueError, match="'onnx_int8'.*torch, onnx, onnx-int8, openvino-int8"):
         eb.check_backend("onnx_int8")
 
 
@@ -139,6 +142,41 @@ def test_backend_folder_name():
     assert eb.backend_folder_name("onnx-int8", "avx2") == "onnx-int8-avx2"
     with pytest.raises(ValueError, match="quantization None"):
         eb.backend_folder_name("onnx-int8", None)
+    assert eb.backend_folder_name("openvino-int8", "0123456789ab") == "openvino-int8-0123456789ab"
+    with pytest.raises(ValueError, match=r"calibration fingerprint '\.\./x' is not 12 lowercase hex digits"):
+        eb.backend_folder_name("openvino-int8", "../x")
+    assert [eb.model_file_name(b) for b in ("onnx", "onnx-int8", "openvino-int8")] == [
+        "model.onnx", "model.onnx", "model.xml"]
+
+
+def test_texts_fingerprint_follows_order_and_boundaries():
+    import hashlib
+
+    # "3:abc" is what one 3-byte text hashes as; the length prefix keeps ["ab", "c"] apart from ["a", "bc"].
+    assert eb.texts_fingerprint(["abc"]) == hashlib.sha256(b"3:abc").hexdigest()
+    assert eb.texts_fingerprint(["ab", "c"]) != eb.texts_fingerprint(["a", "bc"])
+    assert eb.texts_fingerprint(["a", "b"]) != eb.texts_fingerprint(["b", "a"])
+    assert eb.texts_fingerprint(["Ä"]) == hashlib.sha256("2:Ä".encode()).hexdigest()  # bytes, not characters
+
+
+def test_calibration_texts_of_the_sample_corpus():
+    texts = eb.calibration_texts()
+    # 55 pages in 5 PDFs; the image-only page has no text layer and is the one page under 200 characters.
+    assert len(texts) == 54 and min(len(t) for t in texts) >= eb.CALIBRATION_MIN_CHARS
+    assert sum("Espressomaschine" in t for t in texts) >= 5  # the German manual's pages calibrate too
+    assert eb.calibration_texts() == texts  # same files, same order: one fingerprint
+
+
+def test_calibration_without_the_sample_corpus_says_how_to_fix_it(tmp_path):
+    with pytest.raises(eb.BackendError) as info:
+        eb.calibration_texts(tmp_path / "missing")
+    assert str(info.value) == (
+        f"found 0 calibration pages of at least 200 characters in 0 PDFs, need 20: openvino-int8 calibrates on the "
+        f"sample corpus in {tmp_path / 'missing'}; regenerate it with 'python eval/make_sample_docs.py', or use "
+        f"EMBEDDING_BACKEND 'onnx-int8' or 'torch'")
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    with pytest.raises(eb.BackendError, match="found 0 calibration pages .* in 1 PDFs, need 20"):
+        eb.calibration_texts(tmp_path)
 
 
 def test_model_cache_reads_the_environment_at_each_call(monkeypatch, tmp_path):
@@ -234,20 +272,72 @@ def test_export_info_and_layout(minilm_models, session_cache):
     import json
 
     folders = sorted(p.relative_to(session_cache).as_posix() for p in session_cache.glob("*/*"))
-    assert len(folders) == 2 and all(f.startswith("all-MiniLM-L6-v2-") for f in folders)
+    assert len(folders) == 3 and all(f.startswith("all-MiniLM-L6-v2-") for f in folders)
     quantization = eb.quantization_for_cpu(__import__("platform").machine(), eb.read_cpu_flags())
-    assert [f.split("/")[1] for f in folders] == ["onnx", f"onnx-int8-{quantization}"]
+    calibration = eb.texts_fingerprint(eb.calibration_texts())
+    assert [f.split("/")[1] for f in folders] == ["onnx", f"onnx-int8-{quantization}",
+                                                  f"openvino-int8-{calibration[:12]}"]
     info = json.loads((session_cache / folders[1] / eb.INFO_FILE).read_text())
     assert (info["model"], info["backend"], info["quantization"]) == ("all-MiniLM-L6-v2", "onnx-int8", quantization)
+    info = json.loads((session_cache / folders[2] / eb.INFO_FILE).read_text())
+    assert (info["backend"], info["quantization"]) == ("openvino-int8", None)
+    assert info["calibration"] == {"texts": 54, "fingerprint": calibration}
+    assert sorted(p.name for p in (session_cache / folders[2]).iterdir()) == [eb.INFO_FILE, "model.bin", "model.xml"]
 
 
-def test_second_load_reuses_the_cache(minilm_models, minilm_path, monkeypatch):
+def test_openvino_int8_is_close_to_torch_and_independent_of_the_batch(minilm_models):
+    torch_vectors = _encode(minilm_models["torch"], SENTENCES)
+    int8_vectors = _encode(minilm_models["openvino-int8"], SENTENCES)
+    cosines = (torch_vectors * int8_vectors).sum(axis=1)
+    # Natural text stays above 0.99 (300 FinanceBench chunks: mean 0.997, lowest 0.987). One sentence repeated
+    # 30 times is the worst case seen (0.956): its activations lie outside what the calibration pages showed.
+    assert cosines[:3].min() > 0.99 and cosines[3] > 0.95
+    assert np.abs(int8_vectors - torch_vectors).max() > 1e-4  # quantized, not the fp32 graph
+    # Static scales: the short sentence gets the same vector alone as padded beside a 256-piece one. The trap:
+    # onnx-int8 measures its scales per batch, so there the batch changes the vector.
+    alone = _encode(minilm_models["openvino-int8"], SENTENCES[1:2])
+    assert np.abs(alone - int8_vectors[1:2]).max() < 1e-6
+    dynamic_alone = _encode(minilm_models["onnx-int8"], SENTENCES[1:2])
+    assert np.abs(dynamic_alone - _encode(minilm_models["onnx-int8"], SENTENCES)[1:2]).max() > 1e-4
+
+
+def test_openvino_int8_graph_is_quantized(minilm_models, session_cache):
+    (xml,) = session_cache.glob("*/openvino-int8-*/model.xml")
+    text = xml.read_text(encoding="utf-8")
+    # NNCF marks every quantized input with a FakeQuantize; the fp32 export has none.
+    assert text.count('type="FakeQuantize"') >= 36  # at least 6 layers x 6 weight MatMuls
+
+
+def test_openvino_and_nncf_send_no_telemetry(tmp_path):
+    # In a fresh interpreter (nncf turns its telemetry off by itself under pytest), with HOME in a temp folder:
+    # openvino writes ~/intel/openvino_ga_cid when imported plainly (the control, so this test can fail), and
+    # nothing when imported through import_without_telemetry, which leaves both packages on their stubs.
+    script = ("import sys; sys.path.insert(0, {root!r}); import embedding_backends as eb; "
+              "eb.import_without_telemetry('nncf'); import openvino.tools.ovc.telemetry_utils as t; "
+              "import nncf.telemetry.wrapper as w; print(t.tm.__name__, type(w.telemetry).__name__, "
+              "'openvino_telemetry' in sys.modules)").format(root=str(ROOT))
+    guarded, plain = tmp_path / "guarded", tmp_path / "plain"
+    for home in (guarded, plain):
+        home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("NNCF_CI", "NNCF_DEV", "CI")}
+    out = subprocess.run([sys.executable, "-c", script], env={**env, "HOME": str(guarded)}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["openvino.tools.ovc.telemetry_stub", "MagicMock", "False"]
+    assert list(guarded.iterdir()) == []
+    subprocess.run([sys.executable, "-c", "import openvino"], env={**env, "HOME": str(plain)}, check=True,
+                   timeout=120)
+    assert (plain / "intel").is_dir()
+
+
+@pytest.mark.parametrize("backend", ["onnx-int8", "openvino-int8"])
+def test_second_load_reuses_the_cache(minilm_models, minilm_path, monkeypatch, backend):
     def no_export(*args, **kwargs):
         raise AssertionError("exported again although the cache holds the model")
 
     monkeypatch.setattr(eb, "_export_into", no_export)
-    model = eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", "onnx-int8")
-    assert np.array_equal(_encode(model, SENTENCES[:2]), _encode(minilm_models["onnx-int8"], SENTENCES[:2]))
+    model = eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", backend)
+    assert np.array_equal(_encode(model, SENTENCES[:2]), _encode(minilm_models[backend], SENTENCES[:2]))
 
 
 def test_torch_backend_leaves_the_model_alone(minilm_path):
@@ -288,6 +378,33 @@ def test_failed_export_leaves_no_folder_and_says_what_to_do(tiny_model_dir, tmp_
     monkeypatch.undo()
     path = eb.prepare(_load(str(tiny_model_dir)), "tiny-bert", "onnx-int8", cache=tmp_path)
     assert path.is_file() and path.parent.name.startswith("onnx-int8-")
+
+
+def test_openvino_export_of_a_tiny_model_follows_its_calibration(tiny_model_dir, tmp_path, monkeypatch):
+    model = _load(str(tiny_model_dir))
+    first = eb.prepare(model, "tiny-bert", "openvino-int8", cache=tmp_path, calibration=SENTENCES)
+    assert first.name == "model.xml" and first.parent.name == "openvino-int8-" + eb.texts_fingerprint(SENTENCES)[:12]
+    # Other calibration texts, another model; the same texts again, the cached one.
+    second = eb.prepare(model, "tiny-bert", "openvino-int8", cache=tmp_path, calibration=SENTENCES[:3])
+    assert second.parent != first.parent and second.is_file()
+    monkeypatch.setattr(eb, "_export_into", lambda *a, **k: (_ for _ in ()).throw(AssertionError("exported")))
+    assert eb.prepare(model, "tiny-bert", "openvino-int8", cache=tmp_path, calibration=SENTENCES) == first
+    with pytest.raises(ValueError, match="at least one calibration text"):
+        eb.prepare(model, "tiny-bert", "openvino-int8", cache=tmp_path, calibration=[])
+
+
+def test_failed_openvino_export_names_its_requirements(tiny_model_dir, tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no calibration statistics")
+
+    monkeypatch.setattr(eb, "_quantize_openvino", broken)
+    with pytest.raises(eb.BackendError) as info:
+        eb.prepare(_load(str(tiny_model_dir)), "tiny-bert", "openvino-int8", cache=tmp_path, calibration=SENTENCES)
+    assert str(info.value) == (
+        "could not export embedding model 'tiny-bert' for backend 'openvino-int8': RuntimeError: no calibration "
+        "statistics. The export needs onnx==1.23.2 onnxruntime==1.32.0 openvino==2026.4.1 nncf==3.4.0 "
+        "(pip install -r requirements.txt); or set EMBEDDING_BACKEND = 'torch'")
+    assert [p.name for p in tmp_path.glob("*/*")] == []
 
 
 def test_leftovers_of_an_interrupted_export_are_never_loaded(tiny_model_dir, tmp_path):
@@ -336,6 +453,16 @@ def test_unwritable_cache_is_a_clear_error(tiny_model_dir, tmp_path):
 
 
 # ----------------------------------------------------------------------------- bench/speed.py helpers
+
+def test_parse_spec():
+    import speed
+
+    assert speed.parse_spec("onnx-int8", 16) == ("onnx-int8", 16)
+    assert speed.parse_spec("torch@64", 16) == ("torch", 64)
+    for bad in ("torch@0", "torch@x", "torch@-1"):
+        with pytest.raises(ValueError, match="must be a positive integer"):
+            speed.parse_spec(bad, 16)
+
 
 def test_split_rounds():
     import speed
