@@ -20,7 +20,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter,
+                                     allow_abbrev=False)  # a shortened flag is an error, never another flag
     parser.add_argument("paths", nargs="*", default=[local_rag.DOCS_PATH],
                         help="PDF files or folders to index; the index then holds exactly these")
     parser.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")

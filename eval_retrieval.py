@@ -313,7 +313,8 @@ def load_json_report(path: str | Path) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     from add_pdfs import HelpFormatter  # one rule for both CLIs: a None default's help text names the default
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter,
+                                allow_abbrev=False)  # "--output" is an error, never --output-name
     src = p.add_argument_group("what to evaluate")
     src.add_argument("--goldset", default=GOLDSET_PATH, help="goldset CSV (; or ,) or JSONL")
     src.add_argument("--dataset", default=None, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) "

@@ -40,6 +40,13 @@ def docs(tmp_path: Path) -> Path:
     return folder
 
 
+def test_a_shortened_flag_is_an_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        add_pdfs.main(["--embedding", "onnx"])  # --embedding-model or --embedding-backend? Neither.
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith("error: unrecognized arguments: --embedding\n")
+
+
 def test_help_lists_every_flag_with_its_default(capsys):
     with pytest.raises(SystemExit) as exit_info:
         add_pdfs.main(["--help"])

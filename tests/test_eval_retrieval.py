@@ -467,6 +467,15 @@ def test_no_sync_on_stale_index_warns(tiny_index, tmp_path, capsys):
     assert out == "hybrid: Hit@5 0.750, Hit@10 0.750, Hit@20 0.750, MRR 0.750 (8 questions)\n"
 
 
+def test_a_shortened_flag_is_an_error_not_another_flag(capsys):
+    # Trap: argparse's default would read "--output" as --output-name (the suite's suffix) and write the report
+    # to its default place, overwriting the previous one.
+    with pytest.raises(SystemExit) as exit_info:
+        er.main(["--ablation", "--output", "mine.txt"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith("error: unrecognized arguments: --output mine.txt\n")
+
+
 def test_help_runs_as_a_script():
     done = subprocess.run([sys.executable, "eval_retrieval.py", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
