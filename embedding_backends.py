@@ -438,9 +438,9 @@ _MISSING = object()
 def _quantize_openvino(source: Path, target: Path, samples: Sequence[dict[str, Any]]) -> None:
     """NNCF post-training static int8 quantization of the ONNX graph for OpenVINO, written as target (+ .bin).
 
-    ModelType.TRANSFORMER: SmoothQuant moves activation outliers into the weights, and the attention products
-    stay as NNCF places them; preset MIXED (symmetric weights, asymmetric activations). Weights not quantized stay
-    fp32 (compress_to_fp16=False) so that those layers compute exactly as the torch model.
+    ModelType.TRANSFORMER: SmoothQuant moves activation outliers into the weights before the activation ranges
+    are measured on `samples`; the default preset for it is MIXED (symmetric weights, asymmetric activations).
+    Layers left unquantized keep fp32 weights (compress_to_fp16=False: OpenVINO would store them as fp16).
     """
     import contextlib
     import sys

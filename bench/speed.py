@@ -5,8 +5,9 @@
 * Embedding: SciFact abstracts/s (title + text, the first `--embed-docs` of the corpus) for each backend of
   ``embedding_backends`` (torch, onnx, onnx-int8, openvino-int8), as a ratio against torch, all at
   ``local_rag.ENCODE_BATCH_SIZE`` texts per forward pass; "torch@64" adds torch at the old batch of 64 (any
-  "BACKEND@N" works). Model load and the one-time export are timed apart; a warm-up batch runs first. The abstracts are cut into `--rounds` slices and every
-  backend embeds each slice in turn, so load from other processes on a shared machine hits all backends alike.
+  "BACKEND@N" works). Model load and the one-time export are timed apart; a warm-up batch runs first. The
+  abstracts are cut into `--rounds` slices and every backend embeds each slice in turn, so load from other
+  processes on a shared machine hits all backends alike. ``--ndcg`` covers the plain backends (no "@").
 * BM25: ms/query over `--bm25-chunks` chunks of ~2,000 characters cut from SciFact, rank-bm25's BM25Okapi
   against ``bm25_index.BM25Index`` (helpers from bench/bm25_speed.py).
 * ``--ndcg``: NDCG@10 on SciFact train (809 queries, all 5,183 documents), dense retrieval by cosine over
