@@ -8,7 +8,7 @@ types; FFN outputs stay fp32, see `_quantize`), and the SentenceTransformer keep
 normalization: only the transformer's forward pass runs in ONNX Runtime or OpenVINO (`use_backend`).
 
 "openvino-int8" quantizes the same fp32 export with NNCF (static: activation ranges measured once on the page
-texts of `CALIBRATION_DOCS`, with SmoothQuant for the transformer's activation outliers) and runs it in OpenVINO.
+texts of the sample corpus, `CALIBRATION_SOURCE`, with SmoothQuant for the transformer's activation outliers) and runs it in OpenVINO.
 Fixed activation scales make a text's vector independent of the other texts in its batch, unlike "onnx-int8",
 whose scales are measured per batch.
 
@@ -63,9 +63,10 @@ STALE_TMP_SECONDS = 3600
 # Packages the export needs, as requirements.txt pins them; named in error messages.
 EXPORT_REQUIREMENTS = "onnx==1.23.2 onnxruntime==1.32.0"
 OPENVINO_REQUIREMENTS = "openvino==2026.4.1 nncf==3.4.0"
-# PDFs whose page texts calibrate the openvino-int8 export: the shipped sample corpus (English and German pages).
-CALIBRATION_DOCS = Path(__file__).resolve().parent / "eval" / "docs"
-# Shorter pages (title pages, an image-only page) are no calibration samples.
+# The sample corpus generator: the text of the PDFs it renders (English and German) calibrates the openvino-int8
+# export. Rendered in memory, not read from eval/docs, so that PDFs a user keeps in that folder never change it.
+CALIBRATION_SOURCE = Path(__file__).resolve().parent / "eval" / "make_sample_docs.py"
+# Shorter pages (the image-only page) are no calibration samples.
 CALIBRATION_MIN_CHARS = 200
 # Fewer calibration pages than this give activation ranges too narrow to trust on other documents.
 CALIBRATION_MIN_PAGES = 20
@@ -164,37 +165,50 @@ def texts_fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def calibration_texts(folder: Path = CALIBRATION_DOCS, min_chars: int = CALIBRATION_MIN_CHARS,
+def calibration_texts(source: Path = CALIBRATION_SOURCE, min_chars: int = CALIBRATION_MIN_CHARS,
                       min_pages: int = CALIBRATION_MIN_PAGES) -> list[str]:
-    """Text of every page with at least `min_chars` characters, of every PDF in `folder` (sorted by name).
+    """Text of every page with at least `min_chars` characters of the sample PDFs, as pypdfium2 extracts it.
 
-    BackendError when the folder is missing or yields fewer than `min_pages` such pages.
+    `source` is eval/make_sample_docs.py; its `sample_docs()` and `build_pdf()` render the PDFs in memory (byte for
+    byte the shipped ones). BackendError when it is missing, broken or yields fewer than `min_pages` such pages.
     """
+    import importlib.util
+    import sys
+
     import pypdfium2
 
-    hint = (f"openvino-int8 calibrates on the sample corpus in {folder}; regenerate it with "
-            f"'python eval/make_sample_docs.py', or use EMBEDDING_BACKEND 'onnx-int8' or 'torch'")
-    pdfs = sorted(Path(folder).glob("*.pdf")) if Path(folder).is_dir() else []
+    hint = (f"openvino-int8 calibrates on the sample corpus that {source} renders; restore that file "
+            f"(git checkout eval/make_sample_docs.py), or use EMBEDDING_BACKEND 'onnx-int8' or 'torch'")
+    name = "_localrag_calibration_source"
     texts = []
-    for pdf in pdfs:
+    try:
+        spec = importlib.util.spec_from_file_location(name, source)
+        if spec is None or spec.loader is None or not Path(source).is_file():
+            raise FileNotFoundError(f"no such file: {source}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the file runs
         try:
-            document = pypdfium2.PdfDocument(str(pdf))
-        except pypdfium2.PdfiumError:
-            continue  # an unreadable file is no calibration sample; too few pages is reported below
-        try:
-            for number in range(len(document)):
-                page = document[number]
-                textpage = page.get_textpage()
-                text = textpage.get_text_range().strip()
-                textpage.close()
-                page.close()
-                if len(text) >= min_chars:
-                    texts.append(text)
+            spec.loader.exec_module(module)
+            for doc in module.sample_docs():
+                document = pypdfium2.PdfDocument(module.build_pdf(doc))
+                try:
+                    for number in range(len(document)):
+                        page = document[number]
+                        textpage = page.get_textpage()
+                        text = textpage.get_text_range().strip()
+                        textpage.close()
+                        page.close()
+                        if len(text) >= min_chars:
+                            texts.append(text)
+                finally:
+                    document.close()
         finally:
-            document.close()
+            del sys.modules[name]
+    except Exception as exc:  # noqa: BLE001 - whatever breaks, the export cannot be calibrated
+        raise BackendError(f"cannot read the calibration texts: {type(exc).__name__}: {exc}; {hint}") from exc
     if len(texts) < min_pages:
-        raise BackendError(f"found {len(texts)} calibration pages of at least {min_chars} characters in "
-                           f"{len(pdfs)} PDFs, need {min_pages}: {hint}")
+        raise BackendError(f"found {len(texts)} calibration pages of at least {min_chars} characters, need "
+                           f"{min_pages}: {hint}")
     return texts
 
 

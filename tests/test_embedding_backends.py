@@ -159,24 +159,44 @@ def test_texts_fingerprint_follows_order_and_boundaries():
     assert eb.texts_fingerprint(["Ä"]) == hashlib.sha256("2:Ä".encode()).hexdigest()  # bytes, not characters
 
 
-def test_calibration_texts_of_the_sample_corpus():
+# First 8 characters of the sample PDFs' names in the generator's order (sample_docs()).
+_SHIPPED_ORDER = ["Options_", "Literatu", "Nordvik_", "Retrieva", "Betriebs"]
+
+
+def test_calibration_texts_of_the_sample_corpus(tmp_path, monkeypatch):
     texts = eb.calibration_texts()
     # 55 pages in 5 PDFs; the image-only page has no text layer and is the one page under 200 characters.
     assert len(texts) == 54 and min(len(t) for t in texts) >= eb.CALIBRATION_MIN_CHARS
     assert sum("Espressomaschine" in t for t in texts) >= 5  # the German manual's pages calibrate too
-    assert eb.calibration_texts() == texts  # same files, same order: one fingerprint
+    # The PDFs are rendered in memory, byte for byte the shipped ones: the same texts as extracting eval/docs.
+    import pypdfium2
+
+    shipped = []
+    for pdf in sorted((ROOT / "eval" / "docs").glob("*.pdf"), key=lambda p: _SHIPPED_ORDER.index(p.name[:8])):
+        document = pypdfium2.PdfDocument(str(pdf))
+        shipped += [t for t in (document[i].get_textpage().get_text_range().strip() for i in range(len(document)))
+                    if len(t) >= 200]
+        document.close()
+    assert shipped == texts
+    # Other PDFs in eval/docs (a user's own shelf) change nothing; nor does the working folder.
+    monkeypatch.chdir(tmp_path)
+    assert eb.calibration_texts() == texts
 
 
-def test_calibration_without_the_sample_corpus_says_how_to_fix_it(tmp_path):
+def test_calibration_without_its_source_says_how_to_fix_it(tmp_path):
+    missing = tmp_path / "make_sample_docs.py"
     with pytest.raises(eb.BackendError) as info:
-        eb.calibration_texts(tmp_path / "missing")
+        eb.calibration_texts(missing)
     assert str(info.value) == (
-        f"found 0 calibration pages of at least 200 characters in 0 PDFs, need 20: openvino-int8 calibrates on the "
-        f"sample corpus in {tmp_path / 'missing'}; regenerate it with 'python eval/make_sample_docs.py', or use "
-        f"EMBEDDING_BACKEND 'onnx-int8' or 'torch'")
-    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
-    with pytest.raises(eb.BackendError, match="found 0 calibration pages .* in 1 PDFs, need 20"):
-        eb.calibration_texts(tmp_path)
+        f"cannot read the calibration texts: FileNotFoundError: no such file: {missing}; openvino-int8 calibrates "
+        f"on the sample corpus that {missing} renders; restore that file (git checkout "
+        f"eval/make_sample_docs.py), or use EMBEDDING_BACKEND 'onnx-int8' or 'torch'")
+    missing.write_text("def sample_docs():\n    return ()\n")
+    with pytest.raises(eb.BackendError, match="found 0 calibration pages of at least 200 characters, need 20"):
+        eb.calibration_texts(missing)
+    missing.write_text("raise RuntimeError('half a file')\n")
+    with pytest.raises(eb.BackendError, match="cannot read the calibration texts: RuntimeError: half a file"):
+        eb.calibration_texts(missing)
 
 
 def test_model_cache_reads_the_environment_at_each_call(monkeypatch, tmp_path):
