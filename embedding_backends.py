@@ -56,6 +56,8 @@ EXPORT_ATTENTION = "eager"
 ONNX_FILE = "model.onnx"
 OPENVINO_FILE = "model.xml"
 INFO_FILE = "export_info.json"
+# Attribute of a SentenceTransformer naming the export it runs (set by use_backend).
+EXPORT_ATTRIBUTE = "localrag_export"
 # Prefix of the temp folders an export writes before its rename; never loaded.
 TMP_PREFIX = ".tmp-"
 # Temp folders older than this are leftovers of a killed export (a live one takes seconds) and are deleted.
@@ -563,10 +565,13 @@ def use_backend(model: Any, display_name: str, backend: str, cache: Path | None 
     """Make a loaded torch SentenceTransformer run its transformer on `backend`; returns the same object.
 
     "torch" leaves it as it is. The tokenizer, pooling and normalization stay sentence-transformers' own.
+    The model's EXPORT_ATTRIBUTE then names the export it runs (see `export_name`).
     """
     if check_backend(backend) == "torch":
+        setattr(model, EXPORT_ATTRIBUTE, "torch")
         return model
     path = prepare(model, display_name, backend, cache)
+    setattr(model, EXPORT_ATTRIBUTE, path.parent.name)
     transformer = _transformer(model)
     runtime, needs = ("OpenVINO", OPENVINO_REQUIREMENTS) if backend == "openvino-int8" else \
         ("ONNX Runtime", EXPORT_REQUIREMENTS)
@@ -580,6 +585,15 @@ def use_backend(model: Any, display_name: str, backend: str, cache: Path | None 
     transformer.model_forward_params = set(input_names)
     transformer.unpad_inputs = False  # flattened (unpadded) batches are a torch flash-attention path only
     return model
+
+
+def export_name(embeddings: Any) -> str | None:
+    """The export a LangChain HuggingFaceEmbeddings runs: "torch", "onnx", "onnx-int8-avx512_vnni",
+    "openvino-int8-<calibration>"; None if it was not set up by `attach`/`use_backend`.
+
+    Two int8 exports of one model differ by CPU family or calibration; an index records which one made it.
+    """
+    return getattr(getattr(embeddings, "_client", None), EXPORT_ATTRIBUTE, None)
 
 
 def attach(embeddings: Any, display_name: str, backend: str, cache: Path | None = None) -> Any:

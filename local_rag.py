@@ -24,7 +24,9 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from langchain_core.documents import Document  # noqa: E402
 
-from embedding_backends import BACKENDS as EMBEDDING_BACKENDS  # noqa: E402,F401 - the CLIs' choices
+import embedding_backends  # noqa: E402
+
+EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
 DOCS_PATH = "eval/docs"  # folder of PDFs that add_pdfs.py and the evaluation sync by default
 VECTORSTORE_PATH = "eval/index"  # index folder: Chroma files, BM25 arrays and index_info.json
@@ -299,8 +301,6 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
     """
     from langchain_huggingface import HuggingFaceEmbeddings
 
-    import embedding_backends
-
     try:
         embedding_backends.check_backend(backend)
     except ValueError as exc:
@@ -314,11 +314,10 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
                                      model_kwargs={"local_files_only": local_files_only, "device": "cpu"})
 
     embeddings = _load_hf_model(factory, target, "Embedding model")
-    if backend != "torch":
-        try:
-            embedding_backends.attach(embeddings, display, backend)
-        except embedding_backends.BackendError as exc:
-            raise RAGError(str(exc)) from None
+    try:
+        embedding_backends.attach(embeddings, display, backend)  # torch: only records the export name
+    except embedding_backends.BackendError as exc:
+        raise RAGError(str(exc)) from None
     # The model is loaded; model_name is only metadata from here on, and reports must not show site-packages.
     object.__setattr__(embeddings, "model_name", display)
     return embeddings
@@ -419,6 +418,7 @@ class LocalRAG:
 
             hf_logging.disable_progress_bar()  # the "Loading weights" bar of each model
         self.embeddings = load_embeddings(self.settings["embedding_model"], self.settings["embedding_backend"])
+        self.embedding_export = embedding_backends.export_name(self.embeddings)
         self.reranker_model, self.reranker, self.reranker_off_reason = self._init_reranker(reranker_model)
         if self.info:
             self._open_store()
@@ -513,8 +513,13 @@ class LocalRAG:
         stored = self.info.get("settings")
         if not stored:
             return ["no index has been built yet"]
-        return [f"{key}: index has {stored.get(key)!r}, requested {self.settings[key]!r}"
-                for key in REBUILD_SETTINGS if stored.get(key) != self.settings[key]]
+        reasons = [f"{key}: index has {stored.get(key)!r}, requested {self.settings[key]!r}"
+                   for key in REBUILD_SETTINGS if stored.get(key) != self.settings[key]]
+        built_with, runs = self.info.get("embedding_export"), self.embedding_export
+        if not reasons and built_with and runs and built_with != runs:
+            # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
+            reasons.append(f"embedding export: index was embedded by {built_with!r}, this machine runs {runs!r}")
+        return reasons
 
     # ------------------------------------------------------------------ index contents
 
@@ -617,6 +622,7 @@ class LocalRAG:
             self._open_store()
         self.info.setdefault("files", {})
         self.info["settings"] = dict(self.settings)
+        self.info["embedding_export"] = self.embedding_export
         self.info["format"] = INDEX_FORMAT
 
     def _drop_everything(self) -> None:

@@ -7,6 +7,7 @@ for openvino-int8's calibration); failure and cache mechanics use a 1-layer BERT
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -357,6 +358,9 @@ def test_second_load_reuses_the_cache(minilm_models, minilm_path, monkeypatch, b
 
     monkeypatch.setattr(eb, "_export_into", no_export)
     model = eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", backend)
+    # The export's folder name: CPU family for onnx-int8, calibration fingerprint for openvino-int8.
+    assert re.fullmatch(r"onnx-int8-(avx512_vnni|avx2|arm64)|openvino-int8-[0-9a-f]{12}",
+                        getattr(model, eb.EXPORT_ATTRIBUTE))
     assert np.array_equal(_encode(model, SENTENCES[:2]), _encode(minilm_models[backend], SENTENCES[:2]))
 
 
@@ -365,6 +369,7 @@ def test_torch_backend_leaves_the_model_alone(minilm_path):
 
     model = _load(minilm_path)
     assert eb.use_backend(model, "all-MiniLM-L6-v2", "torch") is model
+    assert getattr(model, eb.EXPORT_ATTRIBUTE) == "torch"
     assert isinstance(model[0].auto_model, PreTrainedModel)
     with pytest.raises(ValueError, match="unknown embedding backend 'int8'"):
         eb.use_backend(model, "all-MiniLM-L6-v2", "int8")
@@ -375,7 +380,9 @@ def test_attach_to_langchain_embeddings(minilm_models, minilm_path):
 
     embeddings = HuggingFaceEmbeddings(model_name=minilm_path, model_kwargs={"device": "cpu"},
                                        encode_kwargs={"normalize_embeddings": True})
+    assert eb.export_name(embeddings) is None  # not set up by attach yet
     assert eb.attach(embeddings, "all-MiniLM-L6-v2", "onnx") is embeddings
+    assert eb.export_name(embeddings) == "onnx"
     vectors = np.array(embeddings.embed_documents(SENTENCES[:3]))
     assert np.abs(vectors - _encode(minilm_models["torch"], SENTENCES[:3])).max() < 1e-5
     assert np.abs(np.array(embeddings.embed_query(SENTENCES[0])) - vectors[0]).max() < 1e-6

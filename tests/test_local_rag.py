@@ -174,6 +174,7 @@ def test_index_info_json(tiny_index):
     assert info["settings"] == {"embedding_model": "all-MiniLM-L6-v2", "embedding_backend": "torch",
                                 "chunk_size": 2000, "chunk_overlap": 200, "pdf_loader": "pypdfium2",
                                 "chunk_headers": True}
+    assert info["embedding_export"] == "torch"
     assert info["counts"] == {"files": 4, "pages": 6, "chunks": 5}
     assert info["files"]["scan.pdf"] == {"sha256": sha256_of(docs / "scan.pdf"), "pages": 2, "chunks": 1,
                                          "empty_pages": [1]}
@@ -430,6 +431,30 @@ def test_settings_change_and_rebuild_reembed_everything(tmp_path, embedded):
     report = plain.sync([docs], rebuild=True, progress=False)
     assert report.rebuilt_because == "--rebuild was given"
     assert n_embedded(embedded) == 4 and plain.vectorstore._collection.count() == 4
+
+
+def test_an_index_embedded_by_another_export_is_rebuilt(tmp_path, embedded):
+    docs = write_corpus(tmp_path / "docs", SMALL_CORPUS)
+    index = tmp_path / "index"
+    new_rag(index).sync([docs], progress=False)
+    info_file = index / "index_info.json"
+    info = json.loads(info_file.read_text(encoding="utf-8"))
+    # Same settings, another model behind the backend name, as an int8 export made on another CPU family or
+    # from other calibration texts would be: the stored vectors do not match this machine's queries.
+    info["embedding_export"] = "onnx-int8-avx2"
+    info_file.write_text(json.dumps(info), encoding="utf-8")
+    embedded.clear()
+    rag = new_rag(index)
+    reason = "embedding export: index was embedded by 'onnx-int8-avx2', this machine runs 'torch'"
+    assert rag.stale_reasons() == [reason]
+    report = rag.sync([docs], progress=False)
+    assert report.rebuilt_because == "settings changed: " + reason and n_embedded(embedded) == 4
+    assert json.loads(info_file.read_text(encoding="utf-8"))["embedding_export"] == "torch"
+    # An index written before exports were recorded is trusted, as before.
+    info = json.loads(info_file.read_text(encoding="utf-8"))
+    del info["embedding_export"]
+    info_file.write_text(json.dumps(info), encoding="utf-8")
+    assert new_rag(index).stale_reasons() == []
 
 
 def test_invalid_chunk_settings_are_refused_before_touching_the_index(tmp_path):
