@@ -309,7 +309,7 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
     encode = {"normalize_embeddings": True, "batch_size": ENCODE_BATCH_SIZE}
 
     def factory(model: str, local_files_only: bool = False):
-        # Loaded with torch; an ONNX backend then replaces the transformer's forward pass (embedding_backends.py).
+        # Loaded with torch; another backend then replaces the transformer's forward pass (embedding_backends.py).
         return HuggingFaceEmbeddings(model_name=model, encode_kwargs=encode,
                                      model_kwargs={"local_files_only": local_files_only, "device": "cpu"})
 
