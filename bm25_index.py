@@ -40,7 +40,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import unicodedata
 import uuid
 import zipfile
@@ -51,6 +50,8 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+from atomic_files import write_atomic
 
 # Bump when the saved layout or the meaning of the saved arrays changes; older saves then load as None.
 FORMAT_VERSION = 1
@@ -273,7 +274,7 @@ class BM25Index:
             "doc_len": self.doc_len,
             "idf": self.idf,
         }
-        _atomic_write(folder / ARRAYS_FILE, lambda f: np.savez(f, **arrays))
+        write_atomic(folder / ARRAYS_FILE, lambda f: np.savez(f, **arrays), binary=True)
         meta = {
             "format_version": FORMAT_VERSION,
             "tokenizer": TOKENIZER_ID,
@@ -288,7 +289,7 @@ class BM25Index:
             "vocabulary": list(self.vocabulary),
         }
         payload = json.dumps(meta, ensure_ascii=False).encode("utf-8")
-        _atomic_write(folder / META_FILE, lambda f: f.write(payload))
+        write_atomic(folder / META_FILE, lambda f: f.write(payload), binary=True)
 
     @classmethod
     def load(
@@ -364,17 +365,3 @@ def _check_saved_arrays(
         raise ValueError("CSR row pointers decrease or document indices are out of range")
     if not np.issubdtype(data.dtype, np.floating) or not np.all(np.isfinite(data)):
         raise ValueError(f"weights must be finite floats, got dtype {data.dtype}")
-
-
-def _atomic_write(path: Path, write) -> None:
-    """Write via ``write(file)`` into a temp file beside ``path``, fsync, then os.replace onto ``path``."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise

@@ -6,8 +6,6 @@ holds the time, so two runs of one configuration on one index differ in that lin
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from retrieval_metrics import parse_metric_key
@@ -166,17 +164,6 @@ def render_markdown(result: Mapping[str, Any]) -> str:
     lines += ["", *render_table([{"name": result["name"], "metrics": result["metrics"]}], list(result["metrics"]),
                                 markdown=True)]
     return "\n".join(lines) + "\n"
-
-
-# ----------------------------------------------------------------------------- files
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write via a temp file and rename, so a crash never leaves half a report."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def to_json(result: Mapping[str, Any], generated: str) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import eval_report
+from atomic_files import write_text_atomic
 import goldset as gs
 import local_rag
 import retrieval_metrics as rm
@@ -481,10 +482,10 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
 
 
 def write_outputs(result: dict, args: argparse.Namespace, generated: str) -> None:
-    eval_report.write_text_atomic(args.report, eval_report.render_text(result, generated))
-    eval_report.write_text_atomic(args.json, eval_report.to_json(result, generated))
+    write_text_atomic(args.report, eval_report.render_text(result, generated))
+    write_text_atomic(args.json, eval_report.to_json(result, generated))
     if args.markdown:
-        eval_report.write_text_atomic(args.markdown, eval_report.render_markdown(result))
+        write_text_atomic(args.markdown, eval_report.render_markdown(result))
 
 
 def previous_report(args: argparse.Namespace) -> tuple[dict | None, str]:
@@ -663,8 +664,8 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
     base = Path(args.report)
     for r in results:
         stem = f"{base.stem}-{r['name'].replace(' + ', '-')}"
-        eval_report.write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r, generated))
-        eval_report.write_text_atomic(base.with_name(stem + ".json"), eval_report.to_json(r, generated))
+        write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r, generated))
+        write_text_atomic(base.with_name(stem + ".json"), eval_report.to_json(r, generated))
     first = results[0]
     shared = [row for row in first["config"] if row[0] not in ("Retrieval mode", "Reranker", "Final order by")]
     lines = [f"localRAG ablation: {first['title']}", f"Generated: {generated}", "", "Configuration",
@@ -674,9 +675,9 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
              f"  total wall time of the {len(results)} rows: {sum(r['seconds'] for r in results):.1f} s", "",
              f"Per-configuration reports: {display_path(base.with_name(base.stem + '-<configuration>.txt'))}"]
     table_text = "\n".join(lines) + "\n"
-    eval_report.write_text_atomic(base, table_text)
+    write_text_atomic(base, table_text)
     if args.markdown:
-        eval_report.write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
+        write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
                                                                                         extra=["seconds"])) + "\n")
     print(table_text, end="")
     total = sum(r["seconds"] for r in results)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import eval_report
+from atomic_files import write_text_atomic
 
 SUITE_OUTPUT_DIR = "eval/suite_reports"  # where entry reports and the summary go
 SUITE_METRICS = ["hit@5", "hit@10", "ndcg@10", "recall@100", "mrr"]  # summary columns, when an entry has them
@@ -138,8 +139,8 @@ def run_suite(path: str | Path, output_name: str | None, common: list[str],
     if failed:
         lines += ["", f"Failed entries (see the messages above): {', '.join(failed)}"]
     text = "\n".join(lines) + "\n"
-    eval_report.write_text_atomic(out / f"summary{suffix}.txt", text)
+    write_text_atomic(out / f"summary{suffix}.txt", text)
     markdown = eval_report.render_table(rows, keys, label="entry", markdown=True, extra=["queries"])
-    eval_report.write_text_atomic(out / f"summary{suffix}.md", "\n".join(markdown) + "\n")
+    write_text_atomic(out / f"summary{suffix}.md", "\n".join(markdown) + "\n")
     print(text, end="")
     return 1 if failed else 0

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import random
 import re
-import tempfile
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atomic_files import write_atomic
 from goldset_noise import (
     PROSE_LINE_MIN_WORDS,
     analysis_text,
@@ -53,8 +52,6 @@ CSV_FIELDS = ("frage", "korpus", "erwartete_quelle", "erwartete_seite", "anmerku
 CSV_DELIMITER = ";"
 # Goldset pages are 1-based; chunk pages are 0-based.
 PAGE_OFFSET = 1
-# Permissions of a newly written goldset (readable by all, like files an editor saves).
-NEW_FILE_MODE = 0o644
 
 # --- Sampling and question kinds ------------------------------------------------------------------
 # Questions every document with kept chunks gets at least (if n allows).
@@ -806,20 +803,14 @@ def write_goldset_csv(path: str | Path, rows: Iterable[GoldsetRow]) -> None:
         raise FileNotFoundError(
             f"cannot write goldset {path}: folder {path.parent} does not exist; create it or choose another --out"
         )
-    # mkstemp makes a private (0600) file; keep the old file's mode, or the usual 0644 for a new one.
-    mode = path.stat().st_mode & 0o777 if path.exists() else NEW_FILE_MODE
-    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(temp_name, mode)
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            writer = csv.writer(stream, delimiter=CSV_DELIMITER, lineterminator="\n")
-            writer.writerow(CSV_FIELDS)
-            for row in rows:
-                writer.writerow([row.frage, row.korpus, row.erwartete_quelle, row.erwartete_seite, row.anmerkung])
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+
+    def write(stream) -> None:
+        writer = csv.writer(stream, delimiter=CSV_DELIMITER, lineterminator="\n")
+        writer.writerow(CSV_FIELDS)
+        for row in rows:
+            writer.writerow([row.frage, row.korpus, row.erwartete_quelle, row.erwartete_seite, row.anmerkung])
+
+    write_atomic(path, write)
 
 
 def _counts_text(counts: Mapping[str, int]) -> str:

@@ -24,12 +24,13 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from atomic_files import write_json_atomic
 
 # Passages shown to the judge per question (the first k retrieved).
 JUDGE_K = 5
@@ -337,22 +338,6 @@ def free_backup_path(path: Path) -> Path:
     return candidate
 
 
-def write_json_atomically(path: Path, data: Any) -> None:
-    """Write `data` as sorted, indented JSON; `path` is always whole (temp, fsync, replace)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, sort_keys=True, indent=2, ensure_ascii=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class JudgeCache:
     """A JSON file of cache entries by key, rewritten whole after every `put`.
 
@@ -395,7 +380,7 @@ class JudgeCache:
     def put(self, key: str, entry: dict[str, Any]) -> None:
         """Store `entry` under `key` and write the file at once."""
         self._entries[key] = dict(entry)
-        write_json_atomically(self.path, self._entries)
+        write_json_atomic(self.path, self._entries, indent=2)  # the committed cache's layout
 
 
 # -- calls with retries -------------------------------------------------------------------

@@ -25,6 +25,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 from langchain_core.documents import Document  # noqa: E402
 
 import embedding_backends  # noqa: E402
+from atomic_files import write_json_atomic  # noqa: E402
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
@@ -136,16 +137,6 @@ def package_versions(names: Iterable[str]) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    # Temp file + rename: a crash mid-write leaves the old file, never half a file.
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, ensure_ascii=False, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def log(message: str, quiet: bool = False) -> None:
@@ -761,7 +752,7 @@ class LocalRAG:
                                            documents=[json.dumps(self.info, ensure_ascii=False, sort_keys=True)])
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        _write_json_atomic(self.path / INDEX_INFO_FILE, self.info)
+        write_json_atomic(self.path / INDEX_INFO_FILE, self.info)
 
     def _bm25_dir(self) -> Path:
         """Saved BM25 arrays: in the index folder, or for a server index a local cache named after it.

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import atomic_files
 import goldset_generation as gg
 from goldset_generation import (
     allocate,
@@ -460,6 +461,6 @@ def test_write_goldset_csv_quotes_and_is_atomic(tmp_path):
     new = tmp_path / "new.csv"
     write_goldset_csv(new, [])
     assert new.read_text(encoding="utf-8") == "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung\n"
-    assert new.stat().st_mode & 0o777 == gg.NEW_FILE_MODE  # not mkstemp's private 0600
+    assert new.stat().st_mode & 0o777 == atomic_files.NEW_FILE_MODE  # not mkstemp's private 0600
     with pytest.raises(FileNotFoundError, match="folder .*missing does not exist"):
         write_goldset_csv(tmp_path / "missing" / "gold.csv", rows)

@@ -1,0 +1,49 @@
+"""Atomic file writes: a reader, a crash or Ctrl-C sees the old file or the new one, never half a file.
+
+One mechanism for every file localRAG rewrites (reports, index manifest, BM25 arrays, judge cache, goldsets):
+a temp file beside the target (same filesystem, so the rename is atomic), flushed and fsynced, then
+``os.replace``; on any failure the temp file is removed and the old file stays as it was.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Callable
+
+NEW_FILE_MODE = 0o644  # mode of a file written for the first time (mkstemp's own 0600 would hide it from others)
+
+
+def write_atomic(path: str | Path, write: Callable[[IO], Any], *, binary: bool = False,
+                 make_parents: bool = False) -> None:
+    """Call ``write(handle)`` on a temp file beside `path`, then replace `path` with it.
+
+    Text handles are UTF-8 with newline="" ("\\n" stays "\\n" on every OS, as csv wants). The file keeps the
+    mode of the one it replaces, else gets NEW_FILE_MODE. `make_parents` creates missing folders first.
+    """
+    path = Path(path)
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else NEW_FILE_MODE
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, mode)
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """`text` into `path` (folders created), atomically."""
+    write_atomic(path, lambda handle: handle.write(text), make_parents=True)
+
+
+def write_json_atomic(path: str | Path, data: Any, indent: int = 1) -> None:
+    """`data` as key-sorted JSON (non-ASCII kept) plus a final newline into `path` (folders created), atomically."""
+    write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=indent, sort_keys=True) + "\n")

@@ -1,0 +1,53 @@
+"""Tests of atomic_files: whole files or the old ones, modes kept, no temp files left behind."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import atomic_files as af
+
+
+def test_text_json_and_binary_writes(tmp_path):
+    af.write_text_atomic(tmp_path / "new" / "report.txt", "Hit@5 0.926\nä\n")  # folders are created
+    assert (tmp_path / "new" / "report.txt").read_bytes() == "Hit@5 0.926\nä\n".encode("utf-8")
+    af.write_json_atomic(tmp_path / "info.json", {"b": 1, "a": "Ü"})
+    # Keys sorted, non-ASCII kept, indent 1, final newline.
+    assert (tmp_path / "info.json").read_text(encoding="utf-8") == '{\n "a": "Ü",\n "b": 1\n}\n'
+    af.write_json_atomic(tmp_path / "cache.json", {"k": [1]}, indent=2)
+    assert json.loads((tmp_path / "cache.json").read_text(encoding="utf-8")) == {"k": [1]}
+    af.write_atomic(tmp_path / "arrays.bin", lambda f: f.write(b"\x00\x01\r\n"), binary=True)
+    assert (tmp_path / "arrays.bin").read_bytes() == b"\x00\x01\r\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["arrays.bin", "cache.json", "info.json", "new"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path):
+    target = tmp_path / "baseline.txt"
+    target.write_text("old report\n", encoding="utf-8")
+
+    def half_then_crash(handle):
+        handle.write("half a rep")
+        raise KeyboardInterrupt  # Ctrl-C mid-write: not an Exception, still cleaned up
+
+    with pytest.raises(KeyboardInterrupt):
+        af.write_atomic(target, half_then_crash)
+    assert target.read_text(encoding="utf-8") == "old report\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["baseline.txt"]
+
+
+def test_modes_new_files_readable_by_all_old_files_keep_theirs(tmp_path):
+    # Trap: mkstemp creates 0600 files; a report or goldset must not turn private by being rewritten.
+    af.write_text_atomic(tmp_path / "new.txt", "x")
+    assert (tmp_path / "new.txt").stat().st_mode & 0o777 == af.NEW_FILE_MODE == 0o644
+    old = tmp_path / "shared.txt"
+    old.write_text("x")
+    os.chmod(old, 0o664)
+    af.write_text_atomic(old, "y")
+    assert old.stat().st_mode & 0o777 == 0o664 and old.read_text() == "y"
+
+
+def test_missing_folder_is_an_error_unless_asked_to_create_it(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        af.write_atomic(tmp_path / "absent" / "goldset.csv", lambda f: f.write("x"))
+    assert not (tmp_path / "absent").exists()
