@@ -12,7 +12,28 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable
 
-NEW_FILE_MODE = 0o644  # mode of a file written for the first time (mkstemp's own 0600 would hide it from others)
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (/proc), else by setting it back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """Mode of a file written for the first time: 0666 less the umask, as open() would give it.
+
+    mkstemp's own 0600 would hide a report from others; a fixed 0644 would ignore a user's umask 077.
+    """
+    return 0o666 & ~current_umask()
 
 
 def write_atomic(path: str | Path, write: Callable[[IO], Any], *, binary: bool = False,
@@ -20,12 +41,12 @@ def write_atomic(path: str | Path, write: Callable[[IO], Any], *, binary: bool =
     """Call ``write(handle)`` on a temp file beside `path`, then replace `path` with it.
 
     Text handles are UTF-8 with newline="" ("\\n" stays "\\n" on every OS, as csv wants). The file keeps the
-    mode of the one it replaces, else gets NEW_FILE_MODE. `make_parents` creates missing folders first.
+    mode of the one it replaces, else the umask's mode (`new_file_mode`). `make_parents` creates missing folders first.
     """
     path = Path(path)
     if make_parents:
         path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else NEW_FILE_MODE
+    mode = path.stat().st_mode & 0o777 if path.exists() else new_file_mode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, mode)

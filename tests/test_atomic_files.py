@@ -36,10 +36,25 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["baseline.txt"]
 
 
-def test_modes_new_files_readable_by_all_old_files_keep_theirs(tmp_path):
+@pytest.fixture
+def umask():
+    """Set the process umask for one test; the old one comes back afterwards."""
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+def test_modes_new_files_follow_the_umask_old_files_keep_theirs(tmp_path, umask):
     # Trap: mkstemp creates 0600 files; a report or goldset must not turn private by being rewritten.
     af.write_text_atomic(tmp_path / "new.txt", "x")
-    assert (tmp_path / "new.txt").stat().st_mode & 0o777 == af.NEW_FILE_MODE == 0o644
+    assert (tmp_path / "new.txt").stat().st_mode & 0o777 == af.new_file_mode() == 0o644
+    umask(0o077)  # a private user: new files are theirs alone, as open() would make them
+    assert af.current_umask() == 0o077
+    af.write_text_atomic(tmp_path / "private.txt", "x")
+    assert (tmp_path / "private.txt").stat().st_mode & 0o777 == 0o600
+    umask(0o002)
+    af.write_text_atomic(tmp_path / "group.txt", "x")
+    assert (tmp_path / "group.txt").stat().st_mode & 0o777 == 0o664
     old = tmp_path / "shared.txt"
     old.write_text("x")
     os.chmod(old, 0o664)

@@ -461,6 +461,6 @@ def test_write_goldset_csv_quotes_and_is_atomic(tmp_path):
     new = tmp_path / "new.csv"
     write_goldset_csv(new, [])
     assert new.read_text(encoding="utf-8") == "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung\n"
-    assert new.stat().st_mode & 0o777 == atomic_files.NEW_FILE_MODE  # not mkstemp's private 0600
+    assert new.stat().st_mode & 0o777 == atomic_files.new_file_mode()  # not mkstemp's private 0600
     with pytest.raises(FileNotFoundError, match="folder .*missing does not exist"):
         write_goldset_csv(tmp_path / "missing" / "gold.csv", rows)
