@@ -1,7 +1,11 @@
 """Build or incrementally update the index: `python add_pdfs.py [PDF or folder ...]`.
 
-With no paths it syncs the docs folder (DOCS_PATH). Unchanged files are neither re-read nor re-embedded;
-a change of model, loader, chunking or chunk headers rebuilds everything and says so.
+With no paths it syncs the folder the index follows (DOCS_PATH for a new index). Unchanged files are neither
+re-read nor re-embedded; a change of model, loader, chunking or chunk headers rebuilds everything and says so.
+
+Exit codes: 0 every file indexed; 1 some files failed or were skipped (the index is updated for the rest and
+the summary names them); 2 nothing done: a usage or input error, a locked, damaged, foreign or read-only index,
+or a full disk (the message says which and what to do); 130 interrupted.
 """
 from __future__ import annotations
 
@@ -22,8 +26,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter,
                                      allow_abbrev=False)  # a shortened flag is an error, never another flag
-    parser.add_argument("paths", nargs="*", default=[local_rag.DOCS_PATH],
-                        help="PDF files or folders to index; the index then holds exactly these")
+    parser.add_argument("paths", nargs="*", default=None,
+                        help=f"PDF files or folders to index; the index then holds exactly these (default: the "
+                             f"folder the index follows, else {local_rag.DOCS_PATH})")
     parser.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")
     parser.add_argument("--loader", choices=local_rag.PDF_LOADERS, default=None,
                         help=f"PDF text extractor (default: the index's, else {local_rag.PDF_LOADER})")
@@ -43,7 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chroma-url", default=local_rag.CHROMA_URL,
                         help="http://HOST:PORT of a shared Chroma server instead of the local --index folder "
                              "(default: none)")
-    parser.add_argument("--rebuild", action="store_true", help="drop the index and build it from scratch")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="drop the index and build it from scratch; a damaged manifest is moved aside")
+    parser.add_argument("--switch-folder", action="store_true",
+                        help="let the index follow the given paths instead of the folder it follows now")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="let a folder without PDFs empty an index that has files")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="fail at once when another process is writing the index, instead of waiting for it")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
     return parser
 
@@ -58,18 +70,24 @@ def main(argv: list[str] | None = None) -> int:
                        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
                        chunk_headers=args.chunk_headers, embedding_backend=args.embedding_backend,
                        quiet=args.quiet, chroma_url=args.chroma_url)
-        report = rag.sync(args.paths, rebuild=args.rebuild, progress=not args.quiet)
+        paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]
+        report = rag.sync(paths, rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
+                          switch_folder=args.switch_folder, allow_empty=args.allow_empty)
     except RAGError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: the index holds only the files that were completely indexed; run again to finish",
+        print("interrupted: the index holds every file that was completely indexed; run again to finish",
               file=sys.stderr)
         return 130
     for name, reason in report.failed:
         print(f"failed: {name}: {reason}")
+    for name, reason in report.skipped:
+        print(f"skipped: {name}: {reason}")
+    for name, reason in report.repaired:
+        print(f"repaired: {name}: {reason}")
     print(report.summary())
-    return 1 if report.failed and not (report.added or report.updated or report.unchanged) else 0
+    return 1 if report.failed or report.skipped else 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Goldsets (CSV/JSONL of questions with expected file and page) are scored by file
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -330,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     idx = p.add_argument_group("index and retriever")
     idx.add_argument("--index", default=None, help=f"index folder (default: {VECTORSTORE_PATH} for goldsets, a "
                                                    f"cache folder under {DATASET_CACHE} for datasets)")
-    idx.add_argument("--docs", default=local_rag.DOCS_PATH, help="PDF folder the index follows")
+    idx.add_argument("--docs", default=None, help=f"PDF folder the index follows (default: the folder recorded in "
+                                                  f"the index, else {local_rag.DOCS_PATH})")
     idx.add_argument("--chroma-url", default=local_rag.CHROMA_URL, help="http://HOST:PORT of a shared Chroma "
                                                                        "server instead of the local index folder "
                                                                        "(default: none)")
@@ -351,7 +353,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
     idx.add_argument("--rebuild", action="store_true", help="rebuild the index from scratch first")
     idx.add_argument("--no-sync", action="store_true", help="do not sync the index with the docs folder (stale "
-                                                            "files are listed as a warning)")
+                                                            "files are listed as a warning); the only way to "
+                                                            "evaluate a read-only index")
+    idx.add_argument("--no-wait", action="store_true", help="fail at once when another process is writing the "
+                                                            "index, instead of waiting for it")
+    idx.add_argument("--switch-folder", action="store_true", help="let the index follow --docs instead of the "
+                                                                  "folder it follows now")
+    idx.add_argument("--allow-empty", action="store_true", help="let a --docs folder without PDFs empty an index "
+                                                                "that has files")
     sc = p.add_argument_group("scoring")
     sc.add_argument("--k", default=None, help=f"cutoffs, comma-separated (default: "
                                               f"{','.join(map(str, K_VALUES))} for goldsets, "
@@ -447,22 +456,38 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
+    """The retriever of this run, holding the index's writer lock until the run ends (see `main`).
+
+    No other process changes the index while it is synced and measured; a read-only index is only read.
+    """
     reranker = None if args.no_rerank else (args.rerank_model or local_rag._DEFAULT)
-    return LocalRAG(index, embedding_model=args.embedding_model, embedding_backend=args.embedding_backend,
-                    retrieval_mode=args.mode, reranker_model=reranker,
-                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
-                    quiet=args.quiet, chroma_url=args.chroma_url)
+    rag = LocalRAG(index, embedding_model=args.embedding_model, embedding_backend=args.embedding_backend,
+                   retrieval_mode=args.mode, reranker_model=reranker,
+                   query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
+                   quiet=args.quiet, chroma_url=args.chroma_url)
+    exists = rag.info.get("settings") or rag.info_problem
+    if not args.no_sync or (exists and not rag.read_only):
+        args.held.enter_context(rag.writing(wait=not args.no_wait))
+    return rag
 
 
 def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
-    """Sync (default) or, with --no-sync, list what is stale; returns warnings for the report."""
-    docs = Path(args.docs)
+    """Sync (default) or, with --no-sync, check the index and list what is stale; returns warnings for the report.
+
+    Without --docs the index's recorded folder is used, so evaluating another index never syncs it with
+    the default folder.
+    """
+    docs = Path(args.docs) if args.docs else Path((rag.followed_paths or [local_rag.DOCS_PATH])[0])
+    if len(rag.followed_paths) > 1 and not args.docs:
+        raise EvalError(f"the index {rag.location} follows several paths ({', '.join(rag.followed_paths)}); "
+                        f"pass --docs FOLDER, or sync it with add_pdfs.py and evaluate with --no-sync")
     if not docs.is_dir():
         raise EvalError(f"docs folder {docs} does not exist; pass --docs FOLDER with your PDFs")
     if args.no_sync:
-        if not rag.info.get("settings"):
+        if not rag.info.get("settings") and not rag.info_problem:
             raise EvalError(f"no index at {rag.path} and --no-sync was given; run without --no-sync or run "
                             f"add_pdfs.py first")
+        rag.require_consistent()
         changes = rag.pdf_changes(docs)
         stale = [f"{what}: {name}" for what in ("added", "updated", "removed") for name in changes[what]]
         stale += [f"settings: {reason}" for reason in rag.stale_reasons()]
@@ -472,13 +497,17 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
             log(args, f"warning: {warning}")
             return [warning]
         return []
-    report = rag.sync([docs], rebuild=args.rebuild, progress=not args.quiet)
+    report = rag.sync([docs], rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
+                      switch_folder=args.switch_folder, allow_empty=args.allow_empty)
     if report.changed:
         log(args, "Index synced: " + report.summary())
         for what in ("added", "updated", "removed"):
             for name in getattr(report, what):
                 log(args, f"  {what}: {name}")
-    return [f"Not indexed: {name}: {reason}" for name, reason in report.failed]
+        for name, why in report.repaired:
+            log(args, f"  repaired: {name}: {why}")
+    return ([f"Not indexed: {name}: {reason}" for name, reason in report.failed]
+            + [f"Skipped: {name}: {reason}" for name, reason in report.skipped])
 
 
 def write_outputs(result: dict, args: argparse.Namespace, generated: str) -> None:
@@ -722,10 +751,8 @@ def run_generate(args: argparse.Namespace) -> int:
     ask, stopped = llm_question_asker(args) if args.llm else (None, lambda: None)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, args)
-    data = rag.vectorstore._collection.get(include=["documents", "metadatas"]) if rag.vectorstore else None
     chunks = [{"chunk_id": i, "source": m["source"], "page": int(m["page"]), "text": t}
-              for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if m.get("source") in rag.files] \
-        if data else []
+              for i, t, m in rag.indexed_chunks()]
     if not chunks:
         raise EvalError(f"the index at {rag.location} holds no chunks; index PDFs first (add_pdfs.py)")
     result = gen.generate_questions(chunks, args.generate, args.seed, ask=ask, llm_name=args.llm)
@@ -801,6 +828,11 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    with contextlib.ExitStack() as args.held:  # index locks taken by open_rag, released when the run ends
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         args = resolve_args(args)
         if args.compare:

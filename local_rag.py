@@ -5,6 +5,8 @@ chat gets. Indexing (`LocalRAG.sync`) follows the docs folder by file hash and n
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -13,7 +15,6 @@ import socket
 import sys
 import time
 import unicodedata
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -25,7 +26,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 from langchain_core.documents import Document  # noqa: E402
 
 import embedding_backends  # noqa: E402
-from atomic_files import write_json_atomic  # noqa: E402
+from atomic_files import new_file_mode, write_json_atomic  # noqa: E402
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
@@ -49,6 +50,9 @@ QUERY_ADDITIONAL_INSTRUCTIONS = ""  # text a caller may append to every query
 EXTRACT_WORKERS = min(2, os.cpu_count() or 1)  # processes extracting PDF text in parallel
 INDEX_GROUP_CHUNKS = 256  # chunks embedded and committed together; an interrupt loses at most one group
 COLLECTION_NAME = "localrag"  # Chroma collection inside the index folder
+WAIT_FOR_LOCK = True  # a second writer of one index waits for the first; False fails at once (--no-wait)
+LOW_DISK_BYTES = 8 << 20  # a write error with less than this free on the index's disk is reported as a full disk
+SERVER_LOCK_STALE_SECONDS = 600  # a server index's writer lock without a heartbeat this long was left by a dead run
 CHROMA_URL = None  # http://HOST:PORT of a shared Chroma server; None keeps the index in the local folder
 CACHE_DIR = os.environ.get("LOCALRAG_CACHE", "~/.cache/localrag")  # local caches (BM25 arrays of server indexes)
 NETWORK_PROBE_SECONDS = 2.0  # how long to wait for huggingface.co before declaring the machine offline
@@ -56,6 +60,8 @@ NETWORK_PROBE_SECONDS = 2.0  # how long to wait for huggingface.co before declar
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")
 PDF_LOADERS = ("pypdf", "pypdfium2")
 INDEX_INFO_FILE = "index_info.json"
+LOCK_FILE = ".localrag.lock"  # the writer lock inside a local index folder
+COLLECTION_MARKER = "localrag_format"  # collection metadata key that marks a collection localRAG made
 BM25_DIR = "bm25"
 INDEX_FORMAT = 1
 # Settings whose change invalidates every stored chunk.
@@ -121,12 +127,23 @@ def file_sha256(path: str | Path) -> str:
 
 
 def source_name(path: Path, docs_root: Path | None) -> str:
-    """File name relative to the docs folder (NFC, forward slashes), or the bare name outside it."""
+    """File name relative to the docs folder (NFC, forward slashes), or the bare name outside it.
+
+    The path is taken as found, never resolved: a link keeps its own name instead of its target's.
+    """
     try:
-        rel = path.resolve().relative_to(docs_root.resolve()) if docs_root else Path(path.name)
+        rel = Path(os.path.relpath(path, docs_root)) if docs_root else Path(path.name)
     except ValueError:
         rel = Path(path.name)
+    if rel.parts and rel.parts[0] == "..":
+        rel = Path(path.name)
     return unicodedata.normalize("NFC", rel.as_posix())
+
+
+def _writable(folder: Path) -> bool:
+    """Whether the index folder and its Chroma database can be written (False on a read-only mount)."""
+    database = folder / "chroma.sqlite3"
+    return os.access(folder, os.W_OK) and (not database.exists() or os.access(database, os.W_OK))
 
 
 def package_versions(names: Iterable[str]) -> dict[str, str]:
@@ -218,25 +235,45 @@ def _extract_pypdfium2(path: str) -> ExtractedPdf:
 
 
 def iter_extracted(paths: Sequence[Path], loader: str, workers: int = EXTRACT_WORKERS) -> Iterator[ExtractedPdf]:
-    """Extract files in order, in `workers` processes when that pays off."""
+    """Extract files in order, in `workers` processes when that pays off.
+
+    The workers ignore Ctrl-C (the parent reports it, once) and die with the parent, also after kill -9; closing
+    the iterator early ends them at once.
+    """
     if workers <= 1 or len(paths) < 2:
         for path in paths:
             yield extract_pdf(str(path), loader)
         return
     import multiprocessing
-    import warnings
 
-    # fork, not spawn: spawn re-runs the caller's main script, which breaks scripts without a __main__ guard.
-    # The children only parse PDFs and never touch the parent's torch threads. The PDF libraries are imported
-    # here, before the fork: a child that loads a shared library itself can hang on a loader lock that another
-    # thread of the parent held at fork time (seen with pypdfium2 under pytest).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pypdf  # noqa: F401
-        import pypdfium2  # noqa: F401
-        from langchain_community.document_loaders import PyPDFium2Loader, PyPDFLoader  # noqa: F401
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from pool.map(extract_pdf, [str(p) for p in paths], [loader] * len(paths))
+    # spawn, not fork: a child forked while another thread of this process held a lock (an allocator's inside
+    # pdfium, seen twice under pytest) hangs for ever. Spawned workers start clean; like any spawned process
+    # they import the caller's main script, so a script that syncs must keep its work under a __main__ guard.
+    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_extraction_worker_init,
+                                                     initargs=(os.getpid(),))
+    try:
+        yield from pool.imap(_extract_job, [(str(p), loader) for p in paths])
+    finally:
+        pool.terminate()  # at the end, on Ctrl-C or any error: no worker outlives the sync
+        pool.join()
+
+
+def _extract_job(job: tuple[str, str]) -> ExtractedPdf:
+    return extract_pdf(*job)
+
+
+def _extraction_worker_init(parent_pid: int) -> None:
+    """Ignore Ctrl-C (the parent handles it) and ask the kernel to kill this worker when the parent dies."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1  # prctl(2)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before the line above took effect
+        os._exit(1)
 
 
 # ----------------------------------------------------------------------------- models
@@ -334,6 +371,9 @@ class SyncReport:
     removed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # folder entries not read (links), with why
+    repaired: list[tuple[str, str]] = field(default_factory=list)  # sources re-embedded because the store lost chunks
+    orphans_removed: int = 0  # stored chunks of no indexed file (left by an interrupted or concurrent run)
     empty_pages: list[tuple[str, int]] = field(default_factory=list)  # (source, 0-based page) without text
     pages: int = 0
     chunks: int = 0
@@ -342,12 +382,15 @@ class SyncReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed or self.rebuilt_because)
+        return bool(self.added or self.updated or self.removed or self.rebuilt_because or self.repaired
+                    or self.orphans_removed)
 
     def summary(self) -> str:
+        repaired = f" / repaired {len(self.repaired)}" if self.repaired else ""
+        skipped = f" / skipped {len(self.skipped)}" if self.skipped else ""
         return (f"files added {len(self.added)} / updated {len(self.updated)} / removed {len(self.removed)} / "
-                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}; {self.pages} pages and "
-                f"{self.chunks} chunks embedded; {self.seconds:.1f} s")
+                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}{skipped}{repaired}; {self.pages} "
+                f"pages and {self.chunks} chunks embedded; {self.seconds:.1f} s")
 
 
 @dataclass
@@ -359,6 +402,71 @@ class SourceUnit:
     header: str | None = None  # chunk header; None means chunk_header(source, page)
     extra_metadata: dict = field(default_factory=dict)
     extraction_method: str = ""
+
+
+@dataclass
+class IndexCheck:
+    """How the store agrees with the manifest (`LocalRAG.check_index`)."""
+    stored: int = 0  # chunks in the store
+    problems: list[str] = field(default_factory=list)  # measuring this index would be wrong; sync cannot repair
+    repairs: dict[str, str] = field(default_factory=dict)  # source -> what its stored chunks lack; sync re-embeds
+    orphan_ids: list[str] = field(default_factory=list)  # chunks of no indexed or partial file: sync deletes them
+
+    def describe(self) -> list[str]:
+        return self.problems + [f"{source}: {why}" for source, why in sorted(self.repairs.items())]
+
+
+def manifest_problem(data: object) -> str | None:
+    """What is structurally wrong with a parsed index_info.json, or None when it can be trusted."""
+    if not isinstance(data, dict):
+        return f"it holds a JSON {type(data).__name__} instead of an object"
+    for key in ("files", "failed", "partial", "settings", "counts"):
+        if key in data and not isinstance(data[key], dict):
+            return f'its "{key}" entry is not an object'
+    for name, entry in data.get("files", {}).items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)
+                and isinstance(entry.get("pages"), int) and isinstance(entry.get("chunks"), int)):
+            return f"its entry for {name!r} lacks sha256, pages or chunks"
+    for key in ("failed", "partial"):
+        for name, entry in data.get(key, {}).items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)):
+                return f'its "{key}" entry for {name!r} lacks sha256'
+    if data.get("files") and not data.get("settings"):
+        return "it lists files but no settings"
+    missing = [key for key in REBUILD_SETTINGS if data.get("settings") and key not in data["settings"]]
+    if missing:
+        return f"its settings lack {', '.join(missing)}"
+    return None
+
+
+def storage_error(exc: BaseException, folder: Path | None = None) -> str | None:
+    """A short reason when `exc` means the disk is full or read-only, else None.
+
+    Chroma reports a full disk in its own words ("Error in compaction: ..."), so a write error while the
+    index's disk has less than LOW_DISK_BYTES free counts as a full disk too.
+    """
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device"
+    if folder is not None and not isinstance(exc, (KeyboardInterrupt, RAGError)):
+        import shutil
+
+        try:
+            if shutil.disk_usage(folder).free < LOW_DISK_BYTES:
+                return "no space left on the device"
+        except OSError:
+            pass
+    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        return "the file system is read-only"
+    text = str(exc).lower()
+    if "disk is full" in text or "no space left" in text or "disk full" in text:
+        return "no space left on the device"
+    if "readonly database" in text or "read-only file system" in text:
+        return "the index is read-only"
+    return None
+
+
+_LOCKS: dict[str, object] = {}  # one FileLock per index folder and process, so nested holders share it
+_SERVER_LOCKS: dict[str, list] = {}  # server index -> [lock token, holders] of the locks this process holds
 
 
 class LocalRAG:
@@ -381,29 +489,21 @@ class LocalRAG:
         self.query_instructions = query_instructions
         self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
         self._client = None
-        self.vectorstore = None
+        self._store = None
+        self._store_path = self.path  # a temporary copy when the index folder is read-only
+        self._temp_copy = None
+        self.info_problem: str | None = None  # why index_info.json cannot be trusted; None when it can
+        self._manifest_moved = False
+        self._wanted = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
+                        "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
+                        "chunk_headers": chunk_headers}
         # On a server the collection name is derived from the settings, so stored settings cannot be read first.
-        self.info = {} if self.chroma_url else self._read_info()
-        stored = self.info.get("settings", {})
-        wanted = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
-                  "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
-                  "chunk_headers": chunk_headers}
-        defaults = {"embedding_model": EMBEDDING_MODEL, "embedding_backend": EMBEDDING_BACKEND,
-                    "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP, "pdf_loader": PDF_LOADER,
-                    "chunk_headers": CHUNK_HEADERS}
-        self.settings = {key: (wanted[key] if wanted[key] is not None else stored.get(key, defaults[key]))
-                         for key in REBUILD_SETTINGS}
-        if self.settings["pdf_loader"] not in PDF_LOADERS:
-            raise RAGError(f"unknown PDF loader {self.settings['pdf_loader']!r}; use one of {', '.join(PDF_LOADERS)}")
-        if self.settings["chunk_size"] < 1 or self.settings["chunk_overlap"] < 0:
-            raise RAGError(f"chunk size must be at least 1 and chunk overlap at least 0 characters, got size "
-                           f"{self.settings['chunk_size']} and overlap {self.settings['chunk_overlap']}")
-        if self.settings["chunk_overlap"] >= self.settings["chunk_size"]:
-            raise RAGError(f"chunk overlap {self.settings['chunk_overlap']} must be smaller than the chunk size "
-                           f"{self.settings['chunk_size']}")
+        self.info = {} if self.chroma_url else self._load_info()
+        self.settings = self._resolve_settings()
         self.collection_name = collection_name(self.settings) if self.chroma_url else COLLECTION_NAME
         if self.chroma_url:
-            self.info = self._read_info()
+            self.info = self._load_info()
+        self.read_only = not self.chroma_url and self.path.exists() and not _writable(self.path)
         if quiet:
             from transformers.utils import logging as hf_logging
 
@@ -411,16 +511,32 @@ class LocalRAG:
         self.embeddings = load_embeddings(self.settings["embedding_model"], self.settings["embedding_backend"])
         self.embedding_export = embedding_backends.export_name(self.embeddings)
         self.reranker_model, self.reranker, self.reranker_off_reason = self._init_reranker(reranker_model)
-        if self.info:
-            self._open_store()
         self._bm25 = None
         self._query_vectors: dict[str, list[float]] = {}
         self._chunk_cache: tuple[str, dict[str, tuple[str, dict]]] | None = None
         self._fingerprint: str | None = None
+        self._orphans: tuple[str, int] | None = None
         self._rerank_scores: dict[tuple[str, str, str], float] = {}
         self.stats = {"query_embeddings": 0, "rerank_pairs": 0}
 
     # ------------------------------------------------------------------ set-up
+
+    def _resolve_settings(self) -> dict:
+        stored = self.info.get("settings", {})
+        defaults = {"embedding_model": EMBEDDING_MODEL, "embedding_backend": EMBEDDING_BACKEND,
+                    "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP, "pdf_loader": PDF_LOADER,
+                    "chunk_headers": CHUNK_HEADERS}
+        settings = {key: (self._wanted[key] if self._wanted[key] is not None else stored.get(key, defaults[key]))
+                    for key in REBUILD_SETTINGS}
+        if settings["pdf_loader"] not in PDF_LOADERS:
+            raise RAGError(f"unknown PDF loader {settings['pdf_loader']!r}; use one of {', '.join(PDF_LOADERS)}")
+        if settings["chunk_size"] < 1 or settings["chunk_overlap"] < 0:
+            raise RAGError(f"chunk size must be at least 1 and chunk overlap at least 0 characters, got size "
+                           f"{settings['chunk_size']} and overlap {settings['chunk_overlap']}")
+        if settings["chunk_overlap"] >= settings["chunk_size"]:
+            raise RAGError(f"chunk overlap {settings['chunk_overlap']} must be smaller than the chunk size "
+                           f"{settings['chunk_size']}")
+        return settings
 
     def _init_reranker(self, requested):
         if requested is None:
@@ -438,17 +554,32 @@ class LocalRAG:
             log(f"warning: reranking off: {reason}", self.quiet)
             return None, None, reason
 
-    def _read_info(self) -> dict:
-        if self.chroma_url:
-            data = self._info_collection().get(ids=["index_info"], include=["documents"])
-            return json.loads(data["documents"][0]) if data["ids"] else {}
-        path = self.path / INDEX_INFO_FILE
-        if not path.exists():
-            return {}
+    def _load_info(self) -> dict:
+        """The manifest, or {} with `info_problem` set when it is damaged (sync --rebuild moves it aside)."""
+        self.info_problem = None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise RAGError(f"{path} is unreadable ({exc}); rebuild the index with add_pdfs.py --rebuild") from exc
+            if self.chroma_url:
+                data = self._info_collection().get(ids=["index_info"], include=["documents"])
+                if not data["ids"]:
+                    return {}
+                info = json.loads(data["documents"][0])
+            else:
+                path = self.path / INDEX_INFO_FILE
+                if not path.exists():
+                    return {}
+                info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self.info_problem = f"it cannot be read ({type(exc).__name__}: {exc})"
+            return {}
+        self.info_problem = manifest_problem(info)
+        return {} if self.info_problem else info
+
+    def _manifest_error(self) -> RAGError:
+        where = self.location if self.chroma_url else str(self.path / INDEX_INFO_FILE)
+        return RAGError(f"the index manifest {where} is damaged: {self.info_problem}; run add_pdfs.py "
+                        f"{'--chroma-url ' + self.chroma_url if self.chroma_url else '--index ' + str(self.path)} "
+                        f"--rebuild (it moves the damaged manifest aside and builds the index again)",
+                        reason="damaged index manifest")
 
     def _chroma_client(self):
         """A client of the local index folder, or of the Chroma server at `chroma_url`."""
@@ -459,8 +590,14 @@ class LocalRAG:
 
         settings = Settings(anonymized_telemetry=False)
         if not self.chroma_url:
-            self.path.mkdir(parents=True, exist_ok=True)
-            self._client = chromadb.PersistentClient(path=str(self.path), settings=settings)
+            if self.read_only and self._temp_copy is None:
+                self._copy_read_only_index()
+            self._store_path.mkdir(parents=True, exist_ok=True)
+            try:
+                self._client = chromadb.PersistentClient(path=str(self._store_path), settings=settings)
+            except Exception as exc:  # noqa: BLE001 - chromadb's own errors carry the reason
+                why = storage_error(exc)
+                raise RAGError(f"cannot open the index {self.path}: {why or f'{type(exc).__name__}: {exc}'}") from exc
             return self._client
         from urllib.parse import urlparse
 
@@ -478,21 +615,45 @@ class LocalRAG:
                            f"start one with `chroma run --path DIR --port PORT` or check --chroma-url") from exc
         return self._client
 
+    def _copy_read_only_index(self) -> None:
+        """Chroma opens its database for writing even to read; a read-only index is read from a private copy."""
+        import shutil
+        import tempfile
+        import weakref
+
+        self._temp_copy = Path(tempfile.mkdtemp(prefix="localrag-readonly-"))
+        weakref.finalize(self, shutil.rmtree, self._temp_copy, True)
+        self._store_path = self._temp_copy / "index"
+        shutil.copytree(self.path, self._store_path, ignore=shutil.ignore_patterns(LOCK_FILE))
+        log(f"note: the index {self.path} is read-only; reading a temporary copy of it", self.quiet)
+
     def _info_collection(self):
         # index_info.json of a server index lives beside its collection, as one record of a side collection.
         return self._chroma_client().get_or_create_collection(f"{self.collection_name}-info",
                                                               embedding_function=None)
 
+    @property
+    def vectorstore(self):
+        """The LangChain Chroma store of the index, opened on first use; None while no index has been built."""
+        if self._store is None and self.info.get("settings"):
+            self._open_store()
+        return self._store
+
     def _open_store(self) -> None:
         from langchain_chroma import Chroma
 
-        self.vectorstore = Chroma(collection_name=self.collection_name, embedding_function=self.embeddings,
-                                  client=self._chroma_client(), collection_metadata={"hnsw:space": "cosine"})
+        # The marker tells collections made by localRAG from foreign ones, which are never written or deleted.
+        self._store = Chroma(collection_name=self.collection_name, embedding_function=self.embeddings,
+                             client=self._chroma_client(),
+                             collection_metadata={"hnsw:space": "cosine", COLLECTION_MARKER: INDEX_FORMAT})
 
     @property
     def location(self) -> str:
         """Where the index lives, as reports show it."""
         return f"{self.chroma_url} collection {self.collection_name}" if self.chroma_url else str(self.path)
+
+    def _index_flag(self) -> str:
+        return f"--chroma-url {self.chroma_url}" if self.chroma_url else f"--index {self.path}"
 
     @property
     def display_settings(self) -> dict:
@@ -512,6 +673,111 @@ class LocalRAG:
             reasons.append(f"embedding export: index was embedded by {built_with!r}, this machine runs {runs!r}")
         return reasons
 
+    # ------------------------------------------------------------------ the writer lock
+
+    @contextlib.contextmanager
+    def writing(self, wait: bool = WAIT_FOR_LOCK) -> Iterator[None]:
+        """Hold the index's writer lock: one sync (or evaluation) of an index at a time, across processes.
+
+        A local index locks a file in its folder (filelock); a server index holds a lock record beside its
+        collection, refreshed at every commit and taken over only when older than SERVER_LOCK_STALE_SECONDS.
+        Nested holders in one process share the lock. After taking it the manifest is read again, since the
+        previous holder may have changed it.
+        """
+        if self.read_only:
+            raise RAGError(f"the index folder {self.path} is read-only: it can be evaluated as it is (with --no-sync), "
+                           f"not changed; make it writable to sync it", reason="read-only index")
+        if self.chroma_url:
+            with self._server_lock(wait):
+                self._reload()
+                yield
+            return
+        import filelock
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        key = str(self.path.resolve())
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = filelock.FileLock(self.path / LOCK_FILE, mode=new_file_mode(), thread_local=False)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            if not wait:
+                raise RAGError(f"the index {self.path} is being written by another process (add_pdfs.py or an "
+                               f"evaluation); wait until it has finished, or leave out --no-wait to wait for it",
+                               reason="index locked by another process") from None
+            log(f"waiting: the index {self.path} is being written by another process", self.quiet)
+            lock.acquire()
+        try:
+            if lock.lock_counter == 1:
+                self._reload()
+            yield
+        finally:
+            lock.release()
+
+    @contextlib.contextmanager
+    def _server_lock(self, wait: bool) -> Iterator[None]:
+        key = f"{self.chroma_url} {self.collection_name}"
+        if key in _SERVER_LOCKS:  # held by this process already: nested holders share it
+            _SERVER_LOCKS[key][1] += 1
+            self._lock_token = _SERVER_LOCKS[key][0]
+            try:
+                yield
+            finally:
+                _SERVER_LOCKS[key][1] -= 1
+            return
+        token = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+        collection = self._info_collection()
+        announced = False
+        while True:
+            held = collection.get(ids=["writer_lock"], include=["documents"])
+            holder = json.loads(held["documents"][0]) if held["ids"] else None
+            if holder and holder["token"] != token and time.time() - holder["heartbeat"] < SERVER_LOCK_STALE_SECONDS:
+                if not wait:
+                    raise RAGError(f"the index {self.location} is being written by {holder['token'].rsplit(':', 1)[0]} "
+                                   f"(host:pid); wait until it has finished, or leave out --no-wait to wait for it",
+                                   reason="index locked by another process")
+                if not announced:
+                    log(f"waiting: the index {self.location} is being written by {holder['token'].rsplit(':', 1)[0]}",
+                        self.quiet)
+                    announced = True
+                time.sleep(1.0)
+                continue
+            self._lock_token = token
+            self._heartbeat()
+            time.sleep(0.3)  # another writer that raced us overwrites the record within this time; read back
+            held = collection.get(ids=["writer_lock"], include=["documents"])
+            if held["ids"] and json.loads(held["documents"][0])["token"] == token:
+                break
+        _SERVER_LOCKS[key] = [token, 1]
+        try:
+            yield
+        finally:
+            del _SERVER_LOCKS[key]
+            self._lock_token = None
+            held = collection.get(ids=["writer_lock"], include=["documents"])
+            if held["ids"] and json.loads(held["documents"][0])["token"] == token:
+                collection.delete(ids=["writer_lock"])
+
+    def _heartbeat(self) -> None:
+        if self.chroma_url and getattr(self, "_lock_token", None):
+            record = json.dumps({"token": self._lock_token, "heartbeat": time.time()})
+            self._info_collection().upsert(ids=["writer_lock"], embeddings=[[1.0]], documents=[record])
+
+    def _reload(self) -> None:
+        """Read the manifest again and drop everything derived from the old one."""
+        self.info = self._load_info()
+        settings = self._resolve_settings()
+        if settings != self.settings:
+            self.settings = settings
+            self.embeddings = load_embeddings(settings["embedding_model"], settings["embedding_backend"])
+            self.embedding_export = embedding_backends.export_name(self.embeddings)
+            self._store = None
+        self._fingerprint = None
+        self._bm25 = None
+        self._chunk_cache = None
+        self._orphans = None
+
     # ------------------------------------------------------------------ index contents
 
     @property
@@ -524,9 +790,22 @@ class LocalRAG:
         return [{"source": name, "pages": entry["pages"], "chunks": entry["chunks"],
                  "empty_pages": entry.get("empty_pages", [])} for name, entry in sorted(self.files.items())]
 
+    @property
+    def followed_paths(self) -> list[str]:
+        """The PDF folders or files this index follows (absolute), as recorded at its last sync; [] if unknown."""
+        return [str((self.path.resolve() / p).resolve()) if not self.chroma_url else p for p in self.info.get("docs", [])]
+
+    def _recorded_paths(self, paths: Sequence[str | Path]) -> list[str]:
+        """How the manifest records followed paths: relative to a local index folder, so that moving or
+        copying the index and its docs folder together keeps them paired; absolute for a server index."""
+        resolved = [Path(p).resolve() for p in paths]
+        if self.chroma_url:
+            return sorted(str(p) for p in resolved)
+        return sorted(os.path.relpath(p, self.path.resolve()) for p in resolved)
+
     def pdf_changes(self, docs_path: str | Path) -> dict[str, list[str]]:
         """Compare the docs folder with the index by file hash, without changing anything."""
-        current = {source_name(p, Path(docs_path)): p for p in find_pdfs([docs_path])}
+        current = discover_pdfs([docs_path]).found
         known = dict(self.files)
         known.update({name: {"sha256": entry["sha256"]} for name, entry in self.info.get("failed", {}).items()})
         changes = {"added": [], "updated": [], "removed": sorted(set(known) - set(current)), "unchanged": []}
@@ -539,92 +818,257 @@ class LocalRAG:
                 changes["unchanged"].append(name)
         return changes
 
+    def check_index(self) -> IndexCheck:
+        """Compare the store with the manifest: per-file chunk counts, vector dimension, orphan chunks.
+
+        One read of the stored metadata (no texts, no vectors). Raises RAGError for a damaged manifest.
+        """
+        if self.info_problem:
+            raise self._manifest_error()
+        check = IndexCheck()
+        store = self._store if self._store is not None else self.vectorstore
+        if store is None:
+            return check
+        collection = store._collection
+        check.stored = collection.count()
+        recorded = self.info.get("dimension")
+        if check.stored and recorded:
+            stored_dim = len(collection.get(limit=1, include=["embeddings"])["embeddings"][0])
+            if stored_dim != recorded:
+                check.problems.append(f"the store holds vectors of {stored_dim} dimensions, the manifest says "
+                                      f"{recorded}")
+        counts: dict[str, int] = {}
+        partial = self.info.get("partial", {})
+        # (a store opened by sync before its first manifest is written is checked too: all its chunks are orphans)
+        metadatas = collection.get(include=["metadatas"]) if check.stored else {"ids": [], "metadatas": []}
+        for chunk, meta in zip(metadatas["ids"], metadatas["metadatas"]):
+            source = (meta or {}).get("source")
+            entry = self.files.get(source) or partial.get(source)
+            if entry and meta.get("file_hash") == entry["sha256"]:
+                counts[source] = counts.get(source, 0) + 1  # a partial file's chunks are kept for the next sync
+                continue
+            check.orphan_ids.append(chunk)
+        for source, entry in self.files.items():
+            if counts.get(source, 0) != entry["chunks"]:
+                check.repairs[source] = (f"the store holds {counts.get(source, 0)} of its {entry['chunks']} "
+                                         f"chunks")
+        return check
+
+    def require_consistent(self) -> IndexCheck:
+        """check_index(), raising a RAGError that says how to repair when the index must not be measured."""
+        check = self.check_index()
+        found = check.describe()
+        if found:
+            shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+            raise RAGError(f"the index {self.location} does not match its manifest ({shown}); measuring it would "
+                           f"give wrong numbers. Repair it with add_pdfs.py {self._index_flag()} (or evaluate "
+                           f"without --no-sync){'' if not check.problems else ', or rebuild it with --rebuild'}",
+                           reason="index does not match its manifest")
+        return check
+
     # ------------------------------------------------------------------ indexing
 
     def sync(self, paths: Sequence[str | Path] = (DOCS_PATH,), rebuild: bool = False,
-             docs_root: str | Path | None = None, progress: bool = True) -> SyncReport:
-        """Make the index hold exactly the PDFs under `paths`: add new, re-add changed, drop removed files."""
-        docs_root = Path(docs_root) if docs_root else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir()
-                                                       else None)
-        found = {source_name(p, docs_root): p for p in find_pdfs(paths)}
-        report = SyncReport()
-        started = time.perf_counter()
-        self._prepare(report, rebuild)
-        failed_before = self.info.setdefault("failed", {})
-        todo: list[tuple[str, Path, str]] = []
-        for name, path in sorted(found.items()):
-            digest = file_sha256(path)
-            entry = self.files.get(name) or failed_before.get(name)
-            if entry and entry["sha256"] == digest:
-                if name in failed_before:
-                    report.failed.append((name, failed_before[name]["reason"] + " (unchanged since last sync)"))
-                else:
-                    report.unchanged.append(name)
-                continue
-            (report.updated if name in self.files else report.added).append(name)
-            todo.append((name, path, digest))
-        for name in sorted(set(self.files) | set(failed_before)):
-            if name not in found:
-                report.removed.append(name)
-                self._delete_source(name)
-                failed_before.pop(name, None)
-        self._write_info()
-        units = self._pdf_units(todo, report, progress)
-        self._index_units(units, report, progress, total=len(todo))
-        self._finish(report, started)
+             docs_root: str | Path | None = None, progress: bool = True, *, wait: bool = WAIT_FOR_LOCK,
+             switch_folder: bool = False, allow_empty: bool = False) -> SyncReport:
+        """Make the index hold exactly the PDFs under `paths`: add new, re-add changed, drop removed files.
+
+        Refused (RAGError) when the index follows other paths (unless `switch_folder` or `rebuild`) and when
+        `paths` hold no PDF at all while the index has files (unless `allow_empty`).
+        """
+        discovery = discover_pdfs(paths, docs_root)  # a missing path is refused before the index is touched
+        with self.writing(wait), self._storage_errors():
+            report = SyncReport()
+            started = time.perf_counter()
+            report.skipped = discovery.skipped
+            for name, reason in discovery.skipped:
+                log(f"skipped {name}: {reason}", self.quiet)
+            followed = sorted(str(Path(p).resolve()) for p in paths)
+            recorded = sorted(self.followed_paths)
+            if recorded and recorded != followed and self.files and not (switch_folder or rebuild):
+                raise RAGError(f"the index {self.location} follows {', '.join(recorded)}, not {', '.join(followed)}; "
+                               f"syncing it with another folder would replace its files. Give the folder it follows, "
+                               f"or add --switch-folder (or --rebuild) to make it follow {', '.join(followed)}",
+                               reason="index follows another folder")
+            known = set(self.files) | set(self.info.get("failed", {}))
+            if not discovery.found and known and not allow_empty and not rebuild:
+                raise RAGError(f"{', '.join(map(str, paths))} holds no PDF files; syncing would remove all "
+                               f"{len(known)} files from the index {self.location}. Check the path, or add "
+                               f"--allow-empty to empty the index", reason="no PDF files")
+            self._prepare(report, rebuild)
+            self.info["docs"] = self._recorded_paths(paths)
+            failed_before = self.info.setdefault("failed", {})
+            todo: list[tuple[str, Path, str]] = []
+            for name, path in discovery.found.items():
+                try:
+                    digest = file_sha256(path)
+                except OSError as exc:  # deleted or made unreadable while the folder was read
+                    report.skipped.append((name, f"could not be read ({type(exc).__name__}: {exc.strerror or exc})"))
+                    log(f"skipped {name}: {report.skipped[-1][1]}", self.quiet)
+                    discovery.found[name] = None
+                    continue
+                entry = self.files.get(name) or failed_before.get(name)
+                if entry and entry["sha256"] == digest:
+                    if name in failed_before:
+                        report.failed.append((name, failed_before[name]["reason"] + " (unchanged since last sync)"))
+                    else:
+                        report.unchanged.append(name)
+                    continue
+                (report.updated if name in self.files else report.added).append(name)
+                todo.append((name, path, digest))
+            for name in sorted(set(self.files) | set(failed_before) | set(self.info.get("partial", {}))):
+                if name not in discovery.found:
+                    if name in self.files or name in failed_before:
+                        report.removed.append(name)
+                    self._delete_source(name)
+                    failed_before.pop(name, None)
+            self._write_info()
+            units = self._pdf_units(todo, report, progress)
+            try:
+                self._index_units(units, report, progress, total=len(todo))
+            finally:
+                units.close()
+            self._finish(report, started)
         return report
 
-    def sync_records(self, records: Iterable[dict], rebuild: bool = False, progress: bool = True) -> SyncReport:
+    def sync_records(self, records: Iterable[dict], rebuild: bool = False, progress: bool = True, *,
+                     wait: bool = WAIT_FOR_LOCK) -> SyncReport:
         """Index dataset documents {doc_id, title, text, metadata}: one source each, title as the chunk header."""
-        report = SyncReport()
-        started = time.perf_counter()
-        self._prepare(report, rebuild)
-        wanted: dict[str, SourceUnit] = {}
-        for rec in records:
-            text = rec.get("text") or ""
-            title = rec.get("title") or ""
-            digest = hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()
-            wanted[rec["doc_id"]] = SourceUnit(source=rec["doc_id"], file_hash=digest, pages=[(0, "1", text)],
-                                               header=f"{title}\n" if title else "",
-                                               extra_metadata={"doc_id": rec["doc_id"]}, extraction_method="text")
-        for name in sorted(set(self.files) - set(wanted)):
-            report.removed.append(name)
-            self._delete_source(name)
-        todo = []
-        for name, unit in wanted.items():
-            entry = self.files.get(name)
-            if entry and entry["sha256"] == unit.file_hash:
-                report.unchanged.append(name)
-                continue
-            (report.updated if entry else report.added).append(name)
-            todo.append(unit)
-        self._write_info()
-        self._index_units(iter(todo), report, progress, total=len(todo))
-        self._finish(report, started)
+        with self.writing(wait), self._storage_errors():
+            report = SyncReport()
+            started = time.perf_counter()
+            self._prepare(report, rebuild)
+            wanted: dict[str, SourceUnit] = {}
+            for rec in records:
+                text = rec.get("text") or ""
+                title = rec.get("title") or ""
+                digest = hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()
+                wanted[rec["doc_id"]] = SourceUnit(source=rec["doc_id"], file_hash=digest, pages=[(0, "1", text)],
+                                                   header=f"{title}\n" if title else "",
+                                                   extra_metadata={"doc_id": rec["doc_id"]},
+                                                   extraction_method="text")
+            for name in sorted((set(self.files) | set(self.info.get("partial", {}))) - set(wanted)):
+                if name in self.files:
+                    report.removed.append(name)
+                self._delete_source(name)
+            todo = []
+            for name, unit in wanted.items():
+                entry = self.files.get(name)
+                if entry and entry["sha256"] == unit.file_hash:
+                    report.unchanged.append(name)
+                    continue
+                (report.updated if entry else report.added).append(name)
+                todo.append(unit)
+            self._write_info()
+            self._index_units(iter(todo), report, progress, total=len(todo))
+            self._finish(report, started)
         return report
+
+    @contextlib.contextmanager
+    def _storage_errors(self) -> Iterator[None]:
+        """A full or read-only disk becomes one RAGError; the index keeps every completely indexed file."""
+        try:
+            yield
+        except RAGError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - only storage errors are translated; the rest propagate
+            why = storage_error(exc, None if self.chroma_url else self._store_path)
+            if why is None:
+                raise
+            raise RAGError(f"{why} while writing the index {self.location}: the index keeps every file that was "
+                           f"completely indexed; {'free some space' if 'space' in why else 'make it writable'} "
+                           f"and run the same command again", reason=why) from exc
 
     def _prepare(self, report: SyncReport, rebuild: bool) -> None:
+        """Rebuild when asked or stale; refuse foreign or mismatched stores; repair what the store lost."""
+        if self.info_problem:
+            if not rebuild:
+                raise self._manifest_error()
+            self._move_manifest_aside()
+        foreign = self._foreign_collection()
+        if foreign:
+            raise RAGError(foreign, reason="foreign Chroma collection")
         reasons = self.stale_reasons() if self.info.get("settings") else []
         if rebuild or reasons:
             report.rebuilt_because = "--rebuild was given" if rebuild else "settings changed: " + "; ".join(reasons)
             log(f"Rebuilding the whole index ({report.rebuilt_because})", self.quiet)
             self._drop_everything()
-        if self.vectorstore is None:
+        if self._store is None:
             self._open_store()
+        dimension = self._embedding_dimension()
+        check = self.check_index()
+        stored_dim = self._stored_dimension() if check.stored else None
+        if stored_dim is not None and stored_dim != dimension:
+            raise RAGError(f"the index {self.location} holds vectors of {stored_dim} dimensions, but "
+                           f"{self.embeddings.model_name} makes {dimension}: it was built with another embedding "
+                           f"model. Rebuild it with add_pdfs.py {self._index_flag()} --rebuild, or use another index "
+                           f"folder", reason="embedding dimension differs")
+        if check.orphan_ids:
+            for start in range(0, len(check.orphan_ids), 5000):
+                self._store._collection.delete(ids=check.orphan_ids[start:start + 5000])
+            report.orphans_removed = len(check.orphan_ids)
+            log(f"Removed {len(check.orphan_ids)} stored chunks of no indexed file (left by an interrupted run)",
+                self.quiet)
+        for source, why in sorted(check.repairs.items()):
+            report.repaired.append((source, why))
+            log(f"Repairing {source}: {why}; it is embedded again", self.quiet)
+            self._delete_source(source)
         self.info.setdefault("files", {})
         self.info["settings"] = dict(self.settings)
         self.info["embedding_export"] = self.embedding_export
         self.info["format"] = INDEX_FORMAT
+        self.info["dimension"] = dimension
+
+    def _foreign_collection(self) -> str | None:
+        """Why the store may not be written: a non-empty collection that localRAG did not make, else None."""
+        if self.info.get("settings") or self.info_problem or self._manifest_moved:
+            return None  # a manifest (even a damaged one) says localRAG built this index
+        client = self._chroma_client()
+        if self.collection_name not in [c.name if hasattr(c, "name") else c for c in client.list_collections()]:
+            return None
+        collection = client.get_collection(self.collection_name)
+        if (collection.metadata or {}).get(COLLECTION_MARKER) or collection.count() == 0:
+            return None
+        return (f"the index {self.location} holds a Chroma collection {self.collection_name!r} with "
+                f"{collection.count()} chunks that localRAG did not make (no {INDEX_INFO_FILE}); it is left "
+                f"untouched. Use another index folder (--index), or move this one away yourself")
+
+    def _move_manifest_aside(self) -> None:
+        if self.chroma_url:
+            self._info_collection().delete(ids=["index_info"])
+        else:
+            damaged = self.path / INDEX_INFO_FILE
+            aside = damaged.with_name(f"{INDEX_INFO_FILE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+            os.replace(damaged, aside)
+            log(f"Moved the damaged manifest aside to {aside}", self.quiet)
+        self.info_problem = None
+        self.info = {}
+        self._manifest_moved = True
+
+    def _embedding_dimension(self) -> int:
+        """The model's vector size, read from the loaded model (embedding a probe text only as a last resort)."""
+        model = getattr(self.embeddings, "_client", None)
+        for method in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
+            size = getattr(model, method, lambda: None)()
+            if size:
+                return int(size)
+        return len(self.embeddings.embed_documents(["dimension"])[0])
+
+    def _stored_dimension(self) -> int | None:
+        first = self._store._collection.get(limit=1, include=["embeddings"])
+        return len(first["embeddings"][0]) if first["ids"] else None
 
     def _drop_everything(self) -> None:
-        if self.vectorstore is None:
-            self._open_store()
-        self._chroma_client().delete_collection(self.collection_name)
-        self.vectorstore = None
+        client = self._chroma_client()
+        if self.collection_name in [c.name if hasattr(c, "name") else c for c in client.list_collections()]:
+            client.delete_collection(self.collection_name)
+        self._store = None
         self._open_store()
         self.info = {"files": {}, "failed": {}}
         self._fingerprint = None
         self._bm25 = None
+        self._chunk_cache = None
+        self._orphans = None
 
     def _pdf_units(self, todo: list[tuple[str, Path, str]], report: SyncReport, progress: bool) -> Iterator[SourceUnit]:
         from tqdm import tqdm
@@ -633,27 +1077,29 @@ class LocalRAG:
         bar = tqdm(total=len(todo), desc="Reading PDFs", unit="file", disable=not progress or self.quiet or not todo,
                    file=sys.stderr)
         extracted = iter_extracted([path for _, path, _ in todo], loader)
-        for (name, path, digest), pdf in zip(todo, extracted):
-            bar.update(1)
-            if pdf.error is None and not any(text.strip() for _, _, text in pdf.pages):
-                pdf.error = "no text layer on any page (scanned? run OCR first)" if pdf.pages else "no pages"
-            if pdf.error:
-                # A failed file is reported as failed only; one that turned unreadable loses its old chunks.
-                for bucket in (report.added, report.updated):
-                    if name in bucket:
-                        bucket.remove(name)
-                if name in self.files:
-                    report.removed.append(name)
-                self._delete_source(name)
-                self.files.pop(name, None)
-                self.info["failed"][name] = {"sha256": digest, "reason": pdf.error}
-                self._write_info()
-                report.failed.append((name, pdf.error))
-                log(f"skipped {name}: {pdf.error}", self.quiet)
-                continue
-            self.info["failed"].pop(name, None)
-            yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader)
-        bar.close()
+        try:
+            for (name, path, digest), pdf in zip(todo, extracted):
+                bar.update(1)
+                if pdf.error is None and not any(text.strip() for _, _, text in pdf.pages):
+                    pdf.error = "no text layer on any page (scanned? run OCR first)" if pdf.pages else "no pages"
+                if pdf.error:
+                    # A failed file is reported as failed only; one that turned unreadable loses its old chunks.
+                    for bucket in (report.added, report.updated):
+                        if name in bucket:
+                            bucket.remove(name)
+                    if name in self.files:
+                        report.removed.append(name)
+                    self._delete_source(name)
+                    self.info["failed"][name] = {"sha256": digest, "reason": pdf.error}
+                    self._write_info()
+                    report.failed.append((name, pdf.error))
+                    log(f"skipped {name}: {pdf.error}", self.quiet)
+                    continue
+                self.info["failed"].pop(name, None)
+                yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader)
+        finally:
+            extracted.close()
+            bar.close()
 
     def _chunks_of(self, unit: SourceUnit) -> tuple[list[str], list[str], list[dict], list[int]]:
         from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -676,62 +1122,90 @@ class LocalRAG:
 
     def _index_units(self, units: Iterator[SourceUnit], report: SyncReport, progress: bool,
                      total: int | None = None) -> None:
-        """Embed and store sources in groups; the manifest names a source only once all its chunks are stored."""
+        """Embed and store chunks in groups of INDEX_GROUP_CHUNKS, however the files divide.
+
+        A file whose chunks span several groups is recorded as partial after each group; its stored chunks are
+        reused by the next sync (chunk ids depend on file hash and settings only), so an interrupt loses at most
+        one group. The manifest lists a file only once all its chunks are stored.
+        """
         from tqdm import tqdm
 
         bar = tqdm(desc="Embedding", unit="chunk", disable=not progress or self.quiet or total == 0,
                    file=sys.stderr)
-        group: list[tuple[SourceUnit, list, list, list, list]] = []
-        size = 0
-        for unit in units:
-            parts = self._chunks_of(unit)
-            group.append((unit, *parts))
-            size += len(parts[0])
-            if size >= INDEX_GROUP_CHUNKS:
-                self._commit_group(group, report, bar)
-                group, size = [], 0
-        if group:
-            self._commit_group(group, report, bar)
-        bar.close()
-
-    def _commit_group(self, group, report: SyncReport, bar) -> None:
-        ids = [i for _, gid, _, _, _ in group for i in gid]
-        texts = [t for _, _, gtexts, _, _ in group for t in gtexts]
-        metas = [m for _, _, _, gmetas, _ in group for m in gmetas]
-        collection = self.vectorstore._collection
+        pending: dict[str, tuple] = {}  # source -> (unit, chunks still to store, empty pages, chunks in all)
+        group: list[tuple[str, str, str, dict]] = []  # (source, id, text, metadata)
         try:
-            for unit, *_ in group:
-                self._delete_source(unit.source)
-            for start in range(0, len(ids), EMBEDDING_BATCH_SIZE):
-                stop = start + EMBEDDING_BATCH_SIZE
-                vectors = self.embeddings.embed_documents(texts[start:stop])
-                collection.upsert(ids=ids[start:stop], embeddings=vectors, documents=texts[start:stop],
-                                  metadatas=metas[start:stop])
-                bar.update(len(vectors))
-        except BaseException:
-            # Ctrl-C or a crash mid-group: remove the group's partial chunks so the index holds whole files only.
-            for unit, *_ in group:
-                self._delete_source(unit.source)
-            self._write_info()
-            raise
-        for unit, gids, _, _, empty in group:
-            self.files[unit.source] = {"sha256": unit.file_hash, "pages": len(unit.pages), "chunks": len(gids),
-                                       "empty_pages": empty}
+            for unit in units:
+                ids, texts, metas, empty = self._chunks_of(unit)
+                stored = self._resume_ids(unit)
+                todo = [(unit.source, i, t, m) for i, t, m in zip(ids, texts, metas) if i not in stored]
+                pending[unit.source] = (unit, len(todo), empty, len(ids))
+                self.info.setdefault("partial", {})[unit.source] = {"sha256": unit.file_hash}
+                if not todo:
+                    self._complete_sources(pending, report)
+                for item in todo:
+                    group.append(item)
+                    if len(group) >= INDEX_GROUP_CHUNKS:
+                        self._commit_group(group, pending, report, bar)
+                        group = []
+            if group:
+                self._commit_group(group, pending, report, bar)
+        finally:
+            bar.close()
+
+    def _resume_ids(self, unit: SourceUnit) -> set[str]:
+        """Ids of this unit's chunks already stored by an interrupted sync of the same file content."""
+        entry = self.info.get("partial", {}).get(unit.source)
+        if entry and entry["sha256"] == unit.file_hash:
+            found = self._store._collection.get(where={"source": unit.source}, include=["metadatas"])
+            return {i for i, m in zip(found["ids"], found["metadatas"]) if m.get("file_hash") == unit.file_hash}
+        self._delete_source(unit.source)  # an older version's chunks, or an unfinished one of other content
+        return set()
+
+    def _commit_group(self, group: list[tuple[str, str, str, dict]], pending: dict, report: SyncReport,
+                      bar) -> None:
+        """Embed a group, then store it in one write; the manifest then records what is complete."""
+        texts = [text for _, _, text, _ in group]
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), EMBEDDING_BATCH_SIZE):
+            vectors.extend(self.embeddings.embed_documents(texts[start:start + EMBEDDING_BATCH_SIZE]))
+            bar.update(min(EMBEDDING_BATCH_SIZE, len(texts) - start))
+        # No clean-up if this write fails: whatever part of it was stored are valid chunks of a partial file,
+        # which the next sync reuses or, for a file the manifest does not name, deletes as orphans. (A clean-up
+        # delete on a full disk hangs inside Chroma.)
+        self._store._collection.upsert(ids=[chunk for _, chunk, _, _ in group], embeddings=vectors,
+                                       documents=texts, metadatas=[meta for _, _, _, meta in group])
+        for source, *_ in group:
+            unit, left, empty, total = pending[source]
+            pending[source] = (unit, left - 1, empty, total)
+        self._complete_sources(pending, report)
+
+    def _complete_sources(self, pending: dict, report: SyncReport) -> None:
+        """Move every source whose chunks are all stored from partial into the manifest's files; write it."""
+        for source in [s for s, (_, left, _, _) in pending.items() if left == 0]:
+            unit, _, empty, total = pending.pop(source)
+            self.info["partial"].pop(source, None)
+            self.files[source] = {"sha256": unit.file_hash, "pages": len(unit.pages), "chunks": total,
+                                  "empty_pages": empty}
             report.pages += len(unit.pages)
-            report.chunks += len(gids)
+            report.chunks += total
             report.empty_pages.extend((unit.source, page) for page in empty)
             if unit.extraction_method != "text":
                 for page in empty:
                     log(f"note: {unit.source} page {page + 1} has no text layer (image only?); it cannot be "
                         f"retrieved", self.quiet)
         self._write_info()
+        self._heartbeat()
 
     def _delete_source(self, source: str) -> None:
-        if self.vectorstore is not None:
-            self.vectorstore._collection.delete(where={"source": source})
+        if self._store is not None:
+            self._store._collection.delete(where={"source": source})
         self.files.pop(source, None)
+        self.info.get("partial", {}).pop(source, None)
 
     def _finish(self, report: SyncReport, started: float) -> None:
+        if not self.info.get("partial"):
+            self.info.pop("partial", None)
         self.info["counts"] = {"files": len(self.files), "pages": sum(e["pages"] for e in self.files.values()),
                                "chunks": sum(e["chunks"] for e in self.files.values())}
         if report.changed or "built_at" not in self.info:
@@ -741,12 +1215,19 @@ class LocalRAG:
                 ["langchain-core", "langchain-community", "langchain-chroma", "chromadb", "sentence-transformers",
                  "transformers", "torch", "pypdf", "pypdfium2", "rank-bm25", "onnx", "onnxruntime"])
         self._write_info()
+        stored = self._store._collection.count()
+        if stored != self.info["counts"]["chunks"]:  # another writer, or a store that dropped writes
+            raise RAGError(f"after the sync the index {self.location} stores {stored} chunks but its manifest lists "
+                           f"{self.info['counts']['chunks']}; was it written by another program at the same time? "
+                           f"Run add_pdfs.py {self._index_flag()} again to repair it",
+                           reason="index does not match its manifest")
         self._bm25 = None
         self._bm25_index()  # rebuilt and saved now, so later runs only load it
         report.seconds = time.perf_counter() - started
 
     def _write_info(self) -> None:
         self._fingerprint = None
+        self._orphans = None
         if self.chroma_url:
             self._info_collection().upsert(ids=["index_info"], embeddings=[[1.0]],
                                            documents=[json.dumps(self.info, ensure_ascii=False, sort_keys=True)])
@@ -761,7 +1242,7 @@ class LocalRAG:
         rebuilt from the collection's texts, never used.
         """
         if not self.chroma_url:
-            return self.path / BM25_DIR
+            return self._store_path / BM25_DIR
         server = hashlib.sha256(self.chroma_url.encode("utf-8")).hexdigest()[:12]
         return Path(CACHE_DIR).expanduser() / "bm25" / f"{server}-{self.collection_name}"
 
@@ -790,17 +1271,27 @@ class LocalRAG:
         if index is None:
             ids, texts = self._stored_chunks()
             index = BM25Index.build(ids, texts)
-            index.save(self._bm25_dir(), fingerprint=fingerprint)
+            if not self.read_only:
+                index.save(self._bm25_dir(), fingerprint=fingerprint)
         self._bm25 = (fingerprint, index)
         return index
 
-    def _stored_chunks(self) -> tuple[list[str], list[str]]:
+    def _indexed(self, meta: dict | None) -> bool:
+        """Whether a stored chunk belongs to a fully indexed file (orphans of interrupted runs never do)."""
+        entry = self.files.get((meta or {}).get("source"))
+        return bool(entry) and meta.get("file_hash") == entry["sha256"]
+
+    def indexed_chunks(self) -> list[tuple[str, str, dict]]:
+        """(id, text, metadata) of every chunk of a fully indexed file, sorted by id; one read of the store."""
         if self.vectorstore is None:
-            return [], []
+            return []
         data = self.vectorstore._collection.get(include=["documents", "metadatas"])
-        pairs = sorted((i, t) for i, t, m in zip(data["ids"], data["documents"], data["metadatas"])
-                       if m.get("source") in self.files)  # orphans of an interrupted run are never searched
-        return [i for i, _ in pairs], [t for _, t in pairs]
+        return sorted((i, t, m) for i, t, m in zip(data["ids"], data["documents"], data["metadatas"])
+                      if self._indexed(m))
+
+    def _stored_chunks(self) -> tuple[list[str], list[str]]:
+        chunks = self.indexed_chunks()
+        return [i for i, _, _ in chunks], [t for _, t, _ in chunks]
 
     # ------------------------------------------------------------------ retrieval
 
@@ -828,14 +1319,24 @@ class LocalRAG:
         if self.vectorstore is None or not self.files:
             return []
         # Ask Chroma for ids and distances only; texts and metadata come from the in-memory copy, which is
-        # what made dense retrieval four times faster on 800-query evaluations.
+        # what made dense retrieval four times faster on 800-query evaluations. Chunks of no indexed file
+        # (an interrupted sync's) are over-fetched and dropped, so they never shorten the list.
+        indexed = self.info.get("counts", {}).get("chunks") or sum(e["chunks"] for e in self.files.values())
         found = self.vectorstore._collection.query(query_embeddings=[self.query_vector(query)],
-                                                   n_results=min(k, self.info.get("counts", {}).get("chunks", k) or k),
+                                                   n_results=max(1, min(k, indexed) + self._orphan_count()),
                                                    include=["distances"])
         ids, distances = found["ids"][0], found["distances"][0]
         docs = self._documents(ids)
         # Cosine similarity (1 - cosine distance): higher is better, like every other stage's score.
-        return [(docs[i], 1.0 - d) for i, d in zip(ids, distances) if i in docs]
+        return [(docs[i], 1.0 - d) for i, d in zip(ids, distances) if i in docs][:k]
+
+    def _orphan_count(self) -> int:
+        """Stored chunks beyond those of the manifest's files; counted once per manifest state."""
+        fingerprint = self._bm25_fingerprint()
+        if self._orphans is None or self._orphans[0] != fingerprint:
+            listed = sum(e["chunks"] for e in self.files.values())
+            self._orphans = (fingerprint, max(0, self.vectorstore._collection.count() - listed))
+        return self._orphans[1]
 
     def _bm25_hits(self, query: str, k: int) -> list[tuple[str, float]]:
         return self._bm25_index().search(query, k) if self.files else []
@@ -852,8 +1353,7 @@ class LocalRAG:
         if self._chunk_cache is None or self._chunk_cache[0] != fingerprint:
             data = self.vectorstore._collection.get(include=["documents", "metadatas"])
             self._chunk_cache = (fingerprint, {
-                i: (t, m) for i, t, m in zip(data["ids"], data["documents"], data["metadatas"])
-                if m.get("source") in self.files})
+                i: (t, m) for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if self._indexed(m)})
         chunks = self._chunk_cache[1]
         # A fresh Document per call: callers may attach ids or scores without touching the cache.
         return {i: Document(id=i, page_content=chunks[i][0], metadata=dict(chunks[i][1])) for i in ids if i in chunks}
@@ -926,15 +1426,91 @@ def collection_name(settings: dict) -> str:
     return f"localrag-{digest}"
 
 
-def find_pdfs(paths: Iterable[str | Path]) -> list[Path]:
-    """Every PDF named or found below the given folders, sorted; a missing path is an error."""
-    out: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
+@dataclass
+class Discovery:
+    """The PDFs found under the given paths, by source name, and the entries skipped, each with its reason."""
+    found: dict[str, Path] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def discover_pdfs(paths: Iterable[str | Path], docs_root: str | Path | None = None) -> Discovery:
+    """Every PDF named or found below the given folders, by source name (see `source_name`).
+
+    Links are followed only when their target lies inside the folder being walked; links leading outside it,
+    dangling links, link loops and links to folders are skipped and named. Two different files whose names are
+    equal after Unicode normalisation are an error naming both. A missing path is an error.
+    """
+    paths = [Path(p) for p in paths]
+    if docs_root is None and len(paths) == 1 and paths[0].is_dir():
+        docs_root = paths[0]  # names relative to the one folder; several paths give bare names
+    root = Path(docs_root) if docs_root else None
+    out = Discovery()
+    real_of: dict[str, tuple[Path, Path]] = {}  # source -> (path as found, real path)
+
+    def add(path: Path) -> None:
+        name = source_name(path, root)
+        real = path.resolve()
+        if name in real_of:
+            first, first_real = real_of[name]
+            if first_real == real:
+                return  # the same file named twice (a folder and a file in it)
+            raise RAGError(f"two files have the same name {name!r} after Unicode normalisation: {str(first)!r} and "
+                           f"{str(path)!r}; rename one of them")
+        real_of[name] = (path, real)
+        out.found[name] = path
+
+    for path in paths:
         if path.is_dir():
-            out.extend(p for p in sorted(path.rglob("*")) if p.is_file() and p.suffix.lower() == ".pdf")
+            _walk_pdfs(path, path.resolve(), root, add, out.skipped)
         elif path.is_file():
-            out.append(path)
+            add(path)
         else:
             raise RAGError(f"{path} does not exist; give a PDF file or a folder of PDFs")
+    out.found = dict(sorted(out.found.items()))
     return out
+
+
+def _walk_pdfs(top: Path, real_top: Path, root: Path | None, add: Callable[[Path], None],
+               skipped: list[tuple[str, str]]) -> None:
+    """Walk `top` without following folder links; call `add` for each PDF; name every link it skips."""
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        for name in sorted(dirs):
+            entry = Path(folder) / name
+            if entry.is_symlink():
+                skipped.append((source_name(entry, root), "a link to a folder: links to folders are not followed "
+                                                          "(put the files into the docs folder)"))
+        dirs.sort()
+        for name in sorted(files):
+            entry = Path(folder) / name
+            if not name.lower().endswith(".pdf"):
+                continue
+            if entry.is_symlink():
+                reason = _link_problem(entry, real_top)
+                if reason:
+                    skipped.append((source_name(entry, root), reason))
+                    continue
+            elif not entry.is_file():
+                continue
+            add(entry)
+
+
+def _link_problem(link: Path, real_top: Path) -> str | None:
+    """Why a link to a PDF is not followed, or None when its target is a file inside the docs folder."""
+    try:
+        target = link.resolve(strict=True)
+    except RuntimeError:
+        return "a link loop"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a link loop"
+        return f"a dangling link (its target {os.readlink(link)!r} does not exist)"
+    if not target.is_file():
+        return "a link to something that is not a file"
+    if not target.is_relative_to(real_top):
+        return "a link to a file outside the docs folder (not read)"
+    return None
+
+
+def find_pdfs(paths: Iterable[str | Path]) -> list[Path]:
+    """Every PDF named or found below the given folders, sorted by source name; a missing path is an error."""
+    return list(discover_pdfs(paths).found.values())

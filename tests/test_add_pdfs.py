@@ -63,20 +63,23 @@ def test_help_lists_every_flag_with_its_default(capsys):
         "--chroma-url": "(default: none)",
         "--embedding-backend": f"(default: the index's, else {local_rag.EMBEDDING_BACKEND})",
         "--rebuild": "(default: False)",
+        "--switch-folder": "(default: False)",
+        "--allow-empty": "(default: False)",
+        "--no-wait": "(default: False)",
         "--quiet": "(default: False)",
     }
     flags = {flag for action in add_pdfs.build_parser()._actions for flag in action.option_strings}
     assert flags - {"-h", "--help"} == set(expected)  # a new flag must be added here, with its default
     for flag, default in expected.items():
         assert re.search(rf"{re.escape(flag)}\b[^(]*{re.escape(default)}", text), flag
-    assert f"(default: ['{local_rag.DOCS_PATH}'])" in text  # the positional paths
+    assert f"(default: the folder the index follows, else {local_rag.DOCS_PATH})" in text  # the positional paths
     assert "(default: None)" not in text  # "the index's" defaults are said in words, not as None
 
 
 def test_summary_and_named_failures(capsys, docs, tmp_path):
     index = str(tmp_path / "index")
     code, out, err = run(capsys, str(docs), "--index", index)
-    assert code == 0
+    assert code == 1  # some files failed: the index is updated for the rest
     assert len(out) == 2 and out[0].startswith("failed: corrupt.pdf: not a readable PDF (")
     # good.pdf (1 page) and scan.pdf (2 pages, one empty) are indexed: 3 pages, 2 chunks; corrupt.pdf failed.
     assert summary_counts(out[1]) == (2, 0, 0, 0, 1, 3, 2)
@@ -84,7 +87,7 @@ def test_summary_and_named_failures(capsys, docs, tmp_path):
     assert "note: scan.pdf page 2 has no text layer (image only?); it cannot be retrieved" in err
 
     code, out, err = run(capsys, str(docs), "--index", index)
-    assert code == 0
+    assert code == 1
     assert out[0].startswith("failed: corrupt.pdf: not a readable PDF (") and \
         out[0].endswith(" (unchanged since last sync)")
     assert summary_counts(out[1]) == (0, 0, 0, 2, 1, 0, 0)
@@ -123,9 +126,9 @@ def test_exit_2_on_errors_the_user_can_fix(capsys, tmp_path):
 
 def test_rebuild_and_settings_change_say_why(capsys, docs, tmp_path):
     index = str(tmp_path / "index")
-    assert run(capsys, str(docs), "--index", index)[0] == 0
+    assert run(capsys, str(docs), "--index", index)[0] == 1
     code, out, err = run(capsys, str(docs), "--index", index, "--rebuild")
-    assert code == 0
+    assert code == 1
     assert "Rebuilding the whole index (--rebuild was given)" in err
     assert summary_counts(out[-1]) == (2, 0, 0, 0, 1, 3, 2)  # everything indexed again; corrupt.pdf tried again
     code, out, err = run(capsys, str(docs), "--index", index, "--chunk-size", "500", "--chunk-overlap", "50")
@@ -145,11 +148,11 @@ def test_interrupt_exits_130_and_the_next_run_finishes(capsys, docs, tmp_path, m
     index = str(tmp_path / "index")
     code, out, err = run(capsys, str(docs), "--index", index, "--quiet")
     assert code == 130 and out == []
-    assert err == ("interrupted: the index holds only the files that were completely indexed; "
+    assert err == ("interrupted: the index holds every file that was completely indexed; "
                    "run again to finish\n")
     monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", original)
     code, out, _ = run(capsys, str(docs), "--index", index, "--quiet")
-    assert code == 0 and summary_counts(out[-1])[:5] == (2, 0, 0, 0, 1)
+    assert code == 1 and summary_counts(out[-1])[:5] == (2, 0, 0, 0, 1)
 
 
 def test_quiet_silences_stderr(capfd, docs, tmp_path):
@@ -165,7 +168,7 @@ def test_quiet_silences_stderr(capfd, docs, tmp_path):
         out, err = capfd.readouterr()
     finally:
         (hf_logging.enable_progress_bar if bars_were_on else hf_logging.disable_progress_bar)()
-    assert code == 0
+    assert code == 1
     assert err == ""
     lines = out.splitlines()
     assert lines[0].startswith("failed: corrupt.pdf: not a readable PDF (")
@@ -174,6 +177,6 @@ def test_quiet_silences_stderr(capfd, docs, tmp_path):
     assert info["settings"]["pdf_loader"] == "pypdf"
 
     # The same run without --quiet does write its notes to stderr.
-    assert add_pdfs.main([str(docs), "--index", str(tmp_path / "loud"), "--loader", "pypdf"]) == 0
+    assert add_pdfs.main([str(docs), "--index", str(tmp_path / "loud"), "--loader", "pypdf"]) == 1
     err = capfd.readouterr().err
     assert "skipped corrupt.pdf" in err and "note: scan.pdf page 2 has no text layer" in err

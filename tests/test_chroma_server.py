@@ -1,6 +1,7 @@
 """A real Chroma server (`chroma run`) on 127.0.0.1: build through it, evaluate, restart, nothing lost."""
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 import add_pdfs
 import eval_retrieval
+import local_rag
 from local_rag import LocalRAG, RAGError
 
 GOLDSET = """question;expected_source;expected_page
@@ -114,3 +116,21 @@ def test_unreachable_server_is_a_clear_error(tiny_docs, capsys):
     assert "start one with `chroma run --path DIR --port PORT` or check --chroma-url" in err
     with pytest.raises(RAGError, match="is not of the form http://HOST:PORT"):
         LocalRAG("unused", reranker_model=None, chroma_url="localhost:8000", quiet=True)
+
+
+def test_a_server_index_has_one_writer(server, tiny_docs, tmp_path, capsys, monkeypatch):
+    """Another host's fresh lock record makes --no-wait fail; a record without a heartbeat for long is taken over."""
+
+    monkeypatch.setattr("local_rag.CACHE_DIR", str(tmp_path / "cache"))
+    rag = LocalRAG("unused", reranker_model=None, chroma_url=server.url, quiet=True)
+    record = {"token": "otherhost:4242:abcd", "heartbeat": time.time()}
+    rag._info_collection().upsert(ids=["writer_lock"], embeddings=[[1.0]], documents=[json.dumps(record)])
+    capsys.readouterr()
+    assert add_pdfs.main([str(tiny_docs), "--chroma-url", server.url, "--quiet", "--no-wait"]) == 2
+    assert capsys.readouterr().err == (f"error: the index {rag.location} is being written by otherhost:4242 "
+                                       f"(host:pid); wait until it has finished, or leave out --no-wait to wait "
+                                       f"for it\n")
+    record["heartbeat"] = time.time() - local_rag.SERVER_LOCK_STALE_SECONDS - 1  # its writer died long ago
+    rag._info_collection().upsert(ids=["writer_lock"], embeddings=[[1.0]], documents=[json.dumps(record)])
+    assert add_pdfs.main([str(tiny_docs), "--chroma-url", server.url, "--quiet", "--no-wait"]) == 0
+    assert rag._info_collection().get(ids=["writer_lock"])["ids"] == []  # released after the sync

@@ -548,38 +548,69 @@ def test_each_loader_names_the_bad_pdfs(tmp_path, loader):
 
 # ----------------------------------------------------------------------------- interruption
 
-def test_interrupt_during_embedding_keeps_only_whole_files(tmp_path, monkeypatch):
+def test_interrupt_keeps_whole_groups_and_the_next_sync_reuses_them(tmp_path, monkeypatch, embedded):
     from langchain_huggingface import HuggingFaceEmbeddings
 
     docs = write_corpus(tmp_path / "docs", SMALL_CORPUS)
     rag = new_rag(tmp_path / "index")
-    # One chunk per embedding call and one file per commit group, so the calls are: 1 alpha (group committed),
-    # 2 beta page 1 (stored), 3 beta page 2 -> Ctrl-C while beta is half stored.
+    # One chunk per group, so the embedding calls are: 1 alpha (complete), 2 beta page 1 (a whole group of a
+    # half-done file), 3 beta page 2 -> Ctrl-C.
     monkeypatch.setattr(local_rag, "EMBEDDING_BATCH_SIZE", 1)
     monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 1)
-    original = HuggingFaceEmbeddings.embed_documents
-    calls = []
-    stored_at_interrupt = []
+    counting = HuggingFaceEmbeddings.embed_documents
 
     def interrupted(self, texts):
-        calls.append(list(texts))
-        if len(calls) == 3:
-            stored_at_interrupt.extend(meta["source"] for _, _, meta in stored(rag))
+        if len(embedded) == 2:
             raise KeyboardInterrupt
-        return original(self, texts)
+        return counting(self, texts)
 
     monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", interrupted)
     with pytest.raises(KeyboardInterrupt):
         rag.sync([docs], progress=False)
-    assert sorted(stored_at_interrupt) == ["alpha.pdf", "beta.pdf"]  # the orphan the cleanup must remove
 
     info = json.loads((tmp_path / "index" / "index_info.json").read_text(encoding="utf-8"))
-    assert sorted(info["files"]) == ["alpha.pdf"]
+    assert sorted(info["files"]) == ["alpha.pdf"]  # the manifest lists whole files only
+    assert info["partial"] == {"beta.pdf": {"sha256": sha256_of(docs / "beta.pdf")}}
     fresh = new_rag(tmp_path / "index")
-    assert [meta["source"] for _, _, meta in stored(fresh)] == ["alpha.pdf"]
+    assert [meta["source"] for _, _, meta in stored(fresh)] == ["alpha.pdf", "beta.pdf"]  # beta's first group
+    # The half-done file is never searched, and it does not shorten a dense list either.
+    assert keys(fresh.retrieve("green pears", k=5, mode="dense")) == [("alpha.pdf", 0)]
+    assert fresh.retrieve("pears", mode="bm25") == []
+    assert fresh.check_index().describe() == []  # partial chunks are expected, not damage
 
-    monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", original)
+    monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", counting)
+    embedded.clear()
     report = fresh.sync([docs], progress=False)
     assert report.unchanged == ["alpha.pdf"] and report.added == ["beta.pdf", "gamma.pdf"]
+    # beta page 1 is reused; only beta page 2 and gamma are embedded.
+    assert [text.split("\n", 1)[1] for texts in embedded for text in texts] == \
+        ["Beta second page about yellow lemons.", "Gamma page about blue plums."]
     assert report.chunks == 3 and fresh.vectorstore._collection.count() == 4
+    assert "partial" not in json.loads((tmp_path / "index" / "index_info.json").read_text(encoding="utf-8"))
     assert keys(fresh.retrieve("lemons", mode="bm25")) == [("beta.pdf", 1)]
+
+
+def test_one_long_file_is_committed_in_groups_of_chunks(tmp_path, monkeypatch, embedded):
+    """A file of many chunks spans several groups: an interrupt keeps every whole group, not zero chunks."""
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    docs = tmp_path / "docs"
+    write_pdf(docs / "long.pdf", [f"Page {i} tells of harbour number {i}." for i in range(1, 8)])
+    monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 3)
+    monkeypatch.setattr(local_rag, "EMBEDDING_BATCH_SIZE", 3)
+    counting = HuggingFaceEmbeddings.embed_documents
+
+    def interrupted(self, texts):
+        if len(embedded) == 2:  # groups 1 and 2 (pages 1-6) are stored, group 3 (page 7) is interrupted
+            raise KeyboardInterrupt
+        return counting(self, texts)
+
+    monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", interrupted)
+    rag = new_rag(tmp_path / "index")
+    with pytest.raises(KeyboardInterrupt):
+        rag.sync([docs], progress=False)
+    assert rag.vectorstore._collection.count() == 6 and rag.files == {}
+    monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", counting)
+    embedded.clear()
+    report = new_rag(tmp_path / "index").sync([docs], progress=False)
+    assert report.added == ["long.pdf"] and report.chunks == 7 and n_embedded(embedded) == 1

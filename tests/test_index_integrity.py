@@ -1,0 +1,524 @@
+"""Faults that once left a wrong index behind exit 0: each is reproduced here, with the exit code and message.
+
+Concurrent syncs, a store that lost its data, an index synced with another folder, an empty folder, a foreign
+collection, colliding names and links, a damaged manifest, workers outliving their parent, a file vanishing,
+a read-only index, a full disk and the user's umask.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import unicodedata
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, write_corpus, write_pdf
+
+import add_pdfs
+import eval_retrieval as er
+import local_rag
+from local_rag import LocalRAG
+
+CORPUS_A = {"alpha.pdf": ["Alpha page about red apples."],
+            "beta.pdf": ["Beta page about green pears.", "Beta second page about yellow lemons."]}
+CORPUS_B = {"gamma.pdf": ["Gamma page about blue plums."]}
+GOLD_A = "question,expected_source,expected_page\nWhich fruit is red?,alpha.pdf,1\nWhat is yellow?,beta.pdf,2\n"
+
+
+def run(capsys, *argv: str) -> tuple[int, list[str], str]:
+    capsys.readouterr()
+    code = add_pdfs.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def evaluate(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = er.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def manifest(index: Path) -> dict:
+    return json.loads((index / "index_info.json").read_text(encoding="utf-8"))
+
+
+def stored_sources(index: Path) -> list[str]:
+    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    return sorted(m["source"] for m in rag.vectorstore._collection.get(include=["metadatas"])["metadatas"])
+
+
+def script(code: str) -> list[str]:
+    """argv running `code` in this Python with the project on sys.path and no hub access."""
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + textwrap.dedent(code)]
+
+
+ENV = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+
+
+@pytest.fixture
+def docs_a(tmp_path: Path) -> Path:
+    return write_corpus(tmp_path / "docs_a", CORPUS_A)
+
+
+# ----------------------------------------------------------------------------- one writer at a time
+
+def test_two_syncs_at_once_embed_once_and_agree(tmp_path, docs_a):
+    index = tmp_path / "index"
+    argv = [sys.executable, str(ROOT / "add_pdfs.py"), str(docs_a), "--index", str(index)]
+    runs = [subprocess.Popen(argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    outs = [proc.communicate(timeout=240) for proc in runs]
+    assert [proc.returncode for proc in runs] == [0, 0], outs
+    summaries = sorted(out.splitlines()[-1] for out, _ in outs)
+    # One run embedded the 3 chunks; the other waited for the lock, read the new manifest, and found nothing to do.
+    assert summaries[0].startswith("files added 0 / updated 0 / removed 0 / unchanged 2 / failed 0; 0 pages and 0 ")
+    assert summaries[1].startswith("files added 2 / updated 0 / removed 0 / unchanged 0 / failed 0; 3 pages and 3 ")
+    assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
+    assert manifest(index)["counts"] == {"files": 2, "pages": 3, "chunks": 3}
+
+
+def test_a_locked_index_waits_or_fails_at_once_with_no_wait(capsys, tmp_path, docs_a):
+    index = tmp_path / "index"
+    index.mkdir()
+    holder = subprocess.Popen(script(f"""
+        import filelock, time
+        lock = filelock.FileLock({str(index / local_rag.LOCK_FILE)!r})
+        lock.acquire()
+        print("held", flush=True)
+        time.sleep(4)
+    """), env=ENV, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    code, out, err = run(capsys, str(docs_a), "--index", str(index), "--no-wait")
+    assert code == 2 and out == []
+    assert err == (f"error: the index {index} is being written by another process (add_pdfs.py or an evaluation); "
+                   f"wait until it has finished, or leave out --no-wait to wait for it\n")
+    assert not (index / "index_info.json").exists()
+    started = time.monotonic()
+    code, out, err = run(capsys, str(docs_a), "--index", str(index))
+    assert code == 0 and f"waiting: the index {index} is being written by another process\n" in err
+    assert time.monotonic() - started > 1  # it did wait for the holder
+    holder.wait(timeout=30)
+
+
+# ----------------------------------------------------------------------------- the store against the manifest
+
+def test_a_store_that_lost_its_data_is_refused_unsynced_and_repaired_by_sync(capsys, tmp_path, docs_a):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+    # The user deletes Chroma's files but keeps index_info.json.
+    (index / "chroma.sqlite3").unlink()
+    for folder in [p for p in index.iterdir() if p.is_dir() and p.name != "bm25"]:
+        shutil.rmtree(folder)
+    import chromadb.api.client
+
+    chromadb.api.client.SharedSystemClient.clear_system_cache()  # as a new process would open it
+    code, out, err = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index), "--no-sync",
+                              "--no-rerank", "--quiet", "--report", str(tmp_path / "r.txt"))
+    assert code == 2 and out == ""
+    assert err == (f"error: the index {index} does not match its manifest (alpha.pdf: the store holds 0 of its 1 "
+                   f"chunks; beta.pdf: the store holds 0 of its 2 chunks); measuring it would give wrong numbers. "
+                   f"Repair it with add_pdfs.py --index {index} (or evaluate without --no-sync)\n")
+    assert not (tmp_path / "r.txt").exists()
+
+    code, out, _ = run(capsys, str(docs_a), "--index", str(index))
+    assert code == 0
+    assert out[:2] == ["repaired: alpha.pdf: the store holds 0 of its 1 chunks",
+                       "repaired: beta.pdf: the store holds 0 of its 2 chunks"]
+    assert out[2].startswith("files added 2 / updated 0 / removed 0 / unchanged 0 / failed 0 / repaired 2; "
+                             "3 pages and 3 chunks")
+    assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
+    code, out, _ = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index), "--no-sync",
+                            "--no-rerank", "--quiet", "--report", str(tmp_path / "r.txt"))
+    assert code == 0 and "MRR 1.000" in out
+
+
+def test_chunks_of_no_indexed_file_are_removed_and_never_measured(tmp_path, docs_a):
+    index = tmp_path / "index"
+    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    rag.sync([docs_a], progress=False)
+    vector = rag.embeddings.embed_query("Alpha page about red apples.")
+    # A stray chunk (an earlier run killed mid-write, say) closer to the query than any real chunk.
+    rag.vectorstore._collection.upsert(ids=["stray"], embeddings=[vector], documents=["stray"],
+                                       metadatas=[{"source": "ghost.pdf", "page": 0, "file_hash": "x"}])
+    fresh = LocalRAG(index, reranker_model=None, quiet=True)
+    assert [d.metadata["source"] for d, _ in fresh.retrieve("Alpha page about red apples.", k=3, mode="dense")] \
+        == ["alpha.pdf", "beta.pdf", "beta.pdf"]  # never the stray, and still 3 results
+    assert fresh.check_index().orphan_ids == ["stray"] and fresh.check_index().describe() == []
+    report = fresh.sync([docs_a], progress=False)
+    assert report.orphans_removed == 1 and fresh.vectorstore._collection.count() == 3
+
+
+# ----------------------------------------------------------------------------- the folder an index follows
+
+def test_an_index_follows_its_folder(capsys, tmp_path, docs_a):
+    docs_b = write_corpus(tmp_path / "docs_b", CORPUS_B)
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    assert manifest(index)["docs"] == ["../docs_a"]  # relative: an index moved with its folder still pairs
+
+    code, out, err = run(capsys, str(docs_b), "--index", str(index))
+    assert code == 2 and out == []
+    assert err == (f"error: the index {index} follows {docs_a.resolve()}, not {docs_b.resolve()}; syncing it with "
+                   f"another folder would replace its files. Give the folder it follows, or add --switch-folder "
+                   f"(or --rebuild) to make it follow {docs_b.resolve()}\n")
+    assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
+
+    # With no paths, add_pdfs.py syncs the folder the index follows, and so does the evaluation without --docs.
+    code, out, _ = run(capsys, "--index", str(index))
+    assert code == 0 and out[-1].startswith("files added 0 / updated 0 / removed 0 / unchanged 2 ")
+    (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+    code, out, _ = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index), "--no-rerank",
+                            "--quiet", "--report", str(tmp_path / "r.txt"))
+    assert code == 0 and "MRR 1.000" in out
+    assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
+
+    code, out, _ = run(capsys, str(docs_b), "--index", str(index), "--switch-folder")
+    assert code == 0 and out[-1].startswith("files added 1 / updated 0 / removed 2 / unchanged 0 ")
+    assert manifest(index)["docs"] == ["../docs_b"]
+
+
+def test_an_empty_folder_never_empties_an_index_unasked(capsys, tmp_path, docs_a):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    (tmp_path / "moved").mkdir()
+    for pdf in list(docs_a.iterdir()):  # the user moved the PDFs elsewhere, or a network drive is not mounted
+        shutil.move(pdf, tmp_path / "moved" / pdf.name)
+    code, out, err = run(capsys, str(docs_a), "--index", str(index))
+    assert code == 2 and out == []
+    assert err == (f"error: {docs_a} holds no PDF files; syncing would remove all 2 files from the index {index}. "
+                   f"Check the path, or add --allow-empty to empty the index\n")
+    assert manifest(index)["counts"]["files"] == 2
+    code, out, _ = run(capsys, str(docs_a), "--index", str(index), "--allow-empty")
+    assert code == 0 and out[-1].startswith("files added 0 / updated 0 / removed 2 ")
+
+
+# ----------------------------------------------------------------------------- stores localRAG did not make
+
+def test_a_foreign_collection_is_never_written_or_deleted(capsys, tmp_path, docs_a):
+    import chromadb
+
+    index = tmp_path / "index"
+    client = chromadb.PersistentClient(path=str(index))
+    foreign = client.create_collection("localrag")
+    foreign.add(ids=[f"f{i}" for i in range(10)], embeddings=[[float(i)] * 768 for i in range(10)],
+                documents=["theirs"] * 10)
+    for argv in ([str(docs_a), "--index", str(index)], [str(docs_a), "--index", str(index), "--rebuild"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == []
+        assert err == (f"error: the index {index} holds a Chroma collection 'localrag' with 10 chunks that localRAG "
+                       f"did not make (no index_info.json); it is left untouched. Use another index folder "
+                       f"(--index), or move this one away yourself\n")
+        assert client.get_collection("localrag").count() == 10
+
+
+def test_a_store_of_another_dimension_is_refused_and_kept_until_rebuild(capsys, tmp_path, docs_a):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    collection = rag.vectorstore._collection
+    ids = collection.get()["ids"]
+    rag._chroma_client().delete_collection("localrag")  # as if built by a 768-dimension model
+    col = rag._chroma_client().create_collection("localrag", metadata={"hnsw:space": "cosine",
+                                                                       local_rag.COLLECTION_MARKER: 1})
+    col.add(ids=ids, embeddings=[[0.5] * 768] * len(ids), documents=["x"] * len(ids),
+            metadatas=[{"source": "alpha.pdf", "file_hash": "old"}] * len(ids))
+    write_pdf(docs_a / "delta.pdf", ["Delta page about orange kumquats."])
+    code, out, err = run(capsys, str(docs_a), "--index", str(index))
+    assert code == 2 and out == []
+    assert err == (f"error: the index {index} holds vectors of 768 dimensions, but all-MiniLM-L6-v2 makes 384: it "
+                   f"was built with another embedding model. Rebuild it with add_pdfs.py --index {index} --rebuild, "
+                   f"or use another index folder\n")
+    assert col.count() == 3  # nothing deleted
+    code, out, _ = run(capsys, str(docs_a), "--index", str(index), "--rebuild")
+    assert code == 0 and out[-1].startswith("files added 3 ")
+
+
+# ----------------------------------------------------------------------------- names and links
+
+def test_names_equal_after_normalisation_are_an_error_naming_both(capsys, tmp_path):
+    docs = tmp_path / "docs"
+    nfc, nfd = "\u00dcbersicht.pdf", unicodedata.normalize("NFD", "\u00dcbersicht.pdf")
+    write_pdf(docs / nfc, ["Erste Übersicht."])
+    write_pdf(docs / nfd, ["Zweite Übersicht."])
+    code, out, err = run(capsys, str(docs), "--index", str(tmp_path / "index"))
+    first, second = sorted([str(docs / nfc), str(docs / nfd)])
+    assert code == 2 and out == []
+    assert err == (f"error: two files have the same name '\u00dcbersicht.pdf' after Unicode normalisation: "
+                   f"{first!r} and {second!r}; rename one of them\n")
+    assert not (tmp_path / "index").exists()
+
+
+def test_links_are_followed_only_inside_the_folder_and_every_skip_is_named(capsys, tmp_path):
+    docs = tmp_path / "docs"
+    write_pdf(docs / "real.pdf", ["The real page about lighthouses."])
+    outside = write_pdf(tmp_path / "outside" / "real.pdf", ["An outside page about deserts."])
+    (docs / "sub").mkdir()
+    (docs / "sub" / "real.pdf").symlink_to(outside)  # once shadowed docs/real.pdf
+    (docs / "alias.pdf").symlink_to(docs / "real.pdf")  # inside: followed
+    (docs / "passwd.pdf").symlink_to("/etc/passwd")
+    (docs / "dangling.pdf").symlink_to(docs / "gone.pdf")
+    (docs / "loop.pdf").symlink_to(docs / "loop.pdf")
+    (docs / "linked_folder").symlink_to(tmp_path / "outside")
+    code, out, err = run(capsys, str(docs), "--index", str(tmp_path / "index"))
+    assert code == 1
+    assert out[:-1] == [
+        "skipped: linked_folder: a link to a folder: links to folders are not followed (put the files into the "
+        "docs folder)",
+        "skipped: dangling.pdf: a dangling link (its target "
+        f"{str(docs / 'gone.pdf')!r} does not exist)",
+        "skipped: loop.pdf: a link loop",
+        "skipped: passwd.pdf: a link to a file outside the docs folder (not read)",
+        "skipped: sub/real.pdf: a link to a file outside the docs folder (not read)",
+    ]
+    assert out[-1].startswith("files added 2 / updated 0 / removed 0 / unchanged 0 / failed 0 / skipped 5; ")
+    assert stored_sources(tmp_path / "index") == ["alias.pdf", "real.pdf"]
+    assert sorted(err.count(f"skipped {name}:") for name in ("loop.pdf", "passwd.pdf", "sub/real.pdf")) == [1, 1, 1]
+
+
+# ----------------------------------------------------------------------------- a damaged manifest
+
+@pytest.mark.parametrize("content, problem", [
+    ('{"files": {"alpha.pdf": {"sha256": "ab', "it cannot be read (JSONDecodeError: Unterminated string starting "
+                                              "at: line 1 column 36 (char 35))"),
+    ("[]", "it holds a JSON list instead of an object"),
+])
+def test_a_damaged_manifest_is_named_and_rebuild_moves_it_aside(capsys, tmp_path, docs_a, content, problem):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    (index / "index_info.json").write_text(content, encoding="utf-8")
+    message = (f"error: the index manifest {index / 'index_info.json'} is damaged: {problem}; run add_pdfs.py "
+               f"--index {index} --rebuild (it moves the damaged manifest aside and builds the index again)\n")
+    code, out, err = run(capsys, str(docs_a), "--index", str(index))
+    assert (code, out, err) == (2, [], message)
+    (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+    for extra in ([], ["--no-sync"]):
+        code, out, err = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index),
+                                  "--docs", str(docs_a), "--no-rerank", "--quiet", "--report",
+                                  str(tmp_path / "r.txt"), *extra)
+        assert (code, out, err) == (2, "", message)
+    code, out, err = run(capsys, str(docs_a), "--index", str(index), "--rebuild")
+    assert code == 0 and out[-1].startswith("files added 2 ")
+    aside = [p.name for p in index.iterdir() if p.name.startswith("index_info.json.damaged-")]
+    assert len(aside) == 1 and (index / aside[0]).read_text(encoding="utf-8") == content
+    assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
+
+
+# ----------------------------------------------------------------------------- workers, Ctrl-C, vanishing files
+
+@pytest.fixture
+def slow_env(tmp_path) -> dict:
+    """Environment whose Python processes, the spawned extraction workers too, take a minute per PDF."""
+    folder = tmp_path / "slow"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        import local_rag
+        real = local_rag.extract_pdf
+        def slow(path, loader):
+            time.sleep(60)
+            return real(path, loader)
+        local_rag.extract_pdf = slow
+    """), encoding="utf-8")
+    return dict(ENV, PYTHONPATH=str(folder))
+
+
+REPORT_WORKERS = """
+    import multiprocessing, threading, time
+
+    def report():
+        while len(multiprocessing.active_children()) < 2:
+            time.sleep(0.1)
+        print(*[p.pid for p in multiprocessing.active_children()], flush=True)
+
+    threading.Thread(target=report, daemon=True).start()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_extraction_workers_die_with_their_parent_after_kill_9(tmp_path, slow_env):
+    paths = [str(write_pdf(tmp_path / f"f{i}.pdf", [f"Page {i}."])) for i in range(4)]
+    parent = subprocess.Popen(script(REPORT_WORKERS + f"""
+    import pathlib, local_rag
+    for pdf in local_rag.iter_extracted([pathlib.Path(p) for p in {paths!r}], "pypdfium2", 2):
+        pass
+    """), env=slow_env, stdout=subprocess.PIPE, text=True)
+    workers = [int(pid) for pid in parent.stdout.readline().split()]
+    assert len(workers) == 2 and all(map(_alive, workers))
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(_alive, workers))
+
+
+def test_ctrl_c_during_extraction_prints_one_line(tmp_path, slow_env):
+    docs = tmp_path / "docs"
+    for i in range(4):
+        write_pdf(docs / f"f{i}.pdf", [f"Page {i}."])
+    proc = subprocess.Popen(script(REPORT_WORKERS + f"""
+    import add_pdfs
+    sys.exit(add_pdfs.main([{str(docs)!r}, "--index", {str(tmp_path / 'index')!r}, "--quiet"]))
+    """), env=slow_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    workers = [int(pid) for pid in proc.stdout.readline().split()]
+    assert len(workers) == 2
+    time.sleep(1)  # the workers' initializer (Ctrl-C ignored) has run by now; they sleep in extraction
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == ""
+    assert err == "interrupted: the index holds every file that was completely indexed; run again to finish\n"
+    assert not any(map(_alive, workers))
+
+
+def test_a_file_deleted_while_the_folder_is_read_is_skipped_by_name(capsys, tmp_path, docs_a, monkeypatch):
+    real = local_rag.file_sha256
+
+    def vanishing(path):
+        if Path(path).name == "beta.pdf":
+            Path(path).unlink()
+        return real(path)
+
+    monkeypatch.setattr(local_rag, "file_sha256", vanishing)
+    code, out, _ = run(capsys, str(docs_a), "--index", str(tmp_path / "index"))
+    assert code == 1
+    assert out[0] == "skipped: beta.pdf: could not be read (FileNotFoundError: No such file or directory)"
+    assert out[1].startswith("files added 1 / updated 0 / removed 0 / unchanged 0 / failed 0 / skipped 1; ")
+
+
+# ----------------------------------------------------------------------------- read-only and full disks
+
+def _mount(*argv: str) -> bool:
+    return subprocess.run(["mount", *argv], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def read_only_copy(tmp_path):
+    """A read-only bind mount of a folder (root only); yields a function that mounts `src` and returns the path."""
+    mounted = []
+
+    def make(src: Path) -> Path:
+        target = tmp_path / f"ro_{src.name}"
+        target.mkdir()
+        if not (_mount("--bind", str(src), str(target)) and _mount("-o", "remount,ro,bind", str(target))):
+            subprocess.run(["umount", str(target)], capture_output=True)
+            pytest.skip("read-only bind mounts need root and mount(8)")
+        mounted.append(target)
+        return target
+
+    yield make
+    for target in mounted:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def test_a_read_only_index_is_evaluated_with_no_sync_and_never_written(capsys, tmp_path, docs_a, read_only_copy):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+    common = ["--goldset", str(tmp_path / "gold.csv"), "--no-rerank", "--quiet", "--mode", "hybrid"]
+    code, writable, _ = evaluate(capsys, *common, "--index", str(index), "--no-sync",
+                                 "--report", str(tmp_path / "w.txt"))
+    assert code == 0
+    ro = read_only_copy(index)
+    with pytest.raises(OSError):
+        (ro / "probe").write_text("x")
+    code, out, err = evaluate(capsys, *common, "--index", str(ro), "--no-sync", "--report", str(tmp_path / "r.txt"))
+    assert code == 0 and err == ""
+    assert out.split(":", 1)[1] == writable.split(":", 1)[1]  # the same metrics
+    code, out, err = run(capsys, str(docs_a), "--index", str(ro))
+    assert code == 2
+    assert err == (f"error: the index folder {ro} is read-only: it can be evaluated as it is (with --no-sync), not "
+                   f"changed; make it writable to sync it\n")
+
+
+def test_a_full_disk_gives_one_message_and_a_consistent_index(capsys, tmp_path, docs_a, monkeypatch):
+    import chromadb.api.models.Collection as collection_module
+
+    write_pdf(docs_a / "gamma.pdf", ["Gamma page about blue plums."])
+    monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 2)
+    real_upsert = collection_module.Collection.upsert
+    calls = []
+
+    def full(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise collection_module.InternalError("database or disk is full") if hasattr(
+                collection_module, "InternalError") else OSError(28, "No space left on device")
+        return real_upsert(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection_module.Collection, "upsert", full)
+    index = tmp_path / "index"
+    code, out, err = run(capsys, str(docs_a), "--index", str(index), "--quiet")
+    assert code == 2 and out == []
+    assert err == (f"error: no space left on the device while writing the index {index}: the index keeps every "
+                   f"file that was completely indexed; free some space and run the same command again\n")
+    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    assert sorted(rag.files) == ["alpha.pdf"] and rag.check_index().describe() == []
+    monkeypatch.setattr(collection_module.Collection, "upsert", real_upsert)
+    code, out, _ = run(capsys, str(docs_a), "--index", str(index), "--quiet")
+    assert code == 0 and out[-1].startswith("files added 2 / updated 0 / removed 0 / unchanged 1 ")
+    assert LocalRAG(index, reranker_model=None, quiet=True).check_index().describe() == []
+
+
+def test_a_real_full_disk(capsys, tmp_path):
+    """A 1 MiB tmpfs (root only): Chroma's own write fails; after the disk grows, the next sync finishes."""
+    docs = tmp_path / "docs"
+    for i in range(10):
+        write_pdf(docs / f"f{i}.pdf", [" ".join(f"word{i}_{j}_{k}" for k in range(250)) for j in range(8)])
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)):
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        index = disk / "index"
+        code, out, err = run(capsys, str(docs), "--index", str(index), "--quiet")
+        assert code == 2 and out == []
+        assert err == (f"error: no space left on the device while writing the index {index}: the index keeps every "
+                       f"file that was completely indexed; free some space and run the same command again\n")
+        assert _mount("-o", "remount,size=64m", str(disk))
+        # The user frees space and runs again: a new process (this one's Chroma client saw the failed write).
+        again = subprocess.run([sys.executable, str(ROOT / "add_pdfs.py"), str(docs), "--index", str(index),
+                                "--quiet"], env=ENV, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.splitlines()[-1].startswith("files added ")
+        checked = subprocess.run(script(f"""
+            from local_rag import LocalRAG
+            rag = LocalRAG({str(index)!r}, reranker_model=None, quiet=True)
+            print(len(rag.files), rag.check_index().describe())
+        """), env=ENV, capture_output=True, text=True, timeout=300)
+        assert checked.stdout == "10 []\n", checked.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)  # lazy: Chroma still holds files open
+
+
+# ----------------------------------------------------------------------------- umask
+
+def test_created_files_respect_the_umask(capsys, tmp_path, docs_a):
+    old = os.umask(0o077)
+    try:
+        index = tmp_path / "index"
+        assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+        (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+        assert evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index), "--no-rerank",
+                        "--quiet", "--report", str(tmp_path / "out" / "r.txt"))[0] == 0
+    finally:
+        os.umask(old)
+    created = [p for p in [*index.rglob("*"), *(tmp_path / "out").rglob("*")] if p.is_file()]
+    assert {p.name for p in created} >= {"index_info.json", "chroma.sqlite3", local_rag.LOCK_FILE, "r.txt", "r.json"}
+    assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o077) for p in created
+            if p.stat().st_mode & 0o077} == {}
