@@ -551,7 +551,8 @@ def set_jaccard(first: Set[str], second: Set[str]) -> float:
     """Jaccard similarity of two token sets; 1.0 for two empty sets."""
     if not first and not second:
         return 1.0
-    return len(first & second) / len(first | second)
+    shared = len(first & second)
+    return shared / (len(first) + len(second) - shared)  # the size of the union, without building it
 
 
 def is_near_duplicate(question: str, others: Iterable[str]) -> bool:

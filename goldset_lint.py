@@ -6,14 +6,15 @@ of a range and ``problem``) and the goldset's ``lines``; the index is described 
 and near-identical questions are measured as goldset_generation's gates measure them (word_count, jaccard),
 so lint and generation agree on them.
 
-Near-identical questions are found in about linear time: only pairs that share one of their rarest words
-are compared (prefix filtering, exact for a Jaccard threshold: a pair reaching it always shares one), so
+Near-identical questions are found in about linear time: only pairs that share two of their rarest words
+are compared (prefix filtering, exact for a Jaccard threshold: a pair reaching it always shares them), so
 a 100,000-question goldset lints in seconds with the same findings as comparing every pair.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import re
 import sys
@@ -190,15 +191,31 @@ def min_overlap(size: int, threshold: float) -> int:
     return max(1, math.ceil(threshold * size - 1e-9))
 
 
+def signatures(ordered: Sequence[str], threshold: float) -> list[tuple[str, ...]]:
+    """Keys a token set (``ordered`` rarest first) is indexed under; two sets reaching ``threshold`` share one.
+
+    A pair with Jaccard >= threshold shares o >= min_overlap(n) tokens of each set of n tokens, so at most
+    n - min_overlap(n) of a set's tokens lie outside the pair's common ones: the two rarest common tokens lie
+    among the first n - min_overlap(n) + 2 of both sets. Every 2-token combination of that prefix is a key.
+    A pair sharing a single token can only reach the threshold among sets of at most 1/threshold tokens;
+    those are also indexed under each token alone.
+    """
+    n = len(ordered)
+    keys: list[tuple[str, ...]] = list(itertools.combinations(ordered[: n - min_overlap(n, threshold) + 2], 2))
+    if n * threshold <= 1 + 1e-9:
+        keys += [(token,) for token in ordered]
+    return keys
+
+
 def near_duplicate_pairs(
     texts: Sequence[str], threshold: float = NEAR_DUPLICATE_JACCARD, *, progress: bool = False
 ) -> list[tuple[int, int]]:
-    """Index pairs (i < j) whose token Jaccard reaches ``threshold`` (texts[i] not blank), sorted.
+    """Index pairs (i < j) whose token Jaccard reaches ``threshold`` (0 < threshold <= 1; texts[i] not blank), sorted.
 
-    Prefix filtering: tokens are ordered rarest first; a set of n tokens is indexed under its first
-    n - min_overlap(n) + 1. Two sets reaching the threshold share at least min_overlap of the larger
-    set's size, so their prefixes share a token: every such pair is a candidate, and each candidate is
-    checked with the exact Jaccard. Same pairs as near_duplicate_pairs_brute_force, in about linear time.
+    Prefix filtering: tokens are ordered rarest first (over all texts) and each set is indexed under the
+    pairs of tokens of its prefix (see signatures); only sets sharing a key are compared, with the exact
+    Jaccard. Same pairs as near_duplicate_pairs_brute_force, in about linear time: a key of two rare words
+    is shared by few questions, even in a goldset of 100,000 on a corpus of 60 chunks.
     """
     sets = [frozenset(tokens(text)) for text in texts]
     pairs: set[tuple[int, int]] = set()
@@ -206,16 +223,17 @@ def near_duplicate_pairs(
     empty = [i for i, tokens_ in enumerate(sets) if not tokens_]
     pairs.update((i, j) for n, i in enumerate(empty) for j in empty[n + 1:] if texts[i].strip())
     frequency = Counter(token for tokens_ in sets for token in tokens_)
-    index: dict[str, list[int]] = defaultdict(list)
+    rank = {token: r for r, token in enumerate(sorted(frequency, key=lambda token: (frequency[token], token)))}
+    index: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for j in _progress(range(len(sets)), len(sets), progress, "Lint: near-duplicates"):
-        ordered = sorted(sets[j], key=lambda token: (frequency[token], token))
-        prefix = ordered[: len(ordered) - min_overlap(len(ordered), threshold) + 1]
-        candidates = {i for token in prefix for i in index[token]}
-        for i in candidates:
-            if texts[i].strip() and set_jaccard(sets[i], sets[j]) >= threshold:
+        if not sets[j]:
+            continue
+        keys = signatures(sorted(sets[j], key=rank.__getitem__), threshold)
+        for i in {i for key in keys for i in index[key]}:
+            if set_jaccard(sets[i], sets[j]) >= threshold:  # sets[i] has tokens, so texts[i] is not blank
                 pairs.add((i, j))
-        for token in prefix:
-            index[token].append(j)
+        for key in keys:
+            index[key].append(j)
     return sorted(pairs)
 
 

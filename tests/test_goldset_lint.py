@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+
 from goldset_lint import (DocInfo, LintFinding, lint_goldset, near_duplicate_pairs, near_duplicate_pairs_brute_force,
                           normalize_name, render_lint)
 
@@ -160,6 +162,18 @@ def test_near_duplicate_pairs_equal_the_brute_force():
         assert pairs == near_duplicate_pairs_brute_force(texts)
         found += len(pairs)
     assert found > 1000  # the random goldsets do hold many near-duplicates, token-less ones included
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.6, 0.8, 1.0])
+def test_near_duplicate_pairs_are_exact_at_any_threshold(threshold):
+    # Small sets from 10 words: at 0.5 and below, pairs sharing a single token reach the threshold too.
+    import random
+
+    rng = random.Random(int(threshold * 10))
+    words = "a b c d e f g h i j".split()
+    for _ in range(20):
+        texts = [" ".join(rng.sample(words, rng.randint(0, 5))) + "?" for _ in range(100)]
+        assert near_duplicate_pairs(texts, threshold) == near_duplicate_pairs_brute_force(texts, threshold)
 
 
 def test_lint_findings_equal_those_of_comparing_every_pair(monkeypatch):
