@@ -413,13 +413,13 @@ def build_parser() -> argparse.ArgumentParser:
     gate = p.add_argument_group("gates for CI (exit 0: evaluated and every gate passed; 1: evaluated, report "
                                 "written, but a gate failed or the run is degraded; 2: usage or input error, "
                                 "nothing evaluated)")
-    gate.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
+    gate.add_argument("--fail-under", action="append", default=None, metavar="METRIC=VALUE",
                       help="exit 1 when METRIC (a key of the JSON report's metrics, e.g. hit@5 or mrr) is under "
                            "VALUE; repeatable (default: none)")
     gate.add_argument("--fail-on-regression", action="store_true",
                       help="exit 1 when a metric is 'worse' than the compared report (--compare-to, else the "
                            "previous report) by the paired significance test, or when there is none to compare "
-                           "with (default: off)")
+                           "with")
     jd = p.add_argument_group("LLM judge (OpenAI-compatible: OPENAI_API_KEY and/or OPENAI_BASE_URL)")
     jd.add_argument("--judge", default=None, metavar="MODEL", help="ask MODEL which of the first --judge-k "
                                                                   "passages answer each question (default: off)")
@@ -438,8 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                             "indexed chunks (default: off)")
     gl.add_argument("--out", default=GENERATED_PATH, help="goldset written by --generate; an existing file is "
                                                           "refused unless --force")
-    gl.add_argument("--force", action="store_true", help="with --generate: replace an existing --out file "
-                                                         "(default: refuse)")
+    gl.add_argument("--force", action="store_true", help="with --generate: replace an existing --out file")
     gl.add_argument("--llm", default=None, metavar="MODEL", help="with --generate: let MODEL (OpenAI-compatible) "
                                                                  "write one natural question per chunk, cached "
                                                                  "like the judge (default: model-free questions)")
@@ -519,7 +518,7 @@ def check_gate_flags(args: argparse.Namespace) -> None:
                         f"evaluation to gate on its own")
     if args.fail_on_regression and args.no_compare:
         raise EvalError("--fail-on-regression needs a comparison and --no-compare turns it off; drop one of them")
-    args.fail_under = parse_fail_under(args.fail_under, metric_keys("dataset" if args.dataset else "goldset",
+    args.fail_under = parse_fail_under(args.fail_under or [], metric_keys("dataset" if args.dataset else "goldset",
                                                                     args.k_values))
 
 
