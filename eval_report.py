@@ -1,7 +1,8 @@
 """Render evaluation results as the committed plain-text report, Markdown tables and JSON.
 
 Everything here is a pure function of a result dict built by eval_retrieval.py; only the "Generated:" line
-holds the time, so two runs of one configuration on one index differ in that line alone.
+holds the time, so two runs of one configuration on one index differ in that line alone. The lines above it
+give the status: the exit code and, when it is 1, each failed gate and why the run is degraded.
 """
 from __future__ import annotations
 
@@ -38,18 +39,44 @@ def rank_text(rank: int | None) -> str:
 def location_text(loc: Mapping[str, Any]) -> str:
     if "doc_id" in loc:
         return f"{loc['doc_id']} (grade {loc['grade']})"
-    return loc["source"] if loc.get("page") is None else f"{loc['source']} p. {loc['page']}"
+    if loc.get("page") is None:
+        return loc["source"]
+    return f"{loc['source']} p. {loc['page']}" + (f"-{loc['last_page']}" if loc.get("last_page") else "")
+
+
+def render_status(status: Mapping[str, Any]) -> list[str]:
+    """The status lines at the top of a report: the exit code and why (failed gates, degradations)."""
+    if status["exit_code"] == 0:
+        gates = f"every gate passed ({'; '.join(status['gates'])})" if status["gates"] else "no gate set"
+        return [f"Status: exit 0, evaluated; {gates}"]
+    what = " and ".join(text for text, items in (("a gate failed", status["failed"]),
+                                                 ("the run is degraded", status["degraded"])) if items)
+    return ([f"Status: exit {status['exit_code']}, evaluated but {what}"]
+            + [f"  gate failed: {m}" for m in status["failed"]] + [f"  degraded: {m}" for m in status["degraded"]])
+
+
+def render_left_out(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Questions not scored because an expected page is invalid, each with its goldset lines and why."""
+    lines = [f"Left out of the metrics ({len(entries)}; not counted in any average)"]
+    for entry in entries:
+        where = f"line{'s' if len(entry['lines']) > 1 else ''} {', '.join(map(str, entry['lines']))}"
+        lines.append(f"  - {shorten(entry['question'])} ({where})")
+        lines += [f"    {reason}" for reason in entry["reasons"]]
+    return lines
 
 
 # ----------------------------------------------------------------------------- text report
 
 def render_text(result: Mapping[str, Any], generated: str) -> str:
     """The whole plain-text report."""
-    lines = [f"localRAG retrieval evaluation: {result['title']}", f"Generated: {generated}", ""]
+    lines = [f"localRAG retrieval evaluation: {result['title']}", *render_status(result["status"]),
+             f"Generated: {generated}", ""]
     lines += ["Configuration"] + [f"  {label + ':':<{LABEL_WIDTH}}{value}" for label, value in result["config"]]
     if result.get("messages"):
         lines += ["", "Notes"] + [f"  {m}" for m in result["messages"]]
     lines += ["", *render_metrics(result)]
+    if result.get("left_out"):
+        lines += ["", *render_left_out(result["left_out"])]
     if result.get("per_corpus"):
         lines += ["", *render_per_corpus(result)]
     if result.get("compare"):
@@ -169,10 +196,12 @@ def render_markdown(result: Mapping[str, Any]) -> str:
 def to_json(result: Mapping[str, Any], generated: str) -> str:
     """JSON with config, metrics and per_query (plus whatever else the run produced)."""
     payload = {"generated": generated, "title": result["title"], "kind": result["kind"],
+               **({"goldset": result["goldset"]} if result.get("goldset") else {}),
+               **({"status": result["status"]} if result.get("status") else {}),
                "config": {label: value for label, value in result["config"]},
                "metrics": result["metrics"], "num_queries": result["num_queries"],
                "per_query": result["per_query"]}
-    for key in ("counts", "per_corpus", "not_found", "judge", "compare", "messages"):
+    for key in ("counts", "per_corpus", "not_found", "left_out", "judge", "compare", "messages"):
         if result.get(key):
             payload[key] = result[key]
     return json.dumps(payload, ensure_ascii=False, indent=1) + "\n"

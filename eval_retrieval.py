@@ -12,7 +12,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import eval_report
 from atomic_files import write_text_atomic
@@ -38,6 +38,11 @@ DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
 COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
 COMPARE_SEED = 0  # seed of the comparison statistics
 GENERATED_PATH = "eval/goldset_generated.csv"  # where --generate writes its goldset
+DATASET_REPORT_DIR = "eval/dataset_reports"  # default reports of --dataset runs, named after dataset and split
+GOLDSET_REPORT_SUFFIX = ".report"  # another goldset's default report: beside it, <goldset name>.report.txt
+# Exit codes: evaluated and every gate passed; evaluated (report written) but a gate failed or the run is degraded;
+# usage or input error, nothing evaluated.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
 
 
@@ -60,16 +65,27 @@ def plural(n: int, word: str) -> str:
 
 
 def display_path(path: str | Path) -> str:
-    """A path as reports show it: relative to the working folder when inside it, never a home folder."""
+    """A path as messages and reports show it: relative to the working folder when inside it, else as given
+    with the home folder written ~ (never a user's home folder in a committed report, never a bare file name)."""
     path = Path(path)
     try:
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
-        return path.name if path.is_absolute() else path.as_posix()
+        pass
+    try:
+        return "~/" + path.relative_to(Path.home()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def same_path(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name the same file or folder (existing or not)."""
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def log(args: argparse.Namespace, message: str) -> None:
-    if not args.quiet:
+    """Progress and notes on stderr, hidden by --quiet; warnings ("warning: ...") are always shown."""
+    if not args.quiet or message.startswith("warning: "):
         print(message, file=sys.stderr, flush=True)
 
 
@@ -79,7 +95,7 @@ def goldset_metrics(ranks: dict[str, int | None], ks: Sequence[int]) -> tuple[di
     """(means, counts, per-query values) of Hit@k and MRR from first-match ranks (None = not found)."""
     per_query = {qid: {**{f"hit@{k}": rm.hit_at_k_from_rank(r, k) for k in ks},
                        "mrr": rm.reciprocal_rank_from_rank(r)} for qid, r in ranks.items()}
-    keys = [f"hit@{k}" for k in ks] + ["mrr"]
+    keys = metric_keys("goldset", ks)
     means = {key: math.fsum(v[key] for v in per_query.values()) / len(per_query) for key in keys}
     counts = {f"hit@{k}": sum(1 for r in ranks.values() if r is not None and r <= k) for k in ks}
     return means, counts, per_query
@@ -139,7 +155,7 @@ def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, in
         seen = [(rank, page) for rank, (src, page) in enumerate(retrieved, 1) if gs.same_file(src, name)]
         if seen and loc.page is not None:
             shown = ", ".join(f"p. {page + page_offset} at rank {rank}" for rank, page in seen[:3])
-            hints.append(f"{name} was retrieved ({shown}) but not within ±{tolerance} of page {loc.page}: "
+            hints.append(f"{name} was retrieved ({shown}) but not within ±{tolerance} of page {loc.page_text()}: "
                          f"is the expected page right?")
         elif not seen:
             hints.append(f"{name} is indexed but none of its chunks came within the first {len(retrieved)}: the "
@@ -197,7 +213,7 @@ def evaluate_goldset(rag: LocalRAG, goldset: gs.Goldset, args: argparse.Namespac
         hits = retrieved[q.query_id]
         per_query.append({
             "query_id": q.query_id, "question": q.question, "corpus": q.corpus or "",
-            "locations": [{"source": loc.source, "page": loc.page} for loc in q.locations],
+            "locations": [location_json(loc) for loc in q.locations],
             "rank": ranks[q.query_id], "metrics": per_query_values[q.query_id],
             "top": [{"source": d.metadata["source"], "page": int(d.metadata["page"]) + args.page_offset,
                      "score": round(float(score), 6)} for d, score in hits[:TOP_IN_JSON]]})
@@ -213,16 +229,34 @@ def evaluate_goldset(rag: LocalRAG, goldset: gs.Goldset, args: argparse.Namespac
             result["per_corpus"][corpus] = {"n": len(sub), "metrics": c_means, "counts": c_counts}
     indexed = {d["source"]: d for d in rag.list_documents()}
     result["not_found"] = [
-        {"question": q.question, "locations": [{"source": loc.source, "page": loc.page} for loc in q.locations],
+        {"question": q.question, "locations": [location_json(loc) for loc in q.locations],
          "hints": not_found_hints(q, [(d.metadata["source"], int(d.metadata["page"])) for d, _ in
                                       retrieved[q.query_id]], indexed, args.page_offset, args.page_tolerance)}
         for q in sorted(questions, key=lambda q: q.question) if ranks[q.query_id] is None]
-    missing = sorted({loc.source for q in questions for loc in q.locations
-                      if not any(gs.same_file(loc.source, name) for name in indexed)})
-    if missing:
+    result["missing_files"] = missing_files(questions, indexed)
+    if result["missing_files"]:
         result.setdefault("messages", []).append("Documents named in the goldset but not in the index: "
-                                                 + ", ".join(missing))
+                                                 + ", ".join(result["missing_files"]))
     return result
+
+
+def location_json(loc: gs.Location) -> dict[str, Any]:
+    """A goldset location in the JSON report: source and page, plus last_page for a range."""
+    return {"source": loc.source, "page": loc.page, **({"last_page": loc.last_page} if loc.last_page else {})}
+
+
+def missing_files(questions: Sequence[gs.GoldQuestion], indexed: Iterable[str]) -> list[str]:
+    """Expected files (as the goldset writes them) that are not in the index, sorted."""
+    names = {gs.normalize_source(name) for name in indexed} - {""}
+    return sorted({loc.source for q in questions for loc in q.locations
+                   if gs.normalize_source(loc.source) not in names})
+
+
+def metric_keys(kind: str, ks: Sequence[int]) -> list[str]:
+    """The metric keys of a report ("goldset" or "dataset" kind) for cutoffs ks, in report order."""
+    if kind == "dataset":
+        return [k for k in rm.metric_keys(ks) if not k.startswith("precision")]  # P@k adds little for retrieval
+    return [f"hit@{k}" for k in ks] + ["mrr"]
 
 
 def _progress(items, args, desc):
@@ -245,7 +279,7 @@ def evaluate_dataset(rag: LocalRAG, dataset, args: argparse.Namespace, mode: str
         run[q.query_id] = retrieve_documents(rag, q.question, depth, mode, rerank)
     qrels = {q.query_id: dataset.qrels[q.query_id] for q in queries}
     evaluated = rm.evaluate(qrels, run, ks, depth=depth)
-    shown = [k for k in rm.metric_keys(ks) if not k.startswith("precision")]  # P@k adds little for retrieval
+    shown = metric_keys("dataset", ks)
     per_query = []
     ranks: dict[str, int | None] = {}
     for qid, values in evaluated["per_query"].items():
@@ -273,15 +307,7 @@ def compare_results(old: dict, new: dict, intersect: bool, old_label: str,
     """Paired comparison of two results (JSON payloads) over their questions, metric by metric."""
     old_q = {q["query_id"]: q for q in old["per_query"]}
     new_q = {q["query_id"]: q for q in new["per_query"]}
-    common = sorted(set(old_q) & set(new_q))
-    note = ""
-    if set(old_q) != set(new_q):
-        if not intersect:
-            raise EvalError(f"the two runs cover different questions ({len(old_q)} and {len(new_q)}, "
-                            f"{len(common)} in common); pass --intersect to compare the common questions only")
-        note = f"questions differ: {len(old_q)} old, {len(new_q)} new; only the common ones are compared"
-    if not common:
-        raise EvalError("the two runs have no question in common; nothing to compare")
+    common, note = common_questions(old_q, new_q, intersect)
     keys = [k for k in new["metrics"] if k in old["metrics"]]
     metrics = {}
     for key in keys:
@@ -294,6 +320,21 @@ def compare_results(old: dict, new: dict, intersect: bool, old_label: str,
                               "new_rank": m.new_rank} for m in moved]
     return {"old_label": old_label, "n": len(common), "note": note, "metrics": metrics, "resamples": resamples,
             "seed": seed, "improved": as_rows(improved), "worsened": as_rows(worsened)}
+
+
+def common_questions(old_ids: Iterable[str], new_ids: Iterable[str], intersect: bool) -> tuple[list[str], str]:
+    """(sorted common question ids, note) of two runs; EvalError if they differ without intersect, or share none."""
+    old_ids, new_ids = set(old_ids), set(new_ids)
+    common = sorted(old_ids & new_ids)
+    note = ""
+    if old_ids != new_ids:
+        if not intersect:
+            raise EvalError(f"the two runs cover different questions ({len(old_ids)} and {len(new_ids)}, "
+                            f"{len(common)} in common); pass --intersect to compare the common questions only")
+        note = f"questions differ: {len(old_ids)} old, {len(new_ids)} new; only the common ones are compared"
+    if not common:
+        raise EvalError("the two runs have no question in common; nothing to compare")
+    return common, note
 
 
 def load_json_report(path: str | Path) -> dict:
@@ -369,11 +410,25 @@ def build_parser() -> argparse.ArgumentParser:
                     help="pages a hit may lie away from the expected page")
     out = p.add_argument_group("output")
     out.add_argument("--report", default=None, help=f"plain-text report (default: {REPORT_PATH}, with --ablation "
-                                                    f"{ABLATION_REPORT_PATH})")
+                                                    f"{ABLATION_REPORT_PATH}, for the default goldset and index; "
+                                                    f"another goldset or index: beside the goldset, "
+                                                    f"NAME{GOLDSET_REPORT_SUFFIX}.txt; a dataset: "
+                                                    f"{DATASET_REPORT_DIR}/NAME-SPLIT.txt)")
     out.add_argument("--json", default=None, help="JSON report (default: the report path with .json)")
     out.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
     out.add_argument("--run-file", default=None, help="TREC run file of a dataset evaluation (default: none)")
-    out.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
+    out.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr; warnings and a "
+                                                          "failed status are still shown")
+    gate = p.add_argument_group("gates for CI (exit 0: evaluated and every gate passed; 1: evaluated, report "
+                                "written, but a gate failed or the run is degraded; 2: usage or input error, "
+                                "nothing evaluated)")
+    gate.add_argument("--fail-under", action="append", default=None, metavar="METRIC=VALUE",
+                      help="exit 1 when METRIC (a key of the JSON report's metrics, e.g. hit@5 or mrr) is under "
+                           "VALUE; repeatable (default: none)")
+    gate.add_argument("--fail-on-regression", action="store_true",
+                      help="exit 1 when a metric is 'worse' than the compared report (--compare-to, else the "
+                           "previous report) by the paired significance test, or when there is none to compare "
+                           "with")
     jd = p.add_argument_group("LLM judge (OpenAI-compatible: OPENAI_API_KEY and/or OPENAI_BASE_URL)")
     jd.add_argument("--judge", default=None, metavar="MODEL", help="ask MODEL which of the first --judge-k "
                                                                   "passages answer each question (default: off)")
@@ -390,7 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "exit 1 when anything is wrong")
     gl.add_argument("--generate", type=int, default=None, metavar="N", help="write N questions sampled from the "
                                                                             "indexed chunks (default: off)")
-    gl.add_argument("--out", default=GENERATED_PATH, help="goldset written by --generate")
+    gl.add_argument("--out", default=GENERATED_PATH, help="goldset written by --generate; an existing file is "
+                                                          "refused unless --force")
+    gl.add_argument("--force", action="store_true", help="with --generate: replace an existing --out file")
     gl.add_argument("--llm", default=None, metavar="MODEL", help="with --generate: let MODEL (OpenAI-compatible) "
                                                                  "write one natural question per chunk, cached "
                                                                  "like the judge (default: model-free questions)")
@@ -433,10 +490,13 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         raise EvalError(f"{' and '.join(actions)} cannot be combined; run them one at a time")
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
+    check_gate_flags(args)
     if args.report is None:
-        args.report = ABLATION_REPORT_PATH if args.ablation else REPORT_PATH
+        args.report = default_report_path(args)
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
+    if not (args.lint or args.generate is not None or args.suite or args.compare):
+        check_output_paths(output_paths(args), input_paths(args))
     if args.judge:
         import os
 
@@ -453,6 +513,75 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.no_rerank and args.rerank_model:
         raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
     return args
+
+
+def check_gate_flags(args: argparse.Namespace) -> None:
+    """Gates belong to one evaluation: parse --fail-under against this run's metric keys (before any work)."""
+    gated = [flag for flag, on in (("--fail-under", args.fail_under), ("--fail-on-regression",
+                                                                       args.fail_on_regression)) if on]
+    other = [flag for flag, on in (("--ablation", args.ablation), ("--lint", args.lint),
+                                   ("--generate", args.generate is not None), ("--suite", args.suite),
+                                   ("--compare", args.compare)) if on]
+    if gated and other:
+        raise EvalError(f"{' and '.join(gated)} gate one evaluation and do not work with {other[0]}; run the "
+                        f"evaluation to gate on its own")
+    if args.fail_on_regression and args.no_compare:
+        raise EvalError("--fail-on-regression needs a comparison and --no-compare turns it off; drop one of them")
+    args.fail_under = parse_fail_under(args.fail_under or [], metric_keys("dataset" if args.dataset else "goldset",
+                                                                    args.k_values))
+
+
+def is_default_setup(args: argparse.Namespace) -> bool:
+    """Whether this run evaluates the default goldset on the default index (the one the committed report is of)."""
+    return (not args.dataset and same_path(args.goldset, GOLDSET_PATH) and same_path(args.docs, local_rag.DOCS_PATH)
+            and (args.index is None or same_path(args.index, VECTORSTORE_PATH))
+            and args.chroma_url == local_rag.CHROMA_URL)
+
+
+def default_report_path(args: argparse.Namespace) -> str:
+    """The report path without --report: the committed one only for the default goldset and index; another
+    goldset or index gets one beside the goldset, named after it; a dataset one under DATASET_REPORT_DIR."""
+    if args.dataset:
+        name = f"{Path(args.dataset).resolve().name}-{args.split}{'-ablation' if args.ablation else ''}.txt"
+        return str(Path(DATASET_REPORT_DIR) / name)
+    if is_default_setup(args):
+        return ABLATION_REPORT_PATH if args.ablation else REPORT_PATH
+    goldset = Path(args.goldset)
+    return str(goldset.with_name(f"{goldset.stem}{'.ablation' if args.ablation else GOLDSET_REPORT_SUFFIX}.txt"))
+
+
+def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(flag, path) of every file an evaluation writes."""
+    return [(flag, path) for flag, path in (("--report", args.report), ("--json", args.json),
+                                            ("--markdown", args.markdown), ("--run-file", args.run_file)) if path]
+
+
+def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(flag, path) of every file an evaluation reads and a report must not replace."""
+    import llm_judge
+
+    inputs = [("--compare-to", args.compare_to)]
+    if args.dataset:
+        inputs += [("--dataset", str(Path(args.dataset) / name))
+                   for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{args.split}.tsv")]
+    else:
+        inputs.append(("--goldset", args.goldset))
+    if args.judge:
+        inputs.append(("--judge-cache", args.judge_cache or llm_judge.JUDGE_CACHE_PATH))
+    return [(flag, path) for flag, path in inputs if path]
+
+
+def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tuple[str, str]]) -> None:
+    """EvalError when an output would replace an input or another output of the same run."""
+    for n, (flag, path) in enumerate(outputs):
+        for other_flag, other in inputs:
+            if same_path(path, other):
+                raise EvalError(f"{flag} {path} is the {other_flag} file {other}; writing the report there would "
+                                f"replace it. Give {flag} another path")
+        for other_flag, other in outputs[n + 1:]:
+            if same_path(path, other):
+                raise EvalError(f"{flag} {path} and {other_flag} {other} are the same file; one would replace the "
+                                f"other. Give them different paths")
 
 
 def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
@@ -517,60 +646,133 @@ def write_outputs(result: dict, args: argparse.Namespace, generated: str) -> Non
         write_text_atomic(args.markdown, eval_report.render_markdown(result))
 
 
-def previous_report(args: argparse.Namespace) -> tuple[dict | None, str]:
-    """The report to compare with: --compare-to, else the JSON report about to be overwritten."""
+def report_identity(payload: dict) -> str:
+    """What a JSON report evaluated ("goldset eval/goldset.csv", "dataset scifact (test)"); its title if older."""
+    return payload.get("goldset") or payload.get("title", "")
+
+
+def previous_report(args: argparse.Namespace, identity: str, query_ids: Sequence[str]) -> tuple[dict | None, str, str]:
+    """(report to compare with, its label, why there is none): --compare-to, else the JSON report about to be
+    overwritten if it evaluated the same goldset. An explicit --compare-to over other questions (without
+    --intersect) is an EvalError here, before any retrieval."""
     if args.no_compare:
-        return None, ""
+        return None, "", "--no-compare was given"
     if args.compare_to:
-        return load_json_report(args.compare_to), display_path(args.compare_to)
-    if Path(args.json).exists():
-        try:
-            return load_json_report(args.json), f"previous report {display_path(args.json)}"
-        except EvalError as exc:
-            log(args, f"warning: not comparing with the previous report: {exc}")
-    return None, ""
+        data = load_json_report(args.compare_to)
+        common_questions([q["query_id"] for q in data["per_query"]], query_ids, args.intersect)
+        return data, display_path(args.compare_to), ""
+    shown = display_path(args.json)
+    if not Path(args.json).exists():
+        return None, "", f"there is no previous report at {shown}; give one with --compare-to REPORT.json"
+    try:
+        data = load_json_report(args.json)
+    except EvalError as exc:
+        log(args, f"warning: not comparing with the previous report: {exc}")
+        return None, "", f"the previous report is unreadable: {exc}"
+    if report_identity(data) != identity:
+        why = (f"the previous report {shown} is of {report_identity(data) or 'an unknown goldset'}, this run of "
+               f"{identity}; give --compare-to {shown} to compare them anyway")
+        log(args, f"warning: not compared: {why}")
+        return None, "", why
+    return data, f"previous report {shown}", ""
 
 
 def print_summary(result: dict, args: argparse.Namespace) -> None:
+    """The metrics line on stdout; the status on stderr (always when the exit code is not 0)."""
     parts = [f"{eval_report.metric_label(k)} {eval_report.fmt(v)}" for k, v in result["metrics"].items()]
     print(f"{result['name']}: " + ", ".join(parts) + f" ({plural(result['num_queries'], 'question')})")
-    if not args.quiet:
-        print(f"Report written to {display_path(args.report)} and {display_path(args.json)}", file=sys.stderr)
+    print_status(result["status"], args)
+    log(args, f"Report written to {display_path(args.report)} and {display_path(args.json)}")
+
+
+def print_status(status: dict, args: argparse.Namespace) -> None:
+    """The status lines on stderr: always when the exit code is not 0 (a failure is no progress note)."""
+    if status["exit_code"] != EXIT_OK or not args.quiet:
+        print("\n".join(eval_report.render_status(status)), file=sys.stderr, flush=True)
 
 
 def run_goldset(args: argparse.Namespace) -> int:
     goldset = gs.read_goldset(args.goldset)
     for message in goldset.messages:
-        log(args, f"goldset: {message}")
+        log(args, f"warning: goldset: {message}")
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     warnings = sync_pdf_index(rag, args)
-    # Lint runs as a warning before every evaluation; reader messages are already listed, so they are left out.
-    for finding in lint_findings(rag, goldset):
+    docs = index_docs(rag)
+    findings = lint_findings(rag, goldset, docs, progress=not args.quiet)
+    # Lint runs before every evaluation; reader messages are already listed, so they are left out of the notes.
+    for finding in findings:
         if not finding.message.startswith("reader: "):
             where = (f"line{'s' if len(finding.lines) > 1 else ''} {', '.join(map(str, finding.lines))}: "
                      if finding.lines else "")
             warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
             log(args, f"warning: {warnings[-1]}")
-    previous, previous_label = previous_report(args)
+    left_out = left_out_questions(goldset.questions, docs)
+    scored = gs.Goldset([q for q in goldset.questions if q.query_id not in left_out], goldset.messages, goldset.path)
+    if not scored.questions:
+        raise EvalError(f"every question of {display_path(args.goldset)} has an invalid expected page (see the "
+                        f"warnings above), so nothing can be evaluated; fix the pages and rerun")
+    identity = "goldset " + display_path(args.goldset)
+    previous = previous_report(args, identity, [q.query_id for q in scored.questions])
     header = [("Goldset", f"{display_path(args.goldset)} ({plural(len(goldset.questions), 'question')})")]
-    tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"),
-            ("Questions", str(len(goldset.questions)))]
-    configs = ablation_configs(rag) if args.ablation else [(args.mode, rag.reranker is not None)]
+    questions = str(len(scored.questions)) + (f" ({len(left_out)} more left out of the metrics: invalid expected "
+                                              f"page)" if left_out else "")
+    tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"), ("Questions", questions)]
+    configs, missing_rows = ablation_configs(rag) if args.ablation else ([(args.mode, rag.reranker is not None)], "")
+    lint_errors = sum(f.severity == "error" for f in findings)
     results = []
     for mode, rerank in configs:
         started = time.perf_counter()
-        result = evaluate_goldset(rag, goldset, args, mode, rerank, "goldset " + display_path(args.goldset))
+        result = evaluate_goldset(rag, scored, args, mode, rerank, identity)
         result["seconds"] = time.perf_counter() - started
         result["config"] = config_block(rag, args, mode, rerank, header) + tail
         result["messages"] = goldset.messages + warnings + result.get("messages", [])
+        result["goldset"] = identity
+        result["left_out"] = [{"query_id": q.query_id, "question": q.question, "lines": list(q.lines),
+                               "reasons": left_out[q.query_id]} for q in goldset.questions if q.query_id in left_out]
+        result["degraded"] = degraded_reasons(result["missing_files"], lint_errors, len(left_out))
         results.append(result)
     if args.judge:
-        add_judge(results[0], goldset, args)
-    return finish(results, args, previous, previous_label)
+        add_judge(results[0], scored, args)
+    return finish(results, args, previous, missing_rows)
+
+
+def left_out_questions(questions: Sequence[gs.GoldQuestion], docs: dict[str, Any],
+                       page_offset: int = PAGE_OFFSET) -> dict[str, list[str]]:
+    """query_id -> why the question cannot be scored: a page the reader could not use, or one its indexed file
+    does not have. Such a question is left out of the metrics, never widened to the whole file."""
+    import goldset_lint
+
+    by_norm = {gs.normalize_source(name): doc for name, doc in docs.items()}
+    out = {}
+    for q in questions:
+        reasons = [loc.problem for loc in q.locations if loc.problem]
+        for loc in q.locations:
+            doc = by_norm.get(gs.normalize_source(loc.source))
+            problem = goldset_lint.page_range_problem(loc, doc, page_offset) if doc is not None else None
+            if problem:
+                reasons.append(problem)
+        if reasons:
+            out[q.query_id] = reasons
+    return out
+
+
+def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) -> list[str]:
+    """Why a goldset evaluation's numbers cannot be trusted as they stand (empty = they can)."""
+    reasons = []
+    if missing:
+        reasons.append(f"{plural(len(missing), 'expected file')} not in the index ({', '.join(missing)}): their "
+                       f"questions count as misses; index the files or fix the names")
+    if left_out:
+        reasons.append(f"{plural(left_out, 'question')} left out of the metrics for an invalid expected page (see "
+                       f"'Left out of the metrics')")
+    if lint_errors:
+        reasons.append(f"goldset lint found {plural(lint_errors, 'error')} (see Notes, or run --lint)")
+    return reasons
 
 
 def add_judge(result: dict, goldset: gs.Goldset, args: argparse.Namespace) -> None:
-    """Judge the first passages of every question and attach the section to the result."""
+    """Judge the first passages of every question and attach the section to the result; a judge that stopped
+    or returned unreadable replies degrades the run."""
     import llm_judge
 
     k = args.judge_k or llm_judge.JUDGE_K
@@ -581,11 +783,18 @@ def add_judge(result: dict, goldset: gs.Goldset, args: argparse.Namespace) -> No
              for q in goldset.questions]
     run = llm_judge.run_judge(items, args.judge, cache_path=args.judge_cache, max_new_calls=args.judge_max_calls,
                               k=k, domain=args.judge_domain, progress=None if args.quiet else
-                              (lambda message: print(message, file=sys.stderr, flush=True)))
+                              (lambda message: print(message, file=sys.stderr, flush=True)),
+                              warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True))
     log(args, llm_judge.judge_calls_line(run))
+    if run.cache_warning:
+        result["messages"].append(run.cache_warning)
     if run.stopped:
         print(f"warning: judging stopped: {run.stopped}", file=sys.stderr)
         result["messages"].append(f"Judging stopped early: {run.stopped}")
+        result["degraded"].append(f"the judge stopped before every question was judged: {run.stopped}")
+    if run.unreadable:
+        result["degraded"].append(f"the judge's reply was unreadable for {plural(run.unreadable, 'question')} "
+                                  f"(see 'LLM judge'); check that {args.judge} answers in the requested JSON")
     questions = {q.query_id: q.question for q in goldset.questions}
     summary = llm_judge.summarize_judge(run, result["ranks"], k)
     result["judge_lines"] = llm_judge.render_judge_section(summary, run.verdicts, questions, result["ranks"])
@@ -623,67 +832,130 @@ def run_dataset(args: argparse.Namespace) -> int:
         sample_text = info.describe()
         messages.append("These numbers come from a sample: " + sample_text)
     index = args.index or dataset_index_path(args)
+    identity = f"dataset {Path(args.dataset).resolve().name} ({args.split})"
+    query_ids = [qid for qid in sorted(dataset.qrels) if qid in dataset.queries]
+    previous = previous_report(args, identity, query_ids)
     rag = open_rag(args, index)
     records = [{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
                for d in dataset.documents.values()]
     report = rag.sync_records(records, rebuild=args.rebuild, progress=not args.quiet)
     if report.changed:
         log(args, "Dataset index synced: " + report.summary())
-    previous, previous_label = previous_report(args)
     name = Path(args.dataset).resolve().name
     header = [("Dataset", f"{name}, split {args.split} ({sample_text})")]
     tail = [("Scoring", "document level: chunks over-fetched, collapsed by doc_id (best chunk), cut at k"),
             ("Queries", "{queries}")]
-    configs = ablation_configs(rag) if args.ablation else [(args.mode, rag.reranker is not None)]
+    configs, missing_rows = ablation_configs(rag) if args.ablation else ([(args.mode, rag.reranker is not None)], "")
     results = []
     for mode, rerank in configs:
         started = time.perf_counter()
-        result = evaluate_dataset(rag, dataset, args, mode, rerank, f"dataset {name} ({args.split})")
+        result = evaluate_dataset(rag, dataset, args, mode, rerank, identity)
         result["seconds"] = time.perf_counter() - started
         result["config"] = config_block(rag, args, mode, rerank, header) + [
             (label, value.format(queries=result["num_queries"])) for label, value in tail]
         result["messages"] = messages + result.get("messages", [])
+        result["goldset"] = identity
+        result["degraded"] = []  # a dataset's skipped lines are notes; only the gates fail a dataset run
         results.append(result)
-    return finish(results, args, previous, previous_label)
+    return finish(results, args, previous, missing_rows)
 
 
-def ablation_configs(rag: LocalRAG) -> list[tuple[str, bool]]:
-    reranks = [False, True] if rag.reranker is not None else [False]
-    return [(mode, rerank) for mode in local_rag.RETRIEVAL_MODES for rerank in reranks]
+def ablation_configs(rag: LocalRAG) -> tuple[list[tuple[str, bool]], str]:
+    """The (mode, rerank) rows of --ablation, and why the reranked rows are missing ("" if they are not)."""
+    if rag.reranker is not None:
+        return [(mode, rerank) for mode in local_rag.RETRIEVAL_MODES for rerank in (False, True)], ""
+    why = "--no-rerank was given" if rag.reranker_off_reason == "turned off" else \
+        f"no reranker: {rag.reranker_off_reason}"
+    return [(mode, False) for mode in local_rag.RETRIEVAL_MODES], f"every '+ rerank' row is missing ({why})"
 
 
-def finish(results: list[dict], args: argparse.Namespace, previous: dict | None, previous_label: str) -> int:
+def finish(results: list[dict], args: argparse.Namespace, previous: tuple[dict | None, str, str],
+           missing_rows: str = "") -> int:
+    """Compare, check the gates, write the reports; the exit code (EXIT_OK or EXIT_FAILED)."""
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
-    if len(results) == 1:
-        result = results[0]
-        if previous is not None:
-            # The previous report at the output path is overwritten now, so "rerun with --intersect" would compare
-            # the run with itself: compare the common questions, or say why there is no comparison.
-            implicit = not args.compare_to
-            try:
-                result["compare"] = compare_results(previous, json.loads(eval_report.to_json(result, generated)),
-                                                    args.intersect or implicit, previous_label,
-                                                    resamples=args.resamples)
-            except EvalError as exc:
-                if not implicit:
-                    raise
-                log(args, f"warning: not compared with the {previous_label}: {exc}")
-                result.setdefault("messages", []).append(f"Not compared with the {previous_label}: {exc}")
-        write_outputs(result, args, generated)
-        if args.run_file and "run" in result:
-            import beir_data
+    if len(results) > 1:
+        return write_ablation(results, args, generated, missing_rows)
+    result = results[0]
+    data, label, why_not = previous
+    if data is not None:
+        # The previous report at the output path is overwritten now, so "rerun with --intersect" would compare
+        # the run with itself: compare the common questions, or say why there is no comparison.
+        implicit = not args.compare_to
+        try:
+            result["compare"] = compare_results(data, json.loads(eval_report.to_json(result, generated)),
+                                                args.intersect or implicit, label, resamples=args.resamples)
+        except EvalError as exc:
+            if not implicit:
+                raise
+            why_not = f"not compared with the {label}: {exc}"
+            log(args, f"warning: {why_not}")
+            result.setdefault("messages", []).append(why_not[0].upper() + why_not[1:])
+    failed = gate_failures(result["metrics"], args.fail_under, args.fail_on_regression, result.get("compare"),
+                           why_not)
+    result["status"] = run_status(result["degraded"], failed, gate_descriptions(args))
+    write_outputs(result, args, generated)
+    if args.run_file and "run" in result:
+        import beir_data
 
-            try:
-                beir_data.write_trec_run(args.run_file, result["run"],
-                                         tag=f"localrag-{result['name'].replace(' ', '')}")
-            except beir_data.RunFormatError as exc:
-                raise EvalError(f"--run-file {args.run_file} not written (the reports are): {exc}") from None
-        print_summary(result, args)
-        return 0
-    return write_ablation(results, args, generated)
+        try:
+            beir_data.write_trec_run(args.run_file, result["run"], tag=f"localrag-{result['name'].replace(' ', '')}")
+        except beir_data.RunFormatError as exc:
+            raise EvalError(f"--run-file {args.run_file} not written (the reports are): {exc}") from None
+    print_summary(result, args)
+    return result["status"]["exit_code"]
 
 
-def write_ablation(results: list[dict], args: argparse.Namespace, generated: str) -> int:
+def parse_fail_under(texts: Sequence[str], valid: Sequence[str]) -> list[tuple[str, float]]:
+    """--fail-under METRIC=VALUE flags -> [(metric key, threshold)]; EvalError naming the valid keys."""
+    gates = []
+    for text in texts:
+        key, sep, value = text.partition("=")
+        key = key.strip().lower()
+        if not sep or not key:
+            raise EvalError(f"--fail-under needs METRIC=VALUE like hit@5=0.8, got {text!r}")
+        try:
+            threshold = float(value)
+        except ValueError:
+            raise EvalError(f"--fail-under {text}: {value.strip()!r} is not a number; write a value between 0 and 1 "
+                            f"like hit@5=0.8") from None
+        if not 0 <= threshold <= 1:
+            raise EvalError(f"--fail-under {text}: {threshold:g} lies outside 0..1, the range of every metric")
+        if key not in valid:
+            raise EvalError(f"--fail-under {text}: this run reports no metric {key!r}; valid keys: "
+                            f"{', '.join(valid)} (the cutoffs follow --k)")
+        gates.append((key, threshold))
+    return gates
+
+
+def gate_descriptions(args: argparse.Namespace) -> list[str]:
+    """The gates of this run as the status line names them."""
+    gates = [f"{key} >= {threshold:g}" for key, threshold in args.fail_under]
+    return gates + (["no metric worse than the compared report"] if args.fail_on_regression else [])
+
+
+def gate_failures(metrics: dict[str, float], fail_under: Sequence[tuple[str, float]], on_regression: bool,
+                  compare: dict | None, why_not: str) -> list[str]:
+    """Which gates failed: a metric under its --fail-under value; with --fail-on-regression, a metric whose
+    verdict (paired significance test, not the raw difference) is "worse", or no comparison to check."""
+    failed = [f"{eval_report.metric_label(key)} {metrics[key]:.4f} is under --fail-under {key}={threshold:g}"
+              for key, threshold in fail_under if metrics[key] < threshold]
+    if on_regression and compare is None:
+        failed.append(f"--fail-on-regression could not be checked: {why_not}")
+    elif on_regression:
+        failed += [f"{eval_report.metric_label(key)} is worse than the {compare['old_label']}: {c['old_mean']:.3f} -> "
+                   f"{c['new_mean']:.3f} (95% CI of the difference [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}], "
+                   f"p = {c['p_value']:.3f})"
+                   for key, c in compare["metrics"].items() if c["verdict"] == rm.VERDICT_WORSE]
+    return failed
+
+
+def run_status(degraded: Sequence[str], failed: Sequence[str], gates: Sequence[str]) -> dict[str, Any]:
+    """The status of an evaluated run: exit code 1 when a gate failed or the run is degraded, else 0."""
+    return {"exit_code": EXIT_FAILED if degraded or failed else EXIT_OK, "gates": list(gates),
+            "failed": list(failed), "degraded": list(degraded)}
+
+
+def write_ablation(results: list[dict], args: argparse.Namespace, generated: str, missing_rows: str = "") -> int:
     """One table over all configurations plus one report per configuration beside the main report."""
     present = [k for k in ABLATION_METRICS if any(k in r["metrics"] for r in results)]
     deeper = [k for k in results[0]["metrics"] if k.startswith("hit@") and k not in present]
@@ -692,12 +964,15 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
              "seconds": f"{r['seconds']:.1f}"} for r in results]
     base = Path(args.report)
     for r in results:
+        r["status"] = run_status(r["degraded"], [], [])
         stem = f"{base.stem}-{r['name'].replace(' + ', '-')}"
         write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r, generated))
         write_text_atomic(base.with_name(stem + ".json"), eval_report.to_json(r, generated))
     first = results[0]
     shared = [row for row in first["config"] if row[0] not in ("Retrieval mode", "Reranker", "Final order by")]
-    lines = [f"localRAG ablation: {first['title']}", f"Generated: {generated}", "", "Configuration",
+    rows_line = f"Rows: {len(results)} configurations" + (f"; {missing_rows}" if missing_rows else "")
+    lines = [f"localRAG ablation: {first['title']}", *eval_report.render_status(first["status"]),
+             f"Generated: {generated}", rows_line, "", "Configuration",
              *[f"  {label + ':':<{eval_report.LABEL_WIDTH}}{value}" for label, value in shared], "",
              "Results (* = best in column; seconds = wall time of the row, not part of the comparison)",
              *eval_report.render_table(rows, keys, extra=["seconds"]),
@@ -709,19 +984,26 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
         write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
                                                                                         extra=["seconds"])) + "\n")
     print(table_text, end="")
+    print_status(first["status"], args)
     total = sum(r["seconds"] for r in results)
     log(args, f"Ablation: {len(results)} configurations in {total:.1f} s of retrieval")
-    return 0
+    return first["status"]["exit_code"]
 
 
-def lint_findings(rag: LocalRAG, goldset: gs.Goldset) -> list:
+def index_docs(rag: LocalRAG) -> dict[str, Any]:
+    """Indexed file -> DocInfo (page count, 0-based pages without text)."""
+    import goldset_lint
+
+    return {d["source"]: goldset_lint.DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
+
+
+def lint_findings(rag: LocalRAG, goldset: gs.Goldset, docs: dict[str, Any], progress: bool = False) -> list:
     """Lint findings of a read goldset against the index: files (also those that failed to index), pages, text."""
     import goldset_lint
 
-    docs = {d["source"]: goldset_lint.DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
     unindexed = {name: entry["reason"] for name, entry in rag.info.get("failed", {}).items()}
     return goldset_lint.lint_goldset(goldset.questions, goldset.messages, docs, page_offset=PAGE_OFFSET,
-                                     normalize=gs.normalize_source, unindexed=unindexed)
+                                     normalize=gs.normalize_source, unindexed=unindexed, progress=progress)
 
 
 def run_lint(args: argparse.Namespace) -> int:
@@ -731,7 +1013,7 @@ def run_lint(args: argparse.Namespace) -> int:
     goldset = gs.read_goldset(args.goldset)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, args)
-    findings = lint_findings(rag, goldset)
+    findings = lint_findings(rag, goldset, index_docs(rag), progress=not args.quiet)
     print("\n".join(goldset_lint.render_lint(findings)))
     # Warnings too: a short question or a near-duplicate with other locations is wrong, only less harmful.
     return 1 if findings else 0
@@ -748,6 +1030,8 @@ def run_generate(args: argparse.Namespace) -> int:
     if out.is_dir() or not out.parent.is_dir():
         raise EvalError(f"--out {args.out}: {'is a folder' if out.is_dir() else f'folder {out.parent} does not exist'}"
                         f"; give the path of a .csv file in an existing folder")
+    if out.exists() and not args.force:
+        raise EvalError(f"--out {args.out} already exists; pass --force to replace it, or choose another --out")
     ask, stopped = llm_question_asker(args) if args.llm else (None, lambda: None)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, args)
@@ -855,7 +1139,7 @@ def _main(args: argparse.Namespace) -> int:
         return run_goldset(args)
     except (EvalError, gs.GoldsetError, RAGError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted: reports already written are unchanged", file=sys.stderr)
         return 130

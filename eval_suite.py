@@ -94,7 +94,10 @@ def file_identity(path: Path) -> tuple[int, int] | None:
 
 def run_entry(entry: dict[str, Any], report: Path, common: list[str],
               main: Callable[[list[str]], int]) -> dict[str, Any] | None:
-    """The JSON report of one entry run through `main`, or None (with a message on stderr) if it failed."""
+    """The JSON report of one entry run through `main`, or None (with a message on stderr) if it failed.
+
+    Exit code 1 still wrote a report (a gate failed or the run is degraded): its JSON is returned, with its status.
+    """
     json_path = report.with_suffix(".json")
     # The previous JSON report stays (the entry compares with it), but must not pass for this run's result.
     before = file_identity(json_path)
@@ -103,7 +106,7 @@ def run_entry(entry: dict[str, Any], report: Path, common: list[str],
             code = main(entry_argv(entry, report, common))
         except SystemExit as exc:  # argparse rejects an unknown key; the other entries still run
             code = exc.code if isinstance(exc.code, int) else 2
-    if code != 0:
+    if code not in (0, 1):
         return None
     try:
         if file_identity(json_path) == before:
@@ -121,7 +124,7 @@ def run_suite(path: str | Path, output_name: str | None, common: list[str],
     entries = load_suite(path)
     out = Path(SUITE_OUTPUT_DIR if output_dir is None else output_dir)  # read at call time, so tests can move it
     suffix = f"-{output_name}" if output_name else ""
-    rows, failed = [], []
+    rows, failed, degraded = [], [], []
     for entry in entries:
         report = report_path(entry, out, suffix)
         print(f"== {entry['name']}", file=sys.stderr, flush=True)
@@ -131,6 +134,8 @@ def run_suite(path: str | Path, output_name: str | None, common: list[str],
             continue
         rows.append({"name": entry["name"], "metrics": data["metrics"], "queries": data["num_queries"],
                      "report": report.as_posix()})
+        if data.get("status", {}).get("exit_code", 0) != 0:
+            degraded.append(entry["name"])
     keys = [k for k in SUITE_METRICS if any(k in r["metrics"] for r in rows)]
     table = eval_report.render_table(rows, keys, label="entry", extra=["queries", "report"]) if rows else \
         ["  no entry finished"]
@@ -138,9 +143,12 @@ def run_suite(path: str | Path, output_name: str | None, common: list[str],
              *table]
     if failed:
         lines += ["", f"Failed entries (see the messages above): {', '.join(failed)}"]
+    if degraded:
+        lines += ["", f"Entries with a failed gate or a degraded run (see the status in their reports): "
+                      f"{', '.join(degraded)}"]
     text = "\n".join(lines) + "\n"
     write_text_atomic(out / f"summary{suffix}.txt", text)
     markdown = eval_report.render_table(rows, keys, label="entry", markdown=True, extra=["queries"])
     write_text_atomic(out / f"summary{suffix}.md", "\n".join(markdown) + "\n")
     print(text, end="")
-    return 1 if failed else 0
+    return 1 if failed or degraded else 0

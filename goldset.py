@@ -1,7 +1,10 @@
 """Read retrieval goldsets and decide whether a retrieved chunk hits an expected location.
 
 A goldset lists questions and where their answer is: a PDF file name and, optionally, a page
-number as a PDF viewer shows it (1-based). Two formats are read:
+as a PDF viewer shows it (1-based): ``12``, a range ``12-13`` (every page in it counts), or ``S. 12`` /
+``Seite 12`` / ``p. 12`` / ``page 12``. An empty page means any page of the file counts. Any other page
+text, page 0 or a negative page makes the location invalid: the reader says so and the question is left
+out of the metrics (never widened to the whole file). Two formats are read:
 
 * CSV (UTF-8 with or without BOM; ``;`` or ``,`` as delimiter, detected from the header line),
   with the German columns ``frage, korpus, erwartete_quelle, erwartete_seite, anmerkung`` or the
@@ -57,8 +60,18 @@ REQUIRED_FIELDS = ("question", "source")
 MESSAGE_QUESTION_CHARS = 60
 # File suffix that selects the JSONL reader; anything else is read as CSV.
 JSONL_SUFFIX = ".jsonl"
-# A page cell: digits, optionally with a zero fraction as spreadsheets export them ("81.0").
-_PAGE_TEXT = re.compile(r"(\d+)(?:\.0+)?")
+# A page cell: a page number (with a zero fraction as spreadsheets export it, "81.0") or a range "12-13",
+# optionally after a page word as people write it by hand ("S. 12", "Seite 12", "p. 12", "pp. 12-13").
+_PAGE_NUMBER = r"(\d+)(?:\.0+)?"
+_PAGE_TEXT = re.compile(
+    rf"(?:(?:s|seite|seiten|p|pp|page|pages)\.?\s*)?{_PAGE_NUMBER}(?:\s*[-–]\s*{_PAGE_NUMBER})?", re.IGNORECASE
+)
+# What the reader accepts as a page, for messages.
+PAGE_FORMATS = "12, 12-13, S. 12, Seite 12 or p. 12"
+# Why page 0 or a negative page is unusable.
+_BEFORE_FIRST = f"is before the first page; pages count from {PAGE_OFFSET}, as a PDF viewer shows them"
+# Why a location with a bad page is not used, appended to its message.
+LEFT_OUT = "the question is left out of the metrics until the page is fixed"
 
 
 class GoldsetError(ValueError):
@@ -67,10 +80,28 @@ class GoldsetError(ValueError):
 
 @dataclass(frozen=True)
 class Location:
-    """One acceptable place for an answer; ``page`` as written in the goldset, None = whole file."""
+    """One acceptable place for an answer.
+
+    ``page`` as written in the goldset (1-based), None = any page of the file; ``last_page`` ends a range
+    ``page-last_page`` of pages that all count (None = the one page). ``problem`` says why the written page is
+    unusable ("" = usable); such a location matches nothing and its question is left out of the metrics.
+    """
 
     source: str
     page: int | None = None
+    last_page: int | None = None
+    problem: str = ""
+
+    @property
+    def end_page(self) -> int | None:
+        """The last acceptable page: ``last_page`` of a range, else ``page``."""
+        return self.page if self.last_page is None else self.last_page
+
+    def page_text(self) -> str:
+        """The page as a report shows it: "12", "12-13", or "" for any page."""
+        if self.page is None:
+            return ""
+        return str(self.page) if self.last_page is None else f"{self.page}-{self.last_page}"
 
 
 @dataclass(frozen=True)
@@ -119,25 +150,42 @@ def query_id(question: str) -> str:
     return hashlib.sha1(normalize_question(question).encode("utf-8")).hexdigest()[:10]
 
 
-def parse_page(value: object) -> int | None:
-    """A page number from a cell or JSON value; None for empty; ValueError if not a whole number >= 0.
+def parse_page(value: object) -> tuple[int, int | None] | None:
+    """(first page, last page of a range or None) from a cell or JSON value; None for empty.
 
-    ``"81"``, ``" 81 "``, ``81`` and ``"81.0"``/``81.0`` (spreadsheets export floats) give 81.
+    ``"81"``, ``" 81 "``, ``81``, ``"81.0"``/``81.0`` (spreadsheets export floats), ``"S. 81"``, ``"Seite 81"``
+    and ``"p. 81"`` give (81, None); ``"12-13"`` gives (12, 13). ValueError saying what is wrong for anything
+    else, for page 0 or below, and for a range that runs backwards.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
         match = _PAGE_TEXT.fullmatch(value.strip())
+        if match is None and _PAGE_TEXT.fullmatch(value.strip().removeprefix("-")):
+            raise ValueError(_BEFORE_FIRST)
         if match is None:
-            raise ValueError(value)
-        return int(match.group(1))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(value)
-    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-        raise ValueError(value)
-    if value < 0:
-        raise ValueError(value)
-    return int(value)
+            raise ValueError(f"is not a page; write {PAGE_FORMATS}")
+        first, last = int(match.group(1)), None if match.group(2) is None else int(match.group(2))
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"is not a page; write {PAGE_FORMATS}")
+    elif isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ValueError(f"is not a whole page number; write {PAGE_FORMATS}")
+    else:
+        first, last = int(value), None
+    if first < PAGE_OFFSET:
+        raise ValueError(_BEFORE_FIRST)
+    if last is not None and last < first:
+        raise ValueError(f"is a range that runs backwards; write the first page first, e.g. {last}-{first}")
+    return first, (None if last == first else last)
+
+
+def _location(source: str, page_value: object, what: str) -> Location:
+    """A location; an unusable page makes it carry ``problem``: ``what`` (the page as written) and why."""
+    try:
+        page = parse_page(page_value)
+    except ValueError as error:
+        return Location(source, problem=f"{what} {error}; {LEFT_OUT}")
+    return Location(source, *(page or (None, None)))
 
 
 def _short(question: str) -> str:
@@ -272,18 +320,13 @@ def _csv_row(
         return None, [f'line {line}: no source in column \'{column}\' for "{_short(question)}"; row skipped']
     messages = []
     page_text = _cell(row, mapping, "page")
-    try:
-        page = parse_page(page_text)
-    except ValueError:
-        column = header[mapping["page"]].strip()
-        messages.append(
-            f"line {line}: page '{page_text}' in column '{column}' is not a whole number; "
-            "page ignored, the file alone decides"
-        )
-        page = None
+    column = header[mapping["page"]].strip() if "page" in mapping else ""
+    location = _location(source, page_text, f"page '{page_text}' in column '{column}'")
+    if location.problem:
+        messages.append(f"line {line}: {location.problem}")
     corpus = _cell(row, mapping, "corpus") or None
     note = _cell(row, mapping, "note")
-    return _Row(line, question, corpus, (Location(source, page),), note), messages
+    return _Row(line, question, corpus, (location,), note), messages
 
 
 def _read_csv_rows(text: str) -> tuple[list[_Row], list[str]]:
@@ -345,15 +388,11 @@ def _json_locations(raw: object, line: int) -> tuple[list[Location], list[str]]:
         if not isinstance(source, str) or not source.strip():
             messages.append(f'line {line}: location {number} has no "source"; location skipped')
             continue
-        try:
-            page = parse_page(entry.get("page"))
-        except ValueError:
-            messages.append(
-                f"line {line}: page {json.dumps(entry.get('page'), ensure_ascii=False)} of location {number} "
-                "is not a whole number; page ignored, the file alone decides"
-            )
-            page = None
-        locations.append(Location(source.strip(), page))
+        shown = json.dumps(entry.get("page"), ensure_ascii=False)
+        location = _location(source.strip(), entry.get("page"), f"page {shown} of location {number}")
+        if location.problem:
+            messages.append(f"line {line}: {location.problem}")
+        locations.append(location)
     return locations, messages
 
 
@@ -409,7 +448,7 @@ def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
     messages: list[str] = []
     for question, group in groups.items():
         first = group[0]
-        seen: dict[tuple[str, int | None], int] = {}
+        seen: dict[tuple[str, int | None, int | None, str], int] = {}
         locations: list[Location] = []
         for row in group:
             if row.corpus is not None and row.corpus != first.corpus:
@@ -418,7 +457,7 @@ def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
                     f"instead of '{first.corpus or ''}'; the first row's corpus is kept"
                 )
             for location in row.locations:
-                key = (normalize_source(location.source), location.page)
+                key = (normalize_source(location.source), location.page, location.last_page, location.problem)
                 if key in seen:
                     if seen[key] != row.line:
                         messages.append(f"line {row.line}: repeats a location of line {seen[key]}; ignored")
@@ -510,17 +549,18 @@ def location_matches(
 ) -> bool:
     """Whether a chunk from ``source`` covering 0-based ``pages`` hits ``location``.
 
-    Hit: same file and, if the location has a page, some covered page p with
-    ``|p - (location.page - page_offset)| <= tolerance``. A chunk without pages cannot hit a page.
+    Hit: same file and, if the location has a page (or range), some covered page p within ``tolerance`` of
+    it: ``location.page - page_offset - tolerance <= p <= location.end_page - page_offset + tolerance``.
+    A chunk without pages cannot hit a page; a location with a ``problem`` hits nothing.
     """
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
-    if not same_file(source, location.source):
+    if location.problem or not same_file(source, location.source):
         return False
     if location.page is None:
         return True
-    expected = location.page - page_offset
-    return any(abs(page - expected) <= tolerance for page in pages)
+    low, high = location.page - page_offset - tolerance, location.end_page - page_offset + tolerance
+    return any(low <= page <= high for page in pages)
 
 
 def first_match_rank(

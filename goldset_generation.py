@@ -27,7 +27,7 @@ import random
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -544,10 +544,15 @@ def copied_share(question: str, chunk_text: str, allowed: Iterable[str] = ()) ->
 
 def jaccard(a: str, b: str) -> float:
     """Jaccard similarity of the two texts' token sets (see tokens); 1.0 for two empty texts."""
-    first, second = set(tokens(a)), set(tokens(b))
+    return set_jaccard(set(tokens(a)), set(tokens(b)))
+
+
+def set_jaccard(first: Set[str], second: Set[str]) -> float:
+    """Jaccard similarity of two token sets; 1.0 for two empty sets."""
     if not first and not second:
         return 1.0
-    return len(first & second) / len(first | second)
+    shared = len(first & second)
+    return shared / (len(first) + len(second) - shared)  # the size of the union, without building it
 
 
 def is_near_duplicate(question: str, others: Iterable[str]) -> bool:

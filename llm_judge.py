@@ -581,18 +581,20 @@ def run_judge(
     max_retries: int | None = None,
     backoff_seconds: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    warn: Progress | None = None,
 ) -> JudgeRun:
     """Judge the first `k` passages of every item with `model`, in item order.
 
     Never raises for server trouble: a server that stays down or refuses stops new calls
     (`JudgeRun.stopped` says why) while cached verdicts are still used; unjudged questions
     get status NOT_JUDGED. `chat` replaces the ChatOpenAI client (anything with `invoke`).
+    A corrupt cache moved aside goes to `warn` (default: `progress`), so a caller can show it without progress.
     """
     report = progress or (lambda _message: None)
     k = JUDGE_K if k is None else k
     cache = JudgeCache(JUDGE_CACHE_PATH if cache_path is None else cache_path)
     if cache.warning:
-        report(cache.warning)
+        (warn or report)(cache.warning)
     client = CachedChat(
         model, cache, chat=chat, environ=environ, max_new_calls=max_new_calls,
         max_retries=max_retries, backoff_seconds=backoff_seconds, sleep=sleep, progress=report,

@@ -66,7 +66,8 @@ QIDS = [f"q{i:02d}" for i in range(1, 21)]
 # ----------------------------------------------------------------------------- --compare on hand-written reports
 
 
-def test_identical_reports(tmp_path, capsys):
+def test_identical_reports(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # paths inside the working folder are shown relative to it
     # Ranks 1, 2, 3, None, 1, 2, 3, None, ... : Hit@1 = 5/20, Hit@5 = 15/20, MRR = 5 * (1 + 1/2 + 1/3) / 20.
     payload = fake_report({qid: [1, 2, 3, None][i % 4] for i, qid in enumerate(QIDS)})
     old, new = write_json(tmp_path / "old.json", payload), write_json(tmp_path / "new.json", payload)
@@ -133,7 +134,8 @@ def test_one_worse_question_is_no_detectable_difference(tmp_path, capsys):
                                      "       1 -> 3    Which page explains the vega of a call?"]
 
 
-def test_different_questions_need_intersect(tmp_path, capsys):
+def test_different_questions_need_intersect(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     old = write_json(tmp_path / "old.json", fake_report({q: 2 for q in QIDS}))
     new = write_json(tmp_path / "new.json", fake_report({q: 1 for q in QIDS[:19]}))
     code, out, err = run(capsys, "--compare", old, new)
@@ -177,8 +179,9 @@ def test_compare_two_real_runs(tiny_index, gold, tmp_path, capsys):
     docs, index = tiny_index
     common = ["--goldset", gold, "--docs", docs, "--index", index, "--page-tolerance", "0", "--no-compare",
               "--quiet"]
-    assert run(capsys, *common, "--mode", "bm25", "--report", tmp_path / "bm25.txt")[0] == 0
-    assert run(capsys, *common, "--mode", "hybrid", "--report", tmp_path / "hybrid.txt")[0] == 0
+    # Exit 1: scans.pdf is not in the index (degraded), but both reports are written.
+    assert run(capsys, *common, "--mode", "bm25", "--report", tmp_path / "bm25.txt")[0] == 1
+    assert run(capsys, *common, "--mode", "hybrid", "--report", tmp_path / "hybrid.txt")[0] == 1
     code, out, _ = run(capsys, "--compare", tmp_path / "bm25.json", tmp_path / "hybrid.json")
     assert code == 0
     # bm25 -> hybrid: vega – -> 3 (found vs not found comes first), volatility 3 -> 2; nothing got worse.
@@ -211,15 +214,23 @@ def table_rows(text: str) -> dict[str, list[str]]:
     return rows
 
 
-def test_ablation_without_reranker(tiny_index, gold, tmp_path, capsys):
+def test_ablation_without_reranker(tiny_index, gold, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     docs, index = tiny_index
     report = tmp_path / "abl.txt"
-    code, out, _ = run(capsys, "--goldset", gold, "--docs", docs, "--index", index, "--page-tolerance", "0",
-                       "--k", "1,3,5", "--ablation", "--quiet", "--report", report, "--markdown",
-                       tmp_path / "abl.md")
-    assert code == 0
+    code, out, err = run(capsys, "--goldset", gold, "--docs", docs, "--index", index, "--page-tolerance", "0",
+                         "--k", "1,3,5", "--ablation", "--quiet", "--report", report, "--markdown",
+                         tmp_path / "abl.md")
+    assert code == 1  # scans.pdf is not in the index: degraded
     text = report.read_text(encoding="utf-8")
     assert out == text  # the table is printed as written
+    lines = text.splitlines()
+    assert lines[1] == "Status: exit 1, evaluated but the run is degraded"
+    assert lines[1] in err
+    # The header says why the reranked rows are missing (offline: the default reranker cannot be loaded).
+    rows_line = next(line for line in lines if line.startswith("Rows: "))
+    assert rows_line.startswith("Rows: 4 configurations; every '+ rerank' row is missing (no reranker: "
+                                "cross-encoder/ms-marco-MiniLM-L-6-v2 could not be loaded")
     assert "  configuration   Hit@1   Hit@3   Hit@5     MRR  seconds" in text
     # From the rank table above (6 questions): Hit@1 = 3/6 for every mode (a four-way tie: all marked);
     # Hit@3 = Hit@5 = 5/6 for dense/hybrid/union, 4/6 for bm25 (volatility at 3 counts, vega is lost);
@@ -272,7 +283,8 @@ def test_ablation_with_reranker_shares_embeddings_and_scores(tiny_index, tiny_cr
     monkeypatch.setattr(CrossEncoder, "predict", count_pairs)
     code, out, _ = run(capsys, "--goldset", gold, "--docs", docs, "--index", index, "--ablation", "--quiet",
                        "--rerank-model", tiny_cross_encoder, "--report", tmp_path / "abl.txt")
-    assert code == 0
+    assert code == 1  # scans.pdf is not in the index: degraded
+    assert [line for line in out.splitlines() if line.startswith("Rows: ")] == ["Rows: 8 configurations"]
     assert list(table_rows(out)) == ["dense", "dense + rerank", "bm25", "bm25 + rerank", "hybrid",
                                      "hybrid + rerank", "union", "union + rerank"]
     for name in ("dense-rerank", "bm25-rerank", "hybrid-rerank", "union-rerank"):
@@ -285,3 +297,14 @@ def test_ablation_with_reranker_shares_embeddings_and_scores(tiny_index, tiny_cr
     # rerank rows need exactly 6 questions x 5 chunks = 30 distinct pairs; without the score cache they would
     # need about four times as many.
     assert sum(scored) == 30
+
+
+def test_ablation_with_no_rerank_says_so_in_its_header(tiny_index, tmp_path, capsys):
+    docs, index = tiny_index
+    clean = tmp_path / "clean.csv"
+    clean.write_text("question,expected_source,expected_page\nWhat is vega?,options.pdf,1\n", encoding="utf-8")
+    code, out, _ = run(capsys, "--goldset", clean, "--docs", docs, "--index", index, "--ablation", "--quiet",
+                       "--no-rerank", "--report", tmp_path / "abl.txt")
+    assert code == 0
+    assert out.splitlines()[1] == "Status: exit 0, evaluated; no gate set"
+    assert out.splitlines()[3] == "Rows: 4 configurations; every '+ rerank' row is missing (--no-rerank was given)"

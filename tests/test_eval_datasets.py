@@ -120,7 +120,7 @@ def hybrid_run(dataset, tmp_path_factory) -> dict:
     code = er.main(["--dataset", str(folder), "--index", str(index), "--k", "1,3,5", "--quiet", "--no-compare",
                     "--report", str(paths["report"]), "--run-file", str(paths["run"]),
                     "--markdown", str(paths["markdown"])])
-    return {"code": code, **paths}
+    return {"code": code, "index": index, **paths}
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -223,7 +223,7 @@ def test_report_notes_malformed_lines(hybrid_run):
     ]
     assert "  Dataset:            ds, split test (all queries and documents)" in lines
     assert "  Chunking:           200 characters, overlap 20, chunk headers on" in lines
-    assert "  Index:              index (11 files, 11 pages, 14 chunks)" in lines
+    assert f"  Index:              {hybrid_run['index']} (11 files, 11 pages, 14 chunks)" in lines
     assert "  Hit@1     0.667" in lines and "  NDCG@3    0.832" in lines and "  MRR       0.806" in lines
 
 

@@ -130,13 +130,13 @@ def test_lint_lists_every_finding_and_exits_1(tiny_copy, tmp_path, capsys):
         "error   line 5: page 3 of 'weather.pdf' is beyond its 1 page; pages in the goldset count from 1",
         "warning line 6: question 'Vega?' has 1 word; write a full question of at least 3 words",
         "error   line 8: reader: line 8: no question in column 'frage'; row skipped",
-        "warning line 9: reader: line 9: page 'zwei' in column 'erwartete_seite' is not a whole number; page "
-        "ignored, the file alone decides",
+        "error   line 9: reader: line 9: page 'zwei' in column 'erwartete_seite' is not a page; write 12, 12-13, "
+        "S. 12, Seite 12 or p. 12; the question is left out of the metrics until the page is fixed",
         "error   line 10: expected file 'letter.pdf' is in the docs folder but could not be indexed: no text layer "
         "on any page (scanned? run OCR first)",
         "error   line 11: expected file 'Greeks.pdf' is not in the index; no similar name among the 4 indexed "
         "files; index the file or fix the name",
-        "6 errors, 3 warnings",
+        "7 errors, 2 warnings",
     ]
     assert code == 1
 
@@ -184,13 +184,13 @@ def test_evaluation_reports_lint_findings_in_notes_and_on_stderr(tiny_index, tmp
     report = tmp_path / "report.txt"
     code, _, err = run(capsys, "--goldset", gold, "--docs", docs, "--index", index, "--no-sync", "--no-rerank",
                        "--report", report, "--no-compare")
-    assert code == 0
+    assert code == 1  # lint errors degrade the run: the report is written, the exit code says so
     lint = ["Goldset lint (error): line 3: expected file 'option.pdf' is not in the index; did you mean "
             "'options.pdf'?",
             "Goldset lint (error): line 4: page 2 of 'scan.pdf' has no text (scanned page?); no retriever can find "
             "it: OCR the PDF or point to a page with text"]
-    reader = ("line 5: page 'zwei' in column 'erwartete_seite' is not a whole number; page ignored, the file alone "
-              "decides")
+    reader = ("line 5: page 'zwei' in column 'erwartete_seite' is not a page; write 12, 12-13, S. 12, Seite 12 or "
+              "p. 12; the question is left out of the metrics until the page is fixed")
     for line in lint:
         assert f"warning: {line}\n" in err
     lines = report.read_text(encoding="utf-8").splitlines()
@@ -353,7 +353,7 @@ def test_llm_questions_are_cached_and_rerun_without_requests(gen_index, tmp_path
     with OpenAIStub() as stub:
         stub.add(400, error_body("this run must not ask"))  # a request would stop generation at once
         llm_env(stub)
-        code, text, _ = run(capsys, *argv)
+        code, text, _ = run(capsys, *argv, "--force")
         assert code == 0
         assert stub.requests == []
     assert out.read_bytes() == first
@@ -402,7 +402,7 @@ def test_llm_unreadable_reply_is_not_cached(gen_index, tmp_path, capsys, llm_env
     with OpenAIStub() as stub:
         stub.add_content(json.dumps({"question": FUTURE_Q}))
         llm_env(stub)
-        code, text, _ = run(capsys, *argv)
+        code, text, _ = run(capsys, *argv, "--force")
         assert code == 0
         assert [request.prompt() for request in stub.requests] == [prompts[0]]
     assert "model: asked 3, questions 3, declined 0, unusable replies 0" in text.splitlines()

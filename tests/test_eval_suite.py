@@ -178,6 +178,20 @@ def test_failing_entries_are_listed_and_the_others_reported(gold_entry, tmp_path
     assert not (tmp_path / "reports" / "no-goldset.json").exists()
 
 
+def test_an_entry_failing_its_gate_is_reported_and_listed(gold_entry, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(eval_suite, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
+    gated = gold_entry("gated") + 'fail_under = "hit@5=0.9"\n'  # Hit@5 is 0.667: exit 1, report written
+    suite = write_suite(tmp_path / "suite.toml", gold_entry(), gated)
+    code, out, _ = run(capsys, "--suite", suite, "--quiet")
+    assert code == 1
+    assert list(table_rows(out)) == ["gold-bm25", "gated"]
+    assert out.splitlines()[-1] == ("Entries with a failed gate or a degraded run (see the status in their reports): "
+                                    "gated")
+    assert (tmp_path / "reports" / "gated.txt").read_text(encoding="utf-8").splitlines()[1:3] == [
+        "Status: exit 1, evaluated but a gate failed", "  gate failed: Hit@5 0.6667 is under --fail-under hit@5=0.9"]
+
+
 def test_all_entries_failing_still_writes_a_summary(gold_entry, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # were the patch ignored, eval/suite_reports would land here, not in the repo
     monkeypatch.setattr(eval_suite, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))

@@ -161,7 +161,7 @@ def test_skipped_rows_and_bad_page_exact_messages(tmp_path: Path) -> None:
         ",k,a.pdf,3,\n"
         "# noch ein Kommentar\n"
         "Q2?,k,,4,\n"
-        "Q3?,k,b.pdf,S. 4,\n"
+        "Q3?,k,b.pdf,Seite vier,\n"
         "Q4 a, b?,k,c.pdf,5,\n"
         ",,,,\n"
     )
@@ -169,13 +169,15 @@ def test_skipped_rows_and_bad_page_exact_messages(tmp_path: Path) -> None:
     assert gold.messages == [
         "line 5: no question in column 'frage'; row skipped",
         "line 7: no source in column 'erwartete_quelle' for \"Q2?\"; row skipped",
-        "line 8: page 'S. 4' in column 'erwartete_seite' is not a whole number; page ignored, the file alone decides",
+        "line 8: page 'Seite vier' in column 'erwartete_seite' is not a page; write 12, 12-13, S. 12, Seite 12 or p. 12; the question is left out of the metrics until the page is fixed",
         "line 9: 6 fields but the header has 5; put a field that contains ',' in double quotes or remove a stray one; row skipped",
     ]
-    # Q3 is kept, matched on the file alone.
+    # Q3 is kept with its unusable location (it matches nothing; the evaluation leaves the question out), never
+    # widened to any page of b.pdf.
     assert [(q.question, q.locations, q.lines) for q in gold.questions] == [
         ("Q1?", (Location("a.pdf", 2),), (3,)),
-        ("Q3?", (Location("b.pdf", None),), (8,)),
+        ("Q3?", (Location("b.pdf", problem="page 'Seite vier' in column 'erwartete_seite' is not a page; write 12, 12-13, S. 12, Seite 12 or p. 12; "
+                                   "the question is left out of the metrics until the page is fixed"),), (8,)),
     ]
 
 
@@ -184,7 +186,7 @@ def test_messages_use_english_column_names_of_an_english_file(tmp_path: Path) ->
     gold = read_goldset(write(tmp_path, text))
     assert gold.messages == [
         "line 2: no question in column 'question'; row skipped",
-        "line 3: page 'eins' in column 'expected_page' is not a whole number; page ignored, the file alone decides",
+        "line 3: page 'eins' in column 'expected_page' is not a page; write 12, 12-13, S. 12, Seite 12 or p. 12; the question is left out of the metrics until the page is fixed",
     ]
 
 
@@ -215,17 +217,46 @@ def test_comment_with_quote_does_not_swallow_rows(tmp_path: Path) -> None:
 
 
 def test_page_values(tmp_path: Path) -> None:
-    text = "frage;erwartete_quelle;erwartete_seite\nA?;a.pdf; 81 \nB?;a.pdf;81.0\nC?;a.pdf;-1\nD?;a.pdf;81.5\n"
+    text = ("frage;erwartete_quelle;erwartete_seite\nA?;a.pdf; 81 \nB?;a.pdf;81.0\nC?;a.pdf;-1\nD?;a.pdf;81.5\n"
+            "E?;a.pdf;12-13\nF?;a.pdf;S. 12\nG?;a.pdf;0\nH?;a.pdf;13-12\n")
     gold = read_goldset(write(tmp_path, text))
-    assert [q.locations[0].page for q in gold.questions] == [81, 81, None, None]
-    assert [m.split(":")[0] for m in gold.messages] == ["line 4", "line 5"]
+    assert [(q.locations[0].page, q.locations[0].last_page) for q in gold.questions] == [
+        (81, None), (81, None), (None, None), (None, None), (12, 13), (12, None), (None, None), (None, None)]
+    first = "is before the first page; pages count from 1, as a PDF viewer shows them"
+    assert gold.messages == [
+        f"line 4: page '-1' in column 'erwartete_seite' {first}; the question is left out of the metrics until the page is fixed",
+        "line 5: page '81.5' in column 'erwartete_seite' is not a page; write 12, 12-13, S. 12, Seite 12 or p. 12; the question is left out of the metrics until the page is fixed",
+        f"line 8: page '0' in column 'erwartete_seite' {first}; the question is left out of the metrics until the page is fixed",
+        "line 9: page '13-12' in column 'erwartete_seite' is a range that runs backwards; write the first page "
+        "first, e.g. 12-13; the question is left out of the metrics until the page is fixed",
+    ]
+    assert [bool(q.locations[0].problem) for q in gold.questions] == [False, False, True, True, False, False, True,
+                                                                       True]
 
 
 def test_parse_page() -> None:
-    assert [parse_page(v) for v in ("7", " 7 ", "7.00", 7, 7.0, 0, None, "", "  ")] == [7, 7, 7, 7, 7, 0, None, None, None]
-    for bad in ("7.5", "-1", "S. 7", "7-8", "1e2", 7.5, -1, True, float("nan"), [7]):
-        with pytest.raises(ValueError):
+    good = ("7", " 7 ", "7.00", 7, 7.0, None, "", "  ", "12-13", "12 – 13", "12-12", "S. 12", "s.12", "Seite 12",
+            "p. 12", "pp. 12-13", "page 12")
+    assert [parse_page(v) for v in good] == [(7, None)] * 5 + [None] * 3 + [
+        (12, 13), (12, 13), (12, None), (12, None), (12, None), (12, None), (12, None), (12, 13), (12, None)]
+    for bad, why in (("7.5", "is not a page"), ("-1", "is before the first page"), ("0", "is before the first page"),
+                     (0, "is before the first page"), (-1, "is before the first page"), ("S. 0", "is before"),
+                     ("13-12", "is a range that runs backwards"), ("Seite zwölf", "is not a page"),
+                     ("1e2", "is not a page"), (7.5, "is not a whole page number"), (True, "is not a page"),
+                     (float("nan"), "is not a whole page number"), ([7], "is not a page"), ("12, 14", "is not")):
+        with pytest.raises(ValueError, match=f"^{why}"):
             parse_page(bad)
+
+
+def test_a_range_matches_every_page_in_it_and_a_bad_page_matches_nothing() -> None:
+    pages = Location("a.pdf", 12, 13)
+    # 0-based pages 11 and 12 are the range; ±1 reaches 10 and 13.
+    assert [location_matches("a.pdf", [p], pages, page_offset=1, tolerance=0) for p in (10, 11, 12, 13)] == [
+        False, True, True, False]
+    assert [location_matches("a.pdf", [p], pages, page_offset=1, tolerance=1) for p in (9, 10, 13, 14)] == [
+        False, True, True, False]
+    assert not location_matches("a.pdf", [0, 1, 2], Location("a.pdf", problem="bad page"), tolerance=5)
+    assert (pages.page_text(), Location("a.pdf", 12).page_text(), Location("a.pdf").page_text()) == ("12-13", "12", "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,6 +363,9 @@ def test_goldset_object(tmp_path: Path) -> None:
 # JSONL
 
 
+X_PAGE = 'page "x" of location 1 is not a page; write 12, 12-13, S. 12, Seite 12 or p. 12; the question is left out of the metrics until the page is fixed'
+
+
 def test_jsonl_with_bad_lines(tmp_path: Path) -> None:
     lines = [
         json.dumps({"question": "Q1?", "corpus": "k", "locations": [{"source": "a.pdf", "page": 5}], "note": "n"}),
@@ -350,12 +384,12 @@ def test_jsonl_with_bad_lines(tmp_path: Path) -> None:
         GoldQuestion(
             qid("Q1?"), "Q1?", "k", (Location("a.pdf", 5), Location("a.pdf", 6), Location("c.pdf", None)), "n", (1, 8)
         ),
-        GoldQuestion(qid("Q2?"), "Q2?", None, (Location("b.pdf", None),), "", (6,)),
+        GoldQuestion(qid("Q2?"), "Q2?", None, (Location("b.pdf", problem=X_PAGE),), "", (6,)),
     ]
     assert gold.messages == [
         "line 2: not valid JSON (Expecting property name enclosed in double quotes at column 2); line skipped",
         "line 5: expected a JSON object, got list; line skipped",
-        'line 6: page "x" of location 1 is not a whole number; page ignored, the file alone decides',
+        f"line 6: {X_PAGE}",
         'line 6: location 2 has no "source"; location skipped',
         'line 7: no usable "locations" (a list of {"source", "page"}) for "Q3?"; line skipped',
         'line 9: no "question"; line skipped',

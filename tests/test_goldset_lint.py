@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from goldset_lint import DocInfo, LintFinding, lint_goldset, normalize_name, render_lint
+import pytest
+
+from goldset_lint import (DocInfo, LintFinding, lint_goldset, near_duplicate_pairs, near_duplicate_pairs_brute_force,
+                          normalize_name, render_lint)
 
 
 @dataclass(frozen=True)
@@ -103,3 +106,98 @@ def test_render_lint():
         "2 errors, 1 warning",
     ]
     assert render_lint([]) == ["goldset OK: no problems found"]
+
+
+@dataclass(frozen=True)
+class RangeLoc:
+    source: str
+    page: int | None
+    last_page: int | None = None
+    problem: str = ""
+
+
+def test_lint_page_ranges_and_left_out_reader_messages():
+    questions = [
+        Q("What does vega measure?", (RangeLoc("Hull Options.pdf", 9, 10),), (2,)),       # last two pages: fine
+        Q("What does gamma measure?", (RangeLoc("Hull Options.pdf", 10, 11),), (3,)),     # runs past page 10
+        Q("What does theta measure?", (RangeLoc("Hull Options.pdf", 5),), (4,)),          # the empty page
+        Q("What does rho measure here?", (RangeLoc("Hull Options.pdf", 4, 5),), (5,)),    # page 4 has text
+        Q("What does vanna measure?", (RangeLoc("Hull Options.pdf", None, problem="bad"),), (6,)),  # reader's
+    ]
+    reader = ["line 6: page 'x' in column 'erwartete_seite' is not a page; write 12, 12-13, S. 12, Seite 12 or "
+              "p. 12; the question is left out of the metrics until the page is fixed"]
+    findings = lint_goldset(questions, reader, INDEX)
+    assert [(f.severity, f.lines, f.message) for f in findings] == [
+        ("error", (3,), "page 10-11 of 'Hull Options.pdf' is beyond its 10 pages; pages in the goldset count from 1"),
+        ("error", (4,), "page 5 of 'Hull Options.pdf' has no text (scanned page?); no retriever can find it: OCR "
+                        "the PDF or point to a page with text"),
+        ("error", (6,), f"reader: {reader[0]}"),
+    ]
+
+
+def random_questions(rng, n):
+    """Questions from a small vocabulary, a third of them edited copies of earlier ones, some without words."""
+    words = ("what is the vega delta gamma option price call put black scholes volatility how does a stock "
+             "index risk free rate equation state page report kafka samsa").split()
+    texts = []
+    for _ in range(n):
+        if texts and rng.random() < 0.35:
+            copy = rng.choice(texts).split()
+            if copy and rng.random() < 0.5:
+                copy[rng.randrange(len(copy))] = rng.choice(words)
+            texts.append(" ".join(copy + ([rng.choice(words)] if rng.random() < 0.3 else [])))
+        else:
+            texts.append(" ".join(rng.choice(words) for _ in range(rng.randint(0, 9))) + rng.choice(["?", "", " ?"]))
+    return texts
+
+
+def test_near_duplicate_pairs_equal_the_brute_force():
+    import random
+
+    rng = random.Random(13)
+    found = 0
+    for n in (300, 400, 500):
+        texts = random_questions(rng, n)
+        pairs = near_duplicate_pairs(texts)
+        assert pairs == near_duplicate_pairs_brute_force(texts)
+        found += len(pairs)
+    assert found > 1000  # the random goldsets do hold many near-duplicates, token-less ones included
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.6, 0.8, 1.0])
+def test_near_duplicate_pairs_are_exact_at_any_threshold(threshold):
+    # Small sets from 10 words: at 0.5 and below, pairs sharing a single token reach the threshold too.
+    import random
+
+    rng = random.Random(int(threshold * 10))
+    words = "a b c d e f g h i j".split()
+    for _ in range(20):
+        texts = [" ".join(rng.sample(words, rng.randint(0, 5))) + "?" for _ in range(100)]
+        assert near_duplicate_pairs(texts, threshold) == near_duplicate_pairs_brute_force(texts, threshold)
+
+
+def test_lint_findings_equal_those_of_comparing_every_pair(monkeypatch):
+    import random
+
+    import goldset_lint
+
+    rng = random.Random(7)
+    questions = [Q(text, (Loc(rng.choice(sorted(INDEX)), rng.randint(1, 3)),), (line,))
+                 for line, text in enumerate(random_questions(rng, 300), start=2)]
+    fast = lint_goldset(questions, [], INDEX)
+    monkeypatch.setattr(goldset_lint, "near_duplicate_pairs",
+                        lambda texts, **_: goldset_lint.near_duplicate_pairs_brute_force(texts))
+    assert lint_goldset(questions, [], INDEX) == fast
+    assert sum(f.message.startswith("near-identical") for f in fast) > 100
+
+
+def test_large_goldset_shows_a_progress_bar(capsys, monkeypatch):
+    import goldset_lint
+
+    monkeypatch.setattr(goldset_lint, "PROGRESS_MIN_QUESTIONS", 3)
+    questions = [Q(f"What does page {n} of the report say?", (Loc("Bericht_2023.pdf", 1),), (n,)) for n in range(5)]
+    lint_goldset(questions, [], INDEX, progress=True)
+    err = capsys.readouterr().err
+    assert "Lint: questions" in err and "Lint: near-duplicates" in err
+    lint_goldset(questions, [], INDEX)
+    assert capsys.readouterr().err == ""

@@ -1,0 +1,367 @@
+"""Exit codes, CI gates, files that must not be overwritten, strict pages, and warnings --quiet must not hide.
+
+Exit codes of eval_retrieval.py: 0 evaluated and every gate passed; 1 evaluated (report written) but a gate
+failed or the run is degraded; 2 usage or input error, nothing evaluated. Ranks on the tiny corpus are listed
+in test_eval_retrieval.py; in hybrid mode every depth >= 5 returns all 5 chunks, in bm25 mode only the chunks
+that share a word with the question.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+import eval_retrieval as er
+from openai_stub import OpenAIStub
+
+CLEAN = (
+    "question,expected_source,expected_page\n"
+    "How sensitive is the option value to volatility?,options.pdf,1\n"
+    "How do crops react to rainfall?,weather.pdf,1\n"
+    "Wie reagiert die Familie auf Gregor Samsa?,Literatur_Übersicht.pdf,1\n"
+)
+# Questions about options whose expected page is the weather page: hybrid returns every chunk (Hit@5 1.000),
+# bm25 only options chunks (Hit@5 0.000).
+OFF_TOPIC = [
+    "Vega sensitivity explained?",
+    "Which Greek measures vega exposure?",
+    "Is vega positive for long calls?",
+    "Does vega depend on implied volatility?",
+    "Black-Scholes-Merton call price formula?",
+    "Which equation prices European calls?",
+]
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = er.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def off_topic(n: int) -> str:
+    return "question,expected_source,expected_page\n" + "".join(f"{q},weather.pdf,1\n" for q in OFF_TOPIC[:n])
+
+
+@pytest.fixture
+def evaluate(tiny_index, tmp_path, capsys):
+    """Run an evaluation of goldset text on the tiny corpus (--quiet); returns (code, stdout, stderr)."""
+    docs, index = tiny_index
+
+    def make(text: str, *extra, name: str = "gold.csv") -> tuple[int, str, str]:
+        gold = write(tmp_path / name, text)
+        return run(capsys, "--goldset", gold, "--docs", docs, "--index", index, "--quiet", *extra)
+
+    return make
+
+
+def status_lines(report: Path) -> list[str]:
+    lines = report.read_text(encoding="utf-8").splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("Generated: "))
+    return lines[1:end]
+
+
+# ----------------------------------------------------------------------------- degraded runs exit 1
+
+
+def test_every_goldset_file_missing_from_the_index_exits_1(evaluate, tmp_path):
+    code, out, err = evaluate("question,expected_source\nWhat is vega?,Greeks.pdf\nWhat is theta?,Theta.pdf\n",
+                              "--report", tmp_path / "r.txt")
+    assert (code, out) == (1, "hybrid: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (2 questions)\n")
+    status = [
+        "Status: exit 1, evaluated but the run is degraded",
+        "  degraded: 2 expected files not in the index (Greeks.pdf, Theta.pdf): their questions count as misses; "
+        "index the files or fix the names",
+        "  degraded: goldset lint found 2 errors (see Notes, or run --lint)",
+    ]
+    assert status_lines(tmp_path / "r.txt") == status
+    assert err.endswith("\n".join(status) + "\n")  # --quiet hides progress, not a failed status
+    assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["status"] == {
+        "exit_code": 1, "gates": [], "failed": [], "degraded": [line.removeprefix("  degraded: ")
+                                                                for line in status[1:]]}
+
+
+def test_a_clean_run_exits_0_and_says_so(evaluate, tmp_path):
+    code, _, err = evaluate(CLEAN, "--report", tmp_path / "r.txt")
+    assert (code, err) == (0, "")
+    assert status_lines(tmp_path / "r.txt") == ["Status: exit 0, evaluated; no gate set"]
+
+
+GARBAGE = "I am sorry, I cannot judge passages today."
+
+
+def test_judge_returning_garbage_exits_1(evaluate, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with OpenAIStub() as stub:
+        for _ in range(3):
+            stub.add_content(GARBAGE)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, _, _ = evaluate(CLEAN, "--report", tmp_path / "r.txt", "--judge", "stub-model", "--judge-cache",
+                              tmp_path / "cache.json")
+    assert code == 1
+    assert status_lines(tmp_path / "r.txt") == [
+        "Status: exit 1, evaluated but the run is degraded",
+        "  degraded: the judge's reply was unreadable for 3 questions (see 'LLM judge'); check that stub-model "
+        "answers in the requested JSON",
+    ]
+
+
+def test_quiet_does_not_hide_a_corrupt_judge_cache(evaluate, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cache = write(tmp_path / "cache.json", '{"cut off": ')
+    with OpenAIStub() as stub:
+        for _ in range(3):
+            stub.add_content('{"answering": [1], "reason": "r"}')
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, _, err = evaluate(CLEAN, "--report", tmp_path / "r.txt", "--judge", "stub-model", "--judge-cache",
+                                cache)
+    assert code == 0  # every question judged: the run is complete
+    warning = (f"The judge cache {cache} is unreadable (Expecting value: line 1 column 13 (char 12)); it was moved "
+               f"to {cache}.corrupt-1 and judging starts with an empty cache. Copy any verdicts you need back from "
+               f"it, then delete it.")
+    assert err == f"warning: {warning}\n"
+    assert f"  {warning}" in (tmp_path / "r.txt").read_text(encoding="utf-8").splitlines()
+
+
+# ----------------------------------------------------------------------------- gates
+
+
+def test_fail_under_passes_and_fails(evaluate, tmp_path):
+    # CLEAN: every question at rank 1 in hybrid mode; in bm25 mode also, MRR 1.000.
+    code, _, err = evaluate(CLEAN, "--report", tmp_path / "r.txt", "--fail-under", "hit@5=0.8",
+                            "--fail-under", "MRR=1", "--no-compare")
+    assert (code, err) == (0, "")
+    assert status_lines(tmp_path / "r.txt") == ["Status: exit 0, evaluated; every gate passed (hit@5 >= 0.8; "
+                                                "mrr >= 1)"]
+    # Off-topic questions: Hit@5 1.000 (every chunk is returned), MRR (1/3 * ... ) < 0.9.
+    code, _, err = evaluate(off_topic(6), "--report", tmp_path / "o.txt", "--fail-under", "hit@5=1",
+                            "--fail-under", "mrr=0.9", "--no-compare")
+    payload = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))
+    mrr = payload["metrics"]["mrr"]
+    status = ["Status: exit 1, evaluated but a gate failed",
+              f"  gate failed: MRR {mrr:.4f} is under --fail-under mrr=0.9"]
+    assert (code, err) == (1, "\n".join(status) + "\n")
+    assert status_lines(tmp_path / "o.txt") == status
+    assert payload["status"]["gates"] == ["hit@5 >= 1", "mrr >= 0.9"]
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("hit@50=0.8", "--fail-under hit@50=0.8: this run reports no metric 'hit@50'; valid keys: hit@5, hit@10, "
+                   "hit@20, mrr (the cutoffs follow --k)"),
+    ("ndcg@10=0.5", "--fail-under ndcg@10=0.5: this run reports no metric 'ndcg@10'; valid keys: hit@5, hit@10, "
+                    "hit@20, mrr (the cutoffs follow --k)"),
+    ("hit@5", "--fail-under needs METRIC=VALUE like hit@5=0.8, got 'hit@5'"),
+    ("hit@5=high", "--fail-under hit@5=high: 'high' is not a number; write a value between 0 and 1 like "
+                   "hit@5=0.8"),
+    ("hit@5=80", "--fail-under hit@5=80: 80 lies outside 0..1, the range of every metric"),
+])
+def test_bad_fail_under_exits_2_before_anything_is_evaluated(evaluate, tmp_path, flag, message):
+    code, out, err = evaluate(CLEAN, "--report", tmp_path / "r.txt", "--fail-under", flag)
+    assert (code, out, err) == (2, "", f"error: {message}\n")
+    assert not (tmp_path / "r.txt").exists()
+
+
+def test_fail_under_knows_the_keys_of_other_cutoffs_and_datasets():
+    assert er.parse_fail_under(["hit@1=0.5", "mrr=0.25"], er.metric_keys("goldset", [1, 3])) == [
+        ("hit@1", 0.5), ("mrr", 0.25)]
+    assert er.parse_fail_under(["ndcg@10=0.6"], er.metric_keys("dataset", [1, 10])) == [("ndcg@10", 0.6)]
+    with pytest.raises(er.EvalError, match=r"valid keys: hit@1, hit@10, recall@1, recall@10, ndcg@1, ndcg@10, mrr"):
+        er.parse_fail_under(["precision@1=0.5"], er.metric_keys("dataset", [1, 10]))
+
+
+def test_fail_on_regression_fails_on_a_significant_drop(evaluate, tmp_path):
+    report = tmp_path / "r.txt"
+    assert evaluate(off_topic(6), "--report", report)[0] == 0
+    # bm25 loses all 6 questions: 6 paired differences of -1, exact randomization p = 2/2^6 = 0.031 < 0.05.
+    code, out, err = evaluate(off_topic(6), "--report", report, "--mode", "bm25", "--fail-on-regression")
+    assert (code, out) == (1, "bm25: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (6 questions)\n")
+    lines = status_lines(report)
+    assert lines[0] == "Status: exit 1, evaluated but a gate failed"
+    assert lines[1] == (f"  gate failed: Hit@5 is worse than the previous report {report.with_suffix('.json')}: "
+                        f"1.000 -> 0.000 (95% CI of the difference [-1.000, -1.000], p = 0.031)")
+    assert [line.split(" is worse")[0] for line in lines[1:]] == [
+        "  gate failed: Hit@5", "  gate failed: Hit@10", "  gate failed: Hit@20", "  gate failed: MRR"]
+    assert err == "\n".join(lines) + "\n"
+
+
+def test_fail_on_regression_ignores_a_drop_the_test_cannot_tell_from_noise(evaluate, tmp_path):
+    old = tmp_path / "old.txt"
+    assert evaluate(off_topic(5), "--report", old)[0] == 0
+    # 5 questions, all lost: Hit@5 1.000 -> 0.000, but p = 2/2^5 = 0.0625: "no detectable difference", so the
+    # gate passes; the raw difference does not decide.
+    code, _, err = evaluate(off_topic(5), "--report", tmp_path / "new.txt", "--mode", "bm25",
+                            "--compare-to", old.with_suffix(".json"), "--fail-on-regression")
+    assert (code, err) == (0, "")
+    text = (tmp_path / "new.txt").read_text(encoding="utf-8")
+    assert "  Hit@5       1.000  0.000  -1.000  [-1.000, -1.000]    0.062  no detectable difference at this " \
+           "goldset size" in text
+    assert status_lines(tmp_path / "new.txt") == [
+        "Status: exit 0, evaluated; every gate passed (no metric worse than the compared report)"]
+
+
+def test_fail_on_regression_without_a_report_to_compare_with_exits_1(evaluate, tmp_path):
+    code, _, err = evaluate(CLEAN, "--report", tmp_path / "r.txt", "--fail-on-regression")
+    status = ["Status: exit 1, evaluated but a gate failed",
+              f"  gate failed: --fail-on-regression could not be checked: there is no previous report at "
+              f"{tmp_path / 'r.json'}; give one with --compare-to REPORT.json"]
+    assert (code, err) == (1, "\n".join(status) + "\n")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--fail-on-regression", "--no-compare"],
+     "--fail-on-regression needs a comparison and --no-compare turns it off; drop one of them"),
+    (["--fail-under", "hit@5=0.5", "--ablation"],
+     "--fail-under gate one evaluation and do not work with --ablation; run the evaluation to gate on its own"),
+    (["--fail-on-regression", "--lint"],
+     "--fail-on-regression gate one evaluation and do not work with --lint; run the evaluation to gate on its own"),
+])
+def test_gate_flag_conflicts_exit_2(evaluate, tmp_path, extra, message):
+    code, out, err = evaluate(CLEAN, "--report", tmp_path / "r.txt", *extra)
+    assert (code, out, err) == (2, "", f"error: {message}\n")
+
+
+# ----------------------------------------------------------------------------- files a user keeps
+
+
+def test_generate_refuses_an_existing_out_unless_forced(tiny_index, tmp_path, capsys):
+    docs, index = tiny_index
+    kept = write(tmp_path / "existing.csv", CLEAN)
+    argv = ["--generate", 3, "--out", kept, "--docs", docs, "--index", index, "--no-sync", "--no-rerank", "--quiet"]
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err == f"error: --out {kept} already exists; pass --force to replace it, or choose another --out\n"
+    assert kept.read_text(encoding="utf-8") == CLEAN
+    code, out, _ = run(capsys, *argv, "--force")
+    assert code == 0 and out.endswith(f" to {kept}\n")  # the path as given, not the bare file name
+    assert kept.read_text(encoding="utf-8") != CLEAN
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--report", "{gold}"], "--report {gold} is the --goldset file {gold}; writing the report there would "
+                             "replace it. Give --report another path"),
+    (["--report", "{dir}/r.txt", "--json", "{gold}"], "--json {gold} is the --goldset file {gold}; writing the "
+                                                      "report there would replace it. Give --json another path"),
+    (["--report", "{dir}/r.json"], "--report {dir}/r.json and --json {dir}/r.json are the same file; one would "
+                                   "replace the other. Give them different paths"),
+    (["--report", "{dir}/r.txt", "--markdown", "{dir}/old.json", "--compare-to", "{dir}/old.json"],
+     "--markdown {dir}/old.json is the --compare-to file {dir}/old.json; writing the report there would replace "
+     "it. Give --markdown another path"),
+])
+def test_a_report_path_equal_to_an_input_is_refused(evaluate, tmp_path, flags, message):
+    gold = tmp_path / "gold.csv"
+    fill = lambda text: text.format(gold=gold, dir=tmp_path)  # noqa: E731
+    code, out, err = evaluate(CLEAN, *map(fill, flags))
+    assert (code, out, err) == (2, "", f"error: {fill(message)}\n")
+    assert gold.read_text(encoding="utf-8") == CLEAN
+
+
+def test_another_goldset_reports_beside_itself_and_leaves_the_baseline_alone(tiny_index, tmp_path, capsys,
+                                                                             monkeypatch):
+    docs, index = tiny_index
+    monkeypatch.chdir(tmp_path)
+    baseline = write(tmp_path / "eval" / "baseline.json", '{"kept": true}')
+    write(tmp_path / "eval" / "baseline.txt", "kept")
+    write(tmp_path / "sets" / "mine.csv", CLEAN)
+    code, _, err = run(capsys, "--goldset", "sets/mine.csv", "--docs", docs, "--index", index)
+    assert code == 0
+    # Paths inside the working folder are shown relative to it, never as a bare file name.
+    assert "Report written to sets/mine.report.txt and sets/mine.report.json\n" in err
+    assert (tmp_path / "sets" / "mine.report.txt").exists()
+    # The default goldset on another index is not the committed baseline's run either.
+    write(tmp_path / "eval" / "goldset.csv", CLEAN)
+    assert er.GOLDSET_PATH == "eval/goldset.csv"
+    code, _, err = run(capsys, "--docs", docs, "--index", index, "--quiet")
+    assert (code, err) == (0, "")
+    assert (tmp_path / "eval" / "goldset.report.json").exists()
+    assert baseline.read_text(encoding="utf-8") == '{"kept": true}'
+    assert (tmp_path / "eval" / "baseline.txt").read_text(encoding="utf-8") == "kept"
+
+
+def default_args(**changes) -> argparse.Namespace:
+    args = er.build_parser().parse_args([])
+    for key, value in changes.items():
+        setattr(args, key, value)
+    return args
+
+
+def test_default_report_paths():
+    assert er.default_report_path(default_args()) == "eval/baseline.txt"
+    assert er.default_report_path(default_args(ablation=True)) == "eval/ablation.txt"
+    assert er.default_report_path(default_args(index="eval/index")) == "eval/baseline.txt"
+    assert er.default_report_path(default_args(index="other")) == "eval/goldset.report.txt"
+    assert er.default_report_path(default_args(docs="papers")) == "eval/goldset.report.txt"
+    assert er.default_report_path(default_args(chroma_url="http://h:8000")) == "eval/goldset.report.txt"
+    assert er.default_report_path(default_args(goldset="x/gold.jsonl", ablation=True)) == "x/gold.ablation.txt"
+    assert er.default_report_path(default_args(dataset="../shared/data/scifact", split="train")) == \
+        "eval/dataset_reports/scifact-train.txt"
+
+
+def test_the_automatic_comparison_only_compares_reports_of_one_goldset(evaluate, tmp_path):
+    report = tmp_path / "r.txt"
+    assert evaluate(CLEAN, "--report", report, name="a.csv")[0] == 0
+    code, _, err = evaluate(CLEAN, "--report", report, name="b.csv")
+    shown = report.with_suffix(".json")
+    why = (f"the previous report {shown} is of goldset {tmp_path / 'a.csv'}, this run of goldset "
+           f"{tmp_path / 'b.csv'}; give --compare-to {shown} to compare them anyway")
+    assert (code, err) == (0, f"warning: not compared: {why}\n")
+    assert "Compared to" not in report.read_text(encoding="utf-8")
+    assert json.loads(shown.read_text(encoding="utf-8"))["goldset"] == f"goldset {tmp_path / 'b.csv'}"
+    # The same goldset is compared.
+    assert evaluate(CLEAN, "--report", report, name="b.csv")[0] == 0
+    assert f"Compared to previous report {shown} (3 common questions)" in report.read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- pages
+
+
+def test_pages_ranges_and_page_words_are_read_bad_pages_are_left_out(evaluate, tmp_path):
+    gold = ("question;expected_source;expected_page\n"
+            "What does Equation 21.23 give for a European call?;options.pdf;S. 2\n"     # line 2: rank 1
+            "How sensitive is the option value to volatility?;options.pdf;1-2\n"         # line 3: rank 1
+            "How do crops react to rainfall?;weather.pdf;Seite 1\n"                      # line 4: rank 1
+            "Wie reagiert die Familie auf Gregor Samsa?;Literatur_Übersicht.pdf;0\n"     # line 5: left out
+            "What is vega?;options.pdf;99999\n"                                           # line 6: left out
+            "Which page has no text layer?;scan.pdf;-3\n"                                 # line 7: left out
+            "What does the scanned appendix contain?;scan.pdf;zwei\n")                    # line 8: left out
+    code, out, _ = evaluate(gold, "--report", tmp_path / "r.txt", "--page-tolerance", "0", "--no-compare")
+    assert (code, out) == (1, "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n")
+    text = (tmp_path / "r.txt").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[1:3] == ["Status: exit 1, evaluated but the run is degraded",
+                          "  degraded: 4 questions left out of the metrics for an invalid expected page (see 'Left "
+                          "out of the metrics')"]
+    assert "  Questions:          3 (4 more left out of the metrics: invalid expected page)" in lines
+    start = lines.index("Left out of the metrics (4; not counted in any average)")
+    assert lines[start + 1:start + 9] == [
+        "  - Wie reagiert die Familie auf Gregor Samsa? (line 5)",
+        "    page '0' in column 'expected_page' is before the first page; pages count from 1, as a PDF viewer shows "
+        "them; the question is left out of the metrics until the page is fixed",
+        "  - What is vega? (line 6)",
+        "    page 99999 of 'options.pdf' is beyond its 2 pages; pages in the goldset count from 1",
+        "  - Which page has no text layer? (line 7)",
+        "    page '-3' in column 'expected_page' is before the first page; pages count from 1, as a PDF viewer "
+        "shows them; the question is left out of the metrics until the page is fixed",
+        "  - What does the scanned appendix contain? (line 8)",
+        "    page 'zwei' in column 'expected_page' is not a page; write 12, 12-13, S. 12, Seite 12 or p. 12; the "
+        "question is left out of the metrics until the page is fixed",
+    ]
+    payload = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert payload["num_queries"] == 3 and len(payload["left_out"]) == 4
+    volatility = next(q for q in payload["per_query"] if q["question"].startswith("How sensitive"))
+    assert volatility["locations"] == [{"source": "options.pdf", "page": 1, "last_page": 2}]
+
+
+def test_a_goldset_whose_every_page_is_invalid_exits_2(evaluate, tmp_path):
+    code, out, err = evaluate("question,expected_source,expected_page\nWhat is vega?,options.pdf,0\n",
+                              "--report", tmp_path / "r.txt")
+    assert (code, out) == (2, "")
+    assert err.endswith(f"error: every question of {tmp_path / 'gold.csv'} has an invalid expected page (see the "
+                        f"warnings above), so nothing can be evaluated; fix the pages and rerun\n")
+    assert not (tmp_path / "r.txt").exists()
