@@ -533,7 +533,9 @@ def check_gate_flags(args: argparse.Namespace) -> None:
 
 def is_default_setup(args: argparse.Namespace) -> bool:
     """Whether this run evaluates the default goldset on the default index (the one the committed report is of)."""
-    return (not args.dataset and same_path(args.goldset, GOLDSET_PATH) and same_path(args.docs, local_rag.DOCS_PATH)
+    # Without --docs the index's own folder is synced: for the default index that is DOCS_PATH.
+    return (not args.dataset and same_path(args.goldset, GOLDSET_PATH)
+            and (args.docs is None or same_path(args.docs, local_rag.DOCS_PATH))
             and (args.index is None or same_path(args.index, VECTORSTORE_PATH))
             and args.chroma_url == local_rag.CHROMA_URL)
 
