@@ -891,7 +891,7 @@ class LocalRAG:
                                f"or add --switch-folder (or --rebuild) to make it follow {', '.join(followed)}",
                                reason="index follows another folder")
             known = set(self.files) | set(self.info.get("failed", {}))
-            if not discovery.found and known and not allow_empty and not rebuild:
+            if not discovery.found and known and not allow_empty:  # --rebuild too: a typo must not empty it
                 raise RAGError(f"{', '.join(map(str, paths))} holds no PDF files; syncing would remove all "
                                f"{len(known)} files from the index {self.location}. Check the path, or add "
                                f"--allow-empty to empty the index", reason="no PDF files")

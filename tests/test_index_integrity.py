@@ -196,6 +196,8 @@ def test_an_empty_folder_never_empties_an_index_unasked(capsys, tmp_path, docs_a
     assert err == (f"error: {docs_a} holds no PDF files; syncing would remove all 2 files from the index {index}. "
                    f"Check the path, or add --allow-empty to empty the index\n")
     assert manifest(index)["counts"]["files"] == 2
+    assert run(capsys, str(docs_a), "--index", str(index), "--rebuild")[:2] == (2, [])  # explicit flag only
+    assert manifest(index)["counts"]["files"] == 2
     code, out, _ = run(capsys, str(docs_a), "--index", str(index), "--allow-empty")
     assert code == 0 and out[-1].startswith("files added 0 / updated 0 / removed 2 ")
 
