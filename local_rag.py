@@ -880,9 +880,7 @@ class LocalRAG:
         with self.writing(wait), self._storage_errors():
             report = SyncReport()
             started = time.perf_counter()
-            report.skipped = discovery.skipped
-            for name, reason in discovery.skipped:
-                log(f"skipped {name}: {reason}", self.quiet)
+            report.skipped = discovery.skipped  # named once, by the caller (add_pdfs.py's output, the report)
             followed = sorted(str(Path(p).resolve()) for p in paths)
             recorded = sorted(self.followed_paths)
             if recorded and recorded != followed and self.files and not (switch_folder or rebuild):
@@ -904,7 +902,6 @@ class LocalRAG:
                     digest = file_sha256(path)
                 except OSError as exc:  # deleted or made unreadable while the folder was read
                     report.skipped.append((name, f"could not be read ({type(exc).__name__}: {exc.strerror or exc})"))
-                    log(f"skipped {name}: {report.skipped[-1][1]}", self.quiet)
                     discovery.found[name] = None
                     continue
                 entry = self.files.get(name) or failed_before.get(name)

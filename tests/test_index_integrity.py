@@ -31,9 +31,10 @@ CORPUS_B = {"gamma.pdf": ["Gamma page about blue plums."]}
 GOLD_A = "question,expected_source,expected_page\nWhich fruit is red?,alpha.pdf,1\nWhat is yellow?,beta.pdf,2\n"
 
 
-def run(capsys, *argv: str) -> tuple[int, list[str], str]:
+def run(capsys, *argv: str, quiet: bool = True) -> tuple[int, list[str], str]:
+    """add_pdfs.py in this process; --quiet unless asked, so stderr holds only errors (no model loading bar)."""
     capsys.readouterr()
-    code = add_pdfs.main(list(argv))
+    code = add_pdfs.main(list(argv) + (["--quiet"] if quiet and "--quiet" not in argv else []))
     out, err = capsys.readouterr()
     return code, out.splitlines(), err
 
@@ -101,7 +102,7 @@ def test_a_locked_index_waits_or_fails_at_once_with_no_wait(capsys, tmp_path, do
                    f"wait until it has finished, or leave out --no-wait to wait for it\n")
     assert not (index / "index_info.json").exists()
     started = time.monotonic()
-    code, out, err = run(capsys, str(docs_a), "--index", str(index))
+    code, out, err = run(capsys, str(docs_a), "--index", str(index), quiet=False)
     assert code == 0 and f"waiting: the index {index} is being written by another process\n" in err
     assert time.monotonic() - started > 1  # it did wait for the holder
     holder.wait(timeout=30)
@@ -282,7 +283,7 @@ def test_links_are_followed_only_inside_the_folder_and_every_skip_is_named(capsy
     ]
     assert out[-1].startswith("files added 2 / updated 0 / removed 0 / unchanged 0 / failed 0 / skipped 5; ")
     assert stored_sources(tmp_path / "index") == ["alias.pdf", "real.pdf"]
-    assert sorted(err.count(f"skipped {name}:") for name in ("loop.pdf", "passwd.pdf", "sub/real.pdf")) == [1, 1, 1]
+    assert "loop.pdf" not in err and "passwd" not in err  # each skip is named once: in the output above
 
 
 # ----------------------------------------------------------------------------- a damaged manifest
