@@ -408,6 +408,7 @@ class SourceUnit:
 class IndexCheck:
     """How the store agrees with the manifest (`LocalRAG.check_index`)."""
     stored: int = 0  # chunks in the store
+    dimension: int | None = None  # size of the stored vectors; None for an empty store
     problems: list[str] = field(default_factory=list)  # measuring this index would be wrong; sync cannot repair
     repairs: dict[str, str] = field(default_factory=dict)  # source -> what its stored chunks lack; sync re-embeds
     orphan_ids: list[str] = field(default_factory=list)  # chunks of no indexed or partial file: sync deletes them
@@ -832,10 +833,10 @@ class LocalRAG:
         collection = store._collection
         check.stored = collection.count()
         recorded = self.info.get("dimension")
-        if check.stored and recorded:
-            stored_dim = len(collection.get(limit=1, include=["embeddings"])["embeddings"][0])
-            if stored_dim != recorded:
-                check.problems.append(f"the store holds vectors of {stored_dim} dimensions, the manifest says "
+        if check.stored:
+            check.dimension = len(collection.get(limit=1, include=["embeddings"])["embeddings"][0])
+            if recorded and check.dimension != recorded:
+                check.problems.append(f"the store holds vectors of {check.dimension} dimensions, the manifest says "
                                       f"{recorded}")
         counts: dict[str, int] = {}
         partial = self.info.get("partial", {})
@@ -994,9 +995,8 @@ class LocalRAG:
             self._open_store()
         dimension = self._embedding_dimension()
         check = self.check_index()
-        stored_dim = self._stored_dimension() if check.stored else None
-        if stored_dim is not None and stored_dim != dimension:
-            raise RAGError(f"the index {self.location} holds vectors of {stored_dim} dimensions, but "
+        if check.dimension is not None and check.dimension != dimension:
+            raise RAGError(f"the index {self.location} holds vectors of {check.dimension} dimensions, but "
                            f"{self.embeddings.model_name} makes {dimension}: it was built with another embedding "
                            f"model. Rebuild it with add_pdfs.py {self._index_flag()} --rebuild, or use another index "
                            f"folder", reason="embedding dimension differs")
@@ -1050,10 +1050,6 @@ class LocalRAG:
             if size:
                 return int(size)
         return len(self.embeddings.embed_documents(["dimension"])[0])
-
-    def _stored_dimension(self) -> int | None:
-        first = self._store._collection.get(limit=1, include=["embeddings"])
-        return len(first["embeddings"][0]) if first["ids"] else None
 
     def _drop_everything(self) -> None:
         client = self._chroma_client()
