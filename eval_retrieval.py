@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import eval_report
-from atomic_files import write_text_atomic
-import goldset as gs
+from localrag import report as eval_report
+from localrag.files import write_text_atomic
+from localrag import goldset as gs
 import local_rag
-import retrieval_metrics as rm
+from localrag import metrics as rm
 from local_rag import LocalRAG, RAGError
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
@@ -433,11 +433,11 @@ def build_parser() -> argparse.ArgumentParser:
     jd.add_argument("--judge", default=None, metavar="MODEL", help="ask MODEL which of the first --judge-k "
                                                                   "passages answer each question (default: off)")
     jd.add_argument("--judge-k", type=int, default=None, help="passages shown to the judge (default: JUDGE_K "
-                                                               "in llm_judge.py, 5)")
+                                                               "in localrag/judge.py, 5)")
     jd.add_argument("--judge-max-calls", type=int, default=None, help="at most N new (uncached) judge calls in "
                                                                       "this run (default: no limit)")
     jd.add_argument("--judge-cache", default=None, help="judge cache file (default: JUDGE_CACHE_PATH in "
-                                                        "llm_judge.py, eval/judge_cache.json)")
+                                                        "localrag/judge.py, eval/judge_cache.json)")
     jd.add_argument("--judge-domain", default=None, help="field of the documents, to sharpen the prompt, e.g. "
                                                          "'option pricing' (default: JUDGE_DOMAIN, empty)")
     gl = p.add_argument_group("grow and check goldsets")
@@ -500,7 +500,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.judge:
         import os
 
-        import llm_judge
+        from localrag import judge as llm_judge
 
         if args.dataset or args.ablation:
             raise EvalError("--judge works on a goldset evaluation of one configuration; drop --dataset/--ablation")
@@ -560,7 +560,7 @@ def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(flag, path) of every file an evaluation reads and a report must not replace."""
-    import llm_judge
+    from localrag import judge as llm_judge
 
     inputs = [("--compare-to", args.compare_to)]
     if args.dataset:
@@ -742,7 +742,7 @@ def left_out_questions(questions: Sequence[gs.GoldQuestion], docs: dict[str, Any
                        page_offset: int = PAGE_OFFSET) -> dict[str, list[str]]:
     """query_id -> why the question cannot be scored: a page the reader could not use, or one its indexed file
     does not have. Such a question is left out of the metrics, never widened to the whole file."""
-    import goldset_lint
+    from localrag import lint as goldset_lint
 
     by_norm = {gs.normalize_source(name): doc for name, doc in docs.items()}
     out = {}
@@ -775,7 +775,7 @@ def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) ->
 def add_judge(result: dict, goldset: gs.Goldset, args: argparse.Namespace) -> None:
     """Judge the first passages of every question and attach the section to the result; a judge that stopped
     or returned unreadable replies degrades the run."""
-    import llm_judge
+    from localrag import judge as llm_judge
 
     k = args.judge_k or llm_judge.JUDGE_K
     hits = result["hits"]
@@ -808,7 +808,7 @@ def dataset_index_path(args: argparse.Namespace) -> Path:
     """Cache folder named after the dataset, its sample and the index settings: other settings never reuse it."""
     import hashlib
 
-    import beir_data
+    from localrag import datasets as beir_data
 
     fingerprint = beir_data.dataset_fingerprint(args.dataset, args.split, args.max_queries, args.max_corpus_docs,
                                                 args.seed)
@@ -821,7 +821,7 @@ def dataset_index_path(args: argparse.Namespace) -> Path:
 
 
 def run_dataset(args: argparse.Namespace) -> int:
-    import beir_data
+    from localrag import datasets as beir_data
 
     try:
         dataset = beir_data.load_beir(args.dataset, args.split)
@@ -897,7 +897,7 @@ def finish(results: list[dict], args: argparse.Namespace, previous: tuple[dict |
     result["status"] = run_status(result["degraded"], failed, gate_descriptions(args))
     write_outputs(result, args, generated)
     if args.run_file and "run" in result:
-        import beir_data
+        from localrag import datasets as beir_data
 
         try:
             beir_data.write_trec_run(args.run_file, result["run"], tag=f"localrag-{result['name'].replace(' ', '')}")
@@ -994,14 +994,14 @@ def write_ablation(results: list[dict], args: argparse.Namespace, generated: str
 
 def index_docs(rag: LocalRAG) -> dict[str, Any]:
     """Indexed file -> DocInfo (page count, 0-based pages without text)."""
-    import goldset_lint
+    from localrag import lint as goldset_lint
 
     return {d["source"]: goldset_lint.DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
 
 
 def lint_findings(rag: LocalRAG, goldset: gs.Goldset, docs: dict[str, Any], progress: bool = False) -> list:
     """Lint findings of a read goldset against the index: files (also those that failed to index), pages, text."""
-    import goldset_lint
+    from localrag import lint as goldset_lint
 
     unindexed = {name: entry["reason"] for name, entry in rag.info.get("failed", {}).items()}
     return goldset_lint.lint_goldset(goldset.questions, goldset.messages, docs, page_offset=PAGE_OFFSET,
@@ -1010,7 +1010,7 @@ def lint_findings(rag: LocalRAG, goldset: gs.Goldset, docs: dict[str, Any], prog
 
 def run_lint(args: argparse.Namespace) -> int:
     """Check the goldset against the synced index: exit 1 when there is any finding, error or warning."""
-    import goldset_lint
+    from localrag import lint as goldset_lint
 
     goldset = gs.read_goldset(args.goldset)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
@@ -1023,7 +1023,7 @@ def run_lint(args: argparse.Namespace) -> int:
 
 def run_generate(args: argparse.Namespace) -> int:
     """Sample chunks from the index and write a goldset of generated questions; 1 if the model stopped early."""
-    import goldset_generation as gen
+    from localrag import generate as gen
 
     if args.generate < 1:
         raise EvalError(f"--generate needs a positive number of questions, got {args.generate}")
@@ -1067,8 +1067,8 @@ def llm_question_asker(args: argparse.Namespace) -> tuple[Any, Any]:
     """
     import os
 
-    import goldset_generation as gen
-    import llm_judge
+    from localrag import generate as gen
+    from localrag import judge as llm_judge
 
     try:
         llm_judge.check_judge_environment(os.environ)
@@ -1124,7 +1124,7 @@ def _main(args: argparse.Namespace) -> int:
         if args.compare:
             return run_compare(args)
         if args.suite:
-            import eval_suite
+            from localrag import suite as eval_suite
 
             common = [flag for flag, on in (("--quiet", args.quiet), ("--rebuild", args.rebuild),
                                             ("--no-sync", args.no_sync)) if on]

@@ -25,8 +25,8 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from langchain_core.documents import Document  # noqa: E402
 
-import embedding_backends  # noqa: E402
-from atomic_files import new_file_mode, write_json_atomic  # noqa: E402
+from localrag import embeddings as embedding_backends  # noqa: E402
+from localrag.files import new_file_mode, write_json_atomic  # noqa: E402
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
@@ -337,7 +337,7 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
     encode = {"normalize_embeddings": True, "batch_size": ENCODE_BATCH_SIZE}
 
     def factory(model: str, local_files_only: bool = False):
-        # Loaded with torch; another backend then replaces the transformer's forward pass (embedding_backends.py).
+        # Loaded with torch; another backend then replaces the transformer's forward pass (localrag/embeddings.py).
         return HuggingFaceEmbeddings(model_name=model, encode_kwargs=encode,
                                      model_kwargs={"local_files_only": local_files_only, "device": "cpu"})
 
@@ -1255,7 +1255,7 @@ class LocalRAG:
 
     def _bm25_index(self):
         """The BM25 index of exactly the chunks the manifest lists; loaded from disk, rebuilt when stale."""
-        from bm25_index import BM25Index
+        from localrag.bm25 import BM25Index
 
         fingerprint = self._bm25_fingerprint()
         if self._bm25 is not None and self._bm25[0] == fingerprint:

@@ -83,8 +83,8 @@ def write_goldset(path: Path, rows: list[tuple[str, str, int]]) -> Path:
 
 def lint_seconds(questions, docs, old: bool) -> tuple[float, list]:
     """(seconds, findings) of lint_goldset; old=True swaps in the all-pairs near-duplicate check."""
-    import goldset as gs
-    import goldset_lint
+    from localrag import goldset as gs
+    from localrag import lint as goldset_lint
 
     fast = goldset_lint.near_duplicate_pairs
     if old:
@@ -98,7 +98,7 @@ def lint_seconds(questions, docs, old: bool) -> tuple[float, list]:
 
 
 def lint_table(chunks, docs, sizes: list[int], old_max: int, seed: int) -> list[str]:
-    import goldset as gs
+    from localrag import goldset as gs
 
     lines = ["Lint of the goldset (seconds; near-duplicates: new = only pairs sharing two of their rarest words, "
              "old = every pair)", f"  {'questions':>10}  {'findings':>8}  {'new':>8}  {'old':>10}  {'speed-up':>8}"]
@@ -123,7 +123,7 @@ def lint_table(chunks, docs, sizes: list[int], old_max: int, seed: int) -> list[
 def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[str, float]]:
     """Exit code and seconds per phase of one `eval_retrieval.main` run, phases timed by wrapping its steps."""
     import eval_retrieval as er
-    import goldset as gs
+    from localrag import goldset as gs
 
     seconds: dict[str, float] = {}
 
@@ -155,7 +155,7 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import goldset_lint
+    from localrag import lint as goldset_lint
 
     if not (Path(args.index) / "index_info.json").exists():
         print(f"error: no sample index at {args.index}; build it with `python eval_retrieval.py`", file=sys.stderr)

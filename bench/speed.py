@@ -156,7 +156,7 @@ def parse_spec(spec: str, default_batch: int) -> tuple[str, int]:
 
 def load_backend(backend: str) -> tuple[Any, dict]:
     """The bundled model on `backend`, with seconds to load torch and to export (or find) the backend's file."""
-    import embedding_backends
+    from localrag import embeddings as embedding_backends
     import local_rag
     from sentence_transformers import SentenceTransformer
 
@@ -250,7 +250,7 @@ def run_bm25(scifact_dir: Path, n_chunks: int, n_queries: int, seed: int) -> lis
     from bm25_speed import cut_chunks, latencies_ms, load_scifact, rank_bm25_search
     from rank_bm25 import BM25Okapi
 
-    from bm25_index import BM25Index, tokenize
+    from localrag.bm25 import BM25Index, tokenize
 
     rng = random.Random(seed)
     source, claims = load_scifact(scifact_dir)
@@ -285,7 +285,7 @@ def bm25_table(rows: Sequence[dict]) -> str:
 # ----------------------------------------------------------------------------- NDCG
 
 def run_ndcg(ds: Any, doc_ids: Sequence[str], vectors: dict) -> list[dict]:
-    from retrieval_metrics import evaluate
+    from localrag.metrics import evaluate
 
     query_ids = list(ds.queries)
     rows = []
@@ -312,7 +312,7 @@ def ndcg_table(rows: Sequence[dict]) -> str:
 # ----------------------------------------------------------------------------- main
 
 def machine_line() -> str:
-    import embedding_backends
+    from localrag import embeddings as embedding_backends
     import onnxruntime
     import torch
 
@@ -353,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import embedding_backends
+    from localrag import embeddings as embedding_backends
     import local_rag
 
     batch_size = args.batch_size or local_rag.ENCODE_BATCH_SIZE
@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sections.append(f"PDF extraction ({pdf_dir.name}: FinanceBench filings; pypdf on the first "
                         f"{args.pypdf_files} files by name)\n" + extraction_table(results["extraction"]))
     if "embed" not in args.skip or args.ndcg:
-        from beir_data import load_beir
+        from localrag.datasets import load_beir
 
         ds = load_beir(scifact_dir, NDCG_SPLIT)
         doc_ids, texts = scifact_texts(ds)

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-import beir_data
+from localrag import datasets
 import eval_retrieval as er
 import local_rag
-import retrieval_metrics as rm
+from localrag import metrics as rm
 from local_rag import LocalRAG
 
 DOCS = {
@@ -103,7 +103,7 @@ def dataset(tmp_path_factory) -> tuple[Path, Path]:
     """(BEIR folder "ds", index folder) with the index built once at 200-character chunks."""
     base = tmp_path_factory.mktemp("beir")
     folder = write_dataset(base / "ds")
-    data = beir_data.load_beir(folder)
+    data = datasets.load_beir(folder)
     rag = LocalRAG(base / "index", reranker_model=None, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP,
                    quiet=True)
     rag.sync_records([{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
@@ -242,7 +242,7 @@ def test_trec_run_file(hybrid_run):
     assert by_query == HYBRID_TOP  # the ranks written agree with the JSON report, tie included
     q7 = [row for row in rows if row[0] == "q7"]
     assert q7[0][4] == q7[1][4]  # equal scores: trec_eval orders doc9 before doc11 as the rank column says
-    run = beir_data.read_trec_run(hybrid_run["run"])
+    run = datasets.read_trec_run(hybrid_run["run"])
     assert rm.rank_run(run["q7"]) == HYBRID_TOP["q7"]
 
 

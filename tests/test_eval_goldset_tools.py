@@ -15,8 +15,8 @@ import pytest
 from conftest import write_corpus, write_pdf
 
 import eval_retrieval as er
-import goldset as gs
-import llm_judge
+from localrag import goldset as gs
+from localrag import judge as llm_judge
 from openai_stub import OpenAIStub, error_body
 
 # Every text page defines one term at its start, so the model-free generator makes exactly one defined-term

@@ -29,8 +29,8 @@ import pytest
 from conftest import ROOT, TINY_CORPUS, write_corpus, write_pdf
 
 import eval_retrieval as er
-import goldset as gs
-import llm_judge
+from localrag import goldset as gs
+from localrag import judge as llm_judge
 from openai_stub import OpenAIStub, closed_port
 
 NFD_LITERATUR = unicodedata.normalize("NFD", "Literatur_Übersicht.pdf")

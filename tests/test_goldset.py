@@ -1,4 +1,4 @@
-"""Tests for goldset.py: reading CSV/JSONL goldsets and matching chunks to expected locations."""
+"""Tests for localrag/goldset.py: reading CSV/JSONL goldsets and matching chunks to expected locations."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from goldset import (
+from localrag.goldset import (
     GOLDSET_TEMPLATE_PATH,
     PAGE_OFFSET,
     PAGE_TOLERANCE,

@@ -2,7 +2,7 @@
 
 Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based), "text"}``:
 
-1. A noise filter (goldset_noise.py) drops chunks no reader would ask about (front matter, index and
+1. A noise filter (localrag/noise.py) drops chunks no reader would ask about (front matter, index and
    bibliography pages, number tables, caption residue, running headers, very short chunks); every rule
    is counted.
 2. The wanted number of questions is spread over the documents in proportion to their kept chunk
@@ -15,7 +15,7 @@ Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based),
 
 The same chunks, seed and model replies give the same rows, in the same order.
 
-Linting a goldset against the index lives in goldset_lint.py; it uses word_count() and jaccard()
+Linting a goldset against the index lives in localrag/lint.py; it uses word_count() and jaccard()
 from here, so lint and the gates agree on what a short or near-duplicate question is.
 """
 
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from atomic_files import write_atomic
-from goldset_noise import (
+from localrag.files import write_atomic
+from localrag.noise import (
     PROSE_LINE_MIN_WORDS,
     analysis_text,
     build_noise_context,

@@ -13,8 +13,8 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import bm25_index  # noqa: E402
-from bm25_index import ARRAYS_FILE, META_FILE, BM25Index, corpus_fingerprint, tokenize, top_k  # noqa: E402
+from localrag import bm25 as bm25_index  # noqa: E402
+from localrag.bm25 import ARRAYS_FILE, META_FILE, BM25Index, corpus_fingerprint, tokenize, top_k  # noqa: E402
 
 LN_5_3 = math.log(5 / 3)
 

@@ -1,6 +1,6 @@
-"""Tests for goldset_generation.py: question kinds, gates, sampling, model path, output.
+"""Tests for localrag/generate.py: question kinds, gates, sampling, model path, output.
 
-The noise filter's own tests are in test_goldset_noise.py, which also holds the shared chunk fixtures.
+The noise filter's own tests are in test_noise.py, which also holds the shared chunk fixtures.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import atomic_files
-import goldset_generation as gg
-from goldset_generation import (
+from localrag import files
+from localrag import generate as gg
+from localrag.generate import (
     allocate,
     copied_share,
     detect_language,
@@ -24,8 +24,8 @@ from goldset_generation import (
     tokens,
     write_goldset_csv,
 )
-from goldset_noise import build_noise_context, classify_noise, strip_chunk_header
-from test_goldset_noise import DESKS, PROSE_DE, PROSE_EN, chunk, plain_chunk, running_header_doc
+from localrag.noise import build_noise_context, classify_noise, strip_chunk_header
+from test_noise import DESKS, PROSE_DE, PROSE_EN, chunk, plain_chunk, running_header_doc
 
 
 # Prose without any reference, heading or definition: gives no template question.
@@ -461,6 +461,6 @@ def test_write_goldset_csv_quotes_and_is_atomic(tmp_path):
     new = tmp_path / "new.csv"
     write_goldset_csv(new, [])
     assert new.read_text(encoding="utf-8") == "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung\n"
-    assert new.stat().st_mode & 0o777 == atomic_files.new_file_mode()  # not mkstemp's private 0600
+    assert new.stat().st_mode & 0o777 == files.new_file_mode()  # not mkstemp's private 0600
     with pytest.raises(FileNotFoundError, match="folder .*missing does not exist"):
         write_goldset_csv(tmp_path / "missing" / "gold.csv", rows)

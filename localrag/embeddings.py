@@ -67,7 +67,7 @@ EXPORT_REQUIREMENTS = "onnx==1.23.2 onnxruntime==1.32.0"
 OPENVINO_REQUIREMENTS = "openvino==2026.4.1 nncf==3.4.0"
 # The sample corpus generator: the text of the PDFs it renders (English and German) calibrates the openvino-int8
 # export. Rendered in memory, not read from eval/docs, so that PDFs a user keeps in that folder never change it.
-CALIBRATION_SOURCE = Path(__file__).resolve().parent / "eval" / "make_sample_docs.py"
+CALIBRATION_SOURCE = Path(__file__).resolve().parents[1] / "eval" / "make_sample_docs.py"
 # Shorter pages (the image-only page) are no calibration samples.
 CALIBRATION_MIN_CHARS = 200
 # Fewer calibration pages than this give activation ranges too narrow to trust on other documents.

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from goldset_generation import (MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, PAGE_OFFSET, jaccard, set_jaccard,
+from localrag.generate import (MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, PAGE_OFFSET, jaccard, set_jaccard,
                                 tokens, word_count)
 
 # Goldsets with at least this many questions show a progress bar (stderr) while they are linted.

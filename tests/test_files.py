@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-import atomic_files as af
+from localrag import files as af
 
 
 def test_text_json_and_binary_writes(tmp_path):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from atomic_files import write_json_atomic
+from localrag.files import write_json_atomic
 
 # Passages shown to the judge per question (the first k retrieved).
 JUDGE_K = 5

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from retrieval_metrics import parse_metric_key
+from localrag.metrics import parse_metric_key
 
 QUESTION_WIDTH = 70  # characters of a question shown per report line
 LABEL_WIDTH = 20  # width of the label column in the configuration block

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from beir_data import (
+from localrag.datasets import (
     BeirDataset,
     DatasetError,
     Document,

@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from atomic_files import write_atomic
+from localrag.files import write_atomic
 
 # Bump when the saved layout or the meaning of the saved arrays changes; older saves then load as None.
 FORMAT_VERSION = 1

@@ -5,7 +5,7 @@ list, mostly running headers, caption residue or numbers, or too short; classify
 first NOISE_RULES rule it falls under. Running headers are found per document over all chunks
 (build_noise_context). page_noise() applies the whole-page rules to a page's joined chunks.
 
-It also holds the chunk-text helpers goldset_generation.py shares with the filter (analysis_text,
+It also holds the chunk-text helpers localrag/generate.py shares with the filter (analysis_text,
 nonempty_lines, header_key, word_count, fraction); it imports nothing from there.
 """
 

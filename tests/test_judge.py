@@ -16,8 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import llm_judge as lj  # noqa: E402
-from llm_judge import (  # noqa: E402
+from localrag import judge as lj  # noqa: E402
+from localrag.judge import (  # noqa: E402
     CALL_LIMIT,
     NOT_JUDGED,
     OK,

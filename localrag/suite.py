@@ -13,8 +13,8 @@ from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any, Callable
 
-import eval_report
-from atomic_files import write_text_atomic
+from localrag import report as eval_report
+from localrag.files import write_text_atomic
 
 SUITE_OUTPUT_DIR = "eval/suite_reports"  # where entry reports and the summary go
 SUITE_METRICS = ["hit@5", "hit@10", "ndcg@10", "recall@100", "mrr"]  # summary columns, when an entry has them

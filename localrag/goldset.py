@@ -43,7 +43,7 @@ PAGE_OFFSET = 1
 # A neighbouring page still counts: page labels are often off by one and facts run over pages.
 PAGE_TOLERANCE = 1
 # Template a user copies to start a goldset; named in the error for a missing goldset.
-GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parent / "eval" / "goldset_template.csv"
+GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "eval" / "goldset_template.csv"
 # Delimiters tried on the header line; on a tie the first wins.
 CSV_DELIMITERS = (",", ";")
 # Field -> accepted header names (German as existing goldsets have them, then English).

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import retrieval_metrics as rm
+from localrag import metrics as rm
 
 # ---------------------------------------------------------------------------
 # Fixtures

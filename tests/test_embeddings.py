@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import embedding_backends as eb  # noqa: E402
+from localrag import embeddings as eb  # noqa: E402
 
 SENTENCES = [
     "Vega is the sensitivity of an option's value to the implied volatility of the underlying asset.",
@@ -333,7 +333,7 @@ def test_openvino_and_nncf_send_no_telemetry(tmp_path):
     # In a fresh interpreter (nncf turns its telemetry off by itself under pytest), with HOME in a temp folder:
     # openvino writes ~/intel/openvino_ga_cid when imported plainly (the control, so this test can fail), and
     # nothing when imported through import_without_telemetry, which leaves both packages on their stubs.
-    script = ("import sys; sys.path.insert(0, {root!r}); import embedding_backends as eb; "
+    script = ("import sys; sys.path.insert(0, {root!r}); from localrag import embeddings as eb; "
               "eb.import_without_telemetry('nncf'); import openvino.tools.ovc.telemetry_utils as t; "
               "import nncf.telemetry.wrapper as w; print(t.tm.__name__, type(w.telemetry).__name__, "
               "'openvino_telemetry' in sys.modules)").format(root=str(ROOT))

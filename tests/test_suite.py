@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import eval_report
+from localrag import report as eval_report
 import eval_retrieval as er
-import eval_suite
+from localrag import suite as eval_suite
 
 # Goldset over the tiny corpus (conftest.TINY_CORPUS). BM25 orders (0-based pages):
 #   "How do crops react to rainfall?"                   [weather p0, options p0]  -> weather page 1 at rank 1

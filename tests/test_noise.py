@@ -1,14 +1,14 @@
-"""Tests for goldset_noise.py: each noise rule in English and German, running headers, chunk-text helpers.
+"""Tests for localrag/noise.py: each noise rule in English and German, running headers, chunk-text helpers.
 
 The chunk fixtures here (chunk, PROSE_EN, PROSE_DE, DESKS, plain_chunk, running_header_doc) are shared
-with tests/test_goldset_generation.py, which imports them.
+with tests/test_generate.py, which imports them.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from goldset_noise import build_noise_context, classify_noise, filter_chunks, strip_chunk_header
+from localrag.noise import build_noise_context, classify_noise, filter_chunks, strip_chunk_header
 
 
 def chunk(text: str, page: int = 5, source: str = "a.pdf", cid: str = "c1") -> dict:
