@@ -500,13 +500,13 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.judge:
         import os
 
-        from localrag import judge as llm_judge
+        from localrag import llm
 
         if args.dataset or args.ablation:
             raise EvalError("--judge works on a goldset evaluation of one configuration; drop --dataset/--ablation")
         try:
-            llm_judge.check_judge_environment(os.environ)
-        except llm_judge.JudgeError as exc:
+            llm.check_environment(os.environ, "--judge")
+        except llm.ChatError as exc:
             raise EvalError(str(exc)) from None
         if args.judge_max_calls is not None and args.judge_max_calls < 0:
             raise EvalError(f"--judge-max-calls must be 0 or more, got {args.judge_max_calls}")
@@ -560,7 +560,7 @@ def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(flag, path) of every file an evaluation reads and a report must not replace."""
-    from localrag import judge as llm_judge
+    from localrag import judge
 
     inputs = [("--compare-to", args.compare_to)]
     if args.dataset:
@@ -569,7 +569,7 @@ def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     else:
         inputs.append(("--goldset", args.goldset))
     if args.judge:
-        inputs.append(("--judge-cache", args.judge_cache or llm_judge.JUDGE_CACHE_PATH))
+        inputs.append(("--judge-cache", args.judge_cache or judge.JUDGE_CACHE_PATH))
     return [(flag, path) for flag, path in inputs if path]
 
 
@@ -775,19 +775,20 @@ def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) ->
 def add_judge(result: dict, goldset: gs.Goldset, args: argparse.Namespace) -> None:
     """Judge the first passages of every question and attach the section to the result; a judge that stopped
     or returned unreadable replies degrades the run."""
-    from localrag import judge as llm_judge
+    from localrag import judge
 
-    k = args.judge_k or llm_judge.JUDGE_K
+    k = args.judge_k or judge.JUDGE_K
     hits = result["hits"]
-    items = [llm_judge.JudgeItem(q.query_id, q.question,
-                                 [llm_judge.Passage(d.metadata["source"], int(d.metadata["page"]) + 1,
-                                                    d.page_content) for d, _ in hits[q.query_id][:k]])
+    items = [judge.JudgeItem(q.query_id, q.question,
+                             [judge.Passage(d.metadata["source"], int(d.metadata["page"]) + 1,
+                                            d.page_content) for d, _ in hits[q.query_id][:k]])
              for q in goldset.questions]
-    run = llm_judge.run_judge(items, args.judge, cache_path=args.judge_cache, max_new_calls=args.judge_max_calls,
-                              k=k, domain=args.judge_domain, progress=None if args.quiet else
-                              (lambda message: print(message, file=sys.stderr, flush=True)),
-                              warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True))
-    log(args, llm_judge.judge_calls_line(run))
+    run = judge.run_judge(items, args.judge, cache_path=args.judge_cache, max_new_calls=args.judge_max_calls,
+                          k=k, domain=args.judge_domain, progress=None if args.quiet else
+                          (lambda message: print(message, file=sys.stderr, flush=True)),
+                          warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
+                          flag="--judge")
+    log(args, judge.judge_calls_line(run))
     if run.cache_warning:
         result["messages"].append(run.cache_warning)
     if run.stopped:
@@ -798,9 +799,9 @@ def add_judge(result: dict, goldset: gs.Goldset, args: argparse.Namespace) -> No
         result["degraded"].append(f"the judge's reply was unreadable for {plural(run.unreadable, 'question')} "
                                   f"(see 'LLM judge'); check that {args.judge} answers in the requested JSON")
     questions = {q.query_id: q.question for q in goldset.questions}
-    summary = llm_judge.summarize_judge(run, result["ranks"], k)
-    result["judge_lines"] = llm_judge.render_judge_section(summary, run.verdicts, questions, result["ranks"])
-    result["judge"] = llm_judge.judge_to_json(summary, run.verdicts, questions, result["ranks"])
+    summary = judge.summarize_judge(run, result["ranks"], k)
+    result["judge"] = judge.judge_to_json(summary, run.verdicts, questions, result["ranks"])
+    result["judge_lines"] = eval_report.render_judge(result["judge"])
     result["config"].append(("LLM judge", f"{args.judge}, first {k} passages"))
 
 
@@ -1060,7 +1061,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def llm_question_asker(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(ask, stopped): ask(prompt) -> reply text or None through the judge's cached, retrying client;
+    """(ask, stopped): ask(prompt) -> reply text or None through the cached, retrying client and the judge's cache;
     stopped() -> why the model stopped answering (server down, refused), or None.
 
     Replies with a question and explicit declines are cached; an unreadable reply is not, so the next run asks again.
@@ -1068,32 +1069,33 @@ def llm_question_asker(args: argparse.Namespace) -> tuple[Any, Any]:
     import os
 
     from localrag import generate as gen
-    from localrag import judge as llm_judge
+    from localrag import judge, llm
 
+    flag = f"--llm {args.llm}"
     try:
-        llm_judge.check_judge_environment(os.environ)
-    except llm_judge.JudgeError as exc:
-        # The check is shared with the judge; its message names the judge's flag.
-        raise EvalError(str(exc).replace("--judge", f"--llm {args.llm}", 1)) from None
-    cache = llm_judge.JudgeCache(args.judge_cache or llm_judge.JUDGE_CACHE_PATH)
-    if cache.warning:
-        print(f"warning: {cache.warning}", file=sys.stderr)
-    client = llm_judge.CachedChat(args.llm, cache, progress=None if args.quiet else
-                                  (lambda message: print(message, file=sys.stderr, flush=True)))
+        llm.check_environment(os.environ, flag)
+    except llm.ChatError as exc:
+        raise EvalError(str(exc)) from None
+    cache, cache_warning = judge.open_cache(args.judge_cache or judge.JUDGE_CACHE_PATH)
+    if cache_warning:
+        print(f"warning: {cache_warning}", file=sys.stderr)
+    # The judge's server and cache (--judge-cache) serve the questions too, so messages name the judge.
+    client = llm.CachedChat(args.llm, cache, who="judge", flag=flag, progress=None if args.quiet else
+                            (lambda message: print(message, file=sys.stderr, flush=True)))
     stops: list[str] = []
 
     def readable(text: str) -> dict:
         if gen.parse_llm_reply(text)[0] == "failed":
-            raise llm_judge.UnreadableReply(f"no question in reply {text[:80]!r}")
+            raise llm.UnreadableReply(f"no question in reply {text[:80]!r}")
         return {"reply": text}
 
     def ask(prompt: str) -> str | None:
         try:
             entry, _ = client.ask(prompt, parse=readable, meta={"kind": "generate"},
                                   is_valid=lambda e: isinstance(e.get("reply"), str))
-        except llm_judge.UnreadableReply:
+        except llm.UnreadableReply:
             return None
-        except (llm_judge.JudgeError, llm_judge.CallLimitReached) as exc:
+        except (llm.ChatError, llm.CallLimitReached) as exc:
             if not stops:  # every later prompt fails the same way; say it once
                 stops.append(str(exc))
                 print(f"warning: question generation stopped: {exc}", file=sys.stderr, flush=True)

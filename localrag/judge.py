@@ -3,49 +3,44 @@
 Page matching (is the gold page among the results?) misses equivalent passages in another
 book or on another page. The judge shows a language model the question and the first
 `JUDGE_K` retrieved passages, whatever their file and page, and asks which of them answer
-it. Any OpenAI-compatible server works (OpenAI, Ollama, llama.cpp, vLLM) through
-`langchain-openai`'s `ChatOpenAI`, configured by the standard OPENAI_API_KEY and
-OPENAI_BASE_URL variables.
+it, through the cached, retrying client of `localrag.llm` (any OpenAI-compatible server).
 
 Every answered call is cached in a committed JSON file keyed by sha256(model, prompt), so
 a rerun asks only what it has not asked before: same model and same passages cost
-nothing. `CachedChat` is the reusable part (cache, retries, call limit) for other prompts
-such as the goldset generator's.
+nothing.
 
 Agreement with page matching is reported because the two measures fail differently: the
 page can match while the passage does not answer (only page), and an answer can come
 from a page that is not the gold page (only judge); see Thakur et al. 2025, "Support
 Evaluation for the TREC 2024 RAG Track" (LLM relevance judges vs. human assessors).
+The report's text section is rendered by `localrag.report.render_judge` from `judge_to_json`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from localrag.files import write_json_atomic
+from localrag.llm import (
+    CachedChat,
+    CallLimitReached,
+    ChatStopped,
+    Progress,
+    ReplyCache,
+    UnreadableReply,
+    collapse_whitespace,
+    reply_text,
+)
 
 # Passages shown to the judge per question (the first k retrieved).
 JUDGE_K = 5
 # Cache of verdicts, committed next to the report so reruns are free.
 JUDGE_CACHE_PATH = "eval/judge_cache.json"
-# Retries after the first try for transient failures (timeouts, 429, 5xx, no connection).
-JUDGE_MAX_RETRIES = 4
-# Wait before the first retry, doubled for each further retry.
-JUDGE_BACKOFF_SECONDS = 2.0
-# Longest wait between two tries, also for a server's Retry-After.
-JUDGE_MAX_BACKOFF_SECONDS = 60.0
-# Seconds one request may take; local models on a CPU are slow.
-JUDGE_TIMEOUT_SECONDS = 180.0
-# Sampling temperature: 0 makes verdicts as repeatable as the server allows.
-JUDGE_TEMPERATURE = 0.0
 # Field of the documents, e.g. "Franz Kafka literature" or "option pricing"; "" for none.
 JUDGE_DOMAIN = ""
 # Passages longer than this are cut (characters, after collapsing whitespace).
@@ -54,12 +49,7 @@ JUDGE_MAX_PASSAGE_CHARS = 2000
 JUDGE_MAX_REASON_CHARS = 300
 # Characters of the question kept in a cache entry, so the file can be read by people.
 JUDGE_QUESTION_EXCERPT_CHARS = 80
-# Characters of the question shown on a report line.
-JUDGE_REPORT_QUESTION_CHARS = 60
-# Key sent when only OPENAI_BASE_URL is set: local servers ignore it, the client needs one.
-JUDGE_PLACEHOLDER_API_KEY = "local-server-needs-no-key"
-# HTTP statuses worth retrying besides every 5xx (the same set the openai SDK retries).
-JUDGE_TRANSIENT_STATUS = frozenset({408, 409, 429})
+
 # Prompt template: {domain_clause}, {count}, {question} and {passages} are filled in.
 JUDGE_PROMPT = """\
 You check the results of a search engine{domain_clause}. Below are a question and \
@@ -85,27 +75,6 @@ REASON_KEYS = ("reason", "reasoning", "explanation")
 OK, UNREADABLE, NOT_JUDGED = "ok", "unreadable", "not judged"
 # Why a question was not judged.
 CALL_LIMIT, SERVER_STOPPED = "call limit", "server stopped"
-
-# Width of the labels in the report's summary block.
-SUMMARY_LABEL_WIDTH = 20
-
-Progress = Callable[[str], None]
-
-
-class JudgeError(Exception):
-    """The judge cannot run as configured (no server given, bad URL)."""
-
-
-class JudgeStop(JudgeError):
-    """Judging must stop: the server stays down or refuses the request."""
-
-
-class CallLimitReached(Exception):
-    """The run already made its allowed number of new calls."""
-
-
-class UnreadableReply(ValueError):
-    """The model's reply holds no readable verdict."""
 
 
 @dataclass(frozen=True)
@@ -151,52 +120,23 @@ class JudgeRun:
     cache_warning: str | None = None
 
 
-# -- environment and client ---------------------------------------------------------------
+# -- cache --------------------------------------------------------------------------------
 
 
-def check_judge_environment(environ: Mapping[str, str]) -> None:
-    """Raise JudgeError unless OPENAI_API_KEY or an http(s) OPENAI_BASE_URL is set."""
-    key = environ.get("OPENAI_API_KEY", "").strip()
-    base_url = environ.get("OPENAI_BASE_URL", "").strip()
-    if not key and not base_url:
-        raise JudgeError(
-            "--judge needs a language model server, but neither OPENAI_API_KEY nor "
-            "OPENAI_BASE_URL is set. Set OPENAI_API_KEY to use OpenAI, or OPENAI_BASE_URL "
-            "for a local OpenAI-compatible server, e.g. "
-            "OPENAI_BASE_URL=http://localhost:11434/v1 for Ollama."
-        )
-    if base_url and not re.match(r"https?://[^/\s]+", base_url):
-        raise JudgeError(
-            f"OPENAI_BASE_URL={base_url!r} is not an http(s) URL; write it in full, "
-            "e.g. http://localhost:11434/v1."
-        )
-
-
-def make_chat(
-    model: str, environ: Mapping[str, str] | None = None, timeout_seconds: float | None = None
-) -> Any:
-    """A ChatOpenAI client for `model` that never retries by itself (CachedChat does)."""
-    env = os.environ if environ is None else environ
-    check_judge_environment(env)
-    # Imported here so that evaluation without --judge does not load the OpenAI client.
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(
-        model=model,
-        api_key=env.get("OPENAI_API_KEY", "").strip() or JUDGE_PLACEHOLDER_API_KEY,
-        base_url=env.get("OPENAI_BASE_URL", "").strip() or None,
-        timeout=JUDGE_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
-        max_retries=0,
-        temperature=JUDGE_TEMPERATURE,
+def open_cache(path: str | os.PathLike[str] | None = None) -> tuple[ReplyCache, str | None]:
+    """The judge cache at `path` (default JUDGE_CACHE_PATH) and, if its file was corrupt
+    and moved aside, a warning that says where."""
+    cache = ReplyCache(JUDGE_CACHE_PATH if path is None else path)
+    if cache.corrupt_backup is None:
+        return cache, None
+    return cache, (
+        f"The judge cache {cache.path} is unreadable ({cache.corrupt_error}); it was moved to "
+        f"{cache.corrupt_backup} and judging starts with an empty cache. Copy any "
+        "verdicts you need back from it, then delete it."
     )
 
 
 # -- prompt -------------------------------------------------------------------------------
-
-
-def collapse_whitespace(text: str) -> str:
-    """`text` with every run of whitespace replaced by one space, stripped."""
-    return " ".join(text.split())
 
 
 def cut(text: str, max_chars: int) -> str:
@@ -238,34 +178,6 @@ def build_prompt(
 
 
 # -- reading replies ----------------------------------------------------------------------
-
-
-def reply_text(content: Any) -> str:
-    """The text of a message's content: a string, or a list of strings and text blocks.
-
-    Reasoning blocks are skipped, and so is a `<think>…</think>` preamble, which local
-    reasoning models (DeepSeek-R1, Qwen3) put before their answer.
-    """
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif (
-                isinstance(block, dict)
-                and isinstance(block.get("text"), str)
-                and block.get("type") not in ("reasoning", "thinking")
-            ):
-                parts.append(block["text"])
-        text = "\n".join(parts)
-    else:
-        raise UnreadableReply(f"reply content of type {type(content).__name__}")
-    # Some servers drop the opening tag, so cut at the last closing one.
-    return text.rsplit("</think>", 1)[-1] if "</think>" in text else text
 
 
 def find_verdict_object(text: str) -> dict[str, Any]:
@@ -322,231 +234,6 @@ def parse_reply(content: Any, n_passages: int) -> tuple[list[int], str]:
     return answering, cut(reason, JUDGE_MAX_REASON_CHARS)
 
 
-# -- cache --------------------------------------------------------------------------------
-
-
-def cache_key(model: str, prompt: str) -> str:
-    """sha256 of the model name and the full prompt (a newline between them)."""
-    return hashlib.sha256(f"{model}\n{prompt}".encode("utf-8")).hexdigest()
-
-
-def free_backup_path(path: Path) -> Path:
-    """The first `<path>.corrupt-<n>` (n = 1, 2, ...) that does not exist yet."""
-    n = 1
-    while (candidate := path.with_name(f"{path.name}.corrupt-{n}")).exists():
-        n += 1
-    return candidate
-
-
-class JudgeCache:
-    """A JSON file of cache entries by key, rewritten whole after every `put`.
-
-    A file that is not a JSON object of objects is moved aside to
-    `<name>.corrupt-<n>` (see `corrupt_backup`, `warning`) and the cache starts empty.
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.corrupt_backup: Path | None = None
-        self.warning: str | None = None
-        self._entries: dict[str, dict[str, Any]] = self._load()
-
-    def _load(self) -> dict[str, dict[str, Any]]:
-        if not self.path.exists():
-            return {}
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-                raise ValueError("expected a JSON object of objects")
-            return data
-        except (ValueError, UnicodeDecodeError) as error:
-            self.corrupt_backup = free_backup_path(self.path)
-            os.replace(self.path, self.corrupt_backup)
-            self.warning = (
-                f"The judge cache {self.path} is unreadable ({error}); it was moved to "
-                f"{self.corrupt_backup} and judging starts with an empty cache. Copy any "
-                "verdicts you need back from it, then delete it."
-            )
-            return {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        """A copy of the entry for `key`, or None."""
-        entry = self._entries.get(key)
-        return None if entry is None else dict(entry)
-
-    def put(self, key: str, entry: dict[str, Any]) -> None:
-        """Store `entry` under `key` and write the file at once."""
-        self._entries[key] = dict(entry)
-        write_json_atomic(self.path, self._entries, indent=2)  # the committed cache's layout
-
-
-# -- calls with retries -------------------------------------------------------------------
-
-
-def is_transient(error: BaseException) -> bool:
-    """Whether a failed call may succeed when tried again: no connection, timeout, 429, 5xx."""
-    import openai
-
-    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code in JUDGE_TRANSIENT_STATUS or error.status_code >= 500
-    return False
-
-
-def retry_after_seconds(error: BaseException) -> float | None:
-    """The server's Retry-After (seconds) on a failed response, if it sent one."""
-    response = getattr(error, "response", None)
-    value = getattr(response, "headers", {}).get("retry-after") if response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:  # an HTTP date: rare enough to fall back to our own backoff
-        return None
-
-
-def backoff_delay(retry: int, backoff_seconds: float, retry_after: float | None = None) -> float:
-    """Seconds before retry number `retry` (0-based): doubling, at least Retry-After, capped."""
-    delay = backoff_seconds * 2**retry
-    if retry_after is not None:
-        delay = max(delay, retry_after)
-    return min(delay, JUDGE_MAX_BACKOFF_SECONDS)
-
-
-def describe_error(error: BaseException) -> str:
-    """A one-line description of a failed call."""
-    message = collapse_whitespace(str(error)).rstrip(".")
-    return f"{type(error).__name__}: {message or 'no message'}"
-
-
-class CachedChat:
-    """Ask a chat model through a JudgeCache: cached prompts cost nothing, new ones are retried.
-
-    `ask` serves a cached entry or makes one new call; transient failures are retried
-    `max_retries` times with doubling backoff, after which the chat stops (JudgeStop) and
-    later uncached prompts fail at once. Other 4xx answers stop at once. At most
-    `max_new_calls` new calls are made (then CallLimitReached).
-    """
-
-    def __init__(
-        self,
-        model: str,
-        cache: JudgeCache,
-        *,
-        chat: Any = None,
-        environ: Mapping[str, str] | None = None,
-        max_new_calls: int | None = None,
-        max_retries: int | None = None,
-        backoff_seconds: float | None = None,
-        timeout_seconds: float | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        progress: Progress | None = None,
-    ) -> None:
-        self.model = model
-        self.cache = cache
-        self.max_new_calls = max_new_calls
-        self.max_retries = JUDGE_MAX_RETRIES if max_retries is None else max_retries
-        self.backoff_seconds = JUDGE_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
-        self.timeout_seconds = timeout_seconds
-        self.new_calls = 0
-        self.stopped: str | None = None
-        self._chat = chat
-        self._environ = environ
-        self._sleep = sleep
-        self._progress = progress or (lambda _message: None)
-
-    def lookup(
-        self, prompt: str, is_valid: Callable[[dict[str, Any]], bool] = lambda _e: True
-    ) -> dict[str, Any] | None:
-        """The cached entry for `prompt`, or None (also when `is_valid` rejects it)."""
-        entry = self.cache.get(cache_key(self.model, prompt))
-        return entry if entry is not None and is_valid(entry) else None
-
-    def ask(
-        self,
-        prompt: str,
-        parse: Callable[[str], dict[str, Any]],
-        meta: Mapping[str, Any] | None = None,
-        is_valid: Callable[[dict[str, Any]], bool] = lambda _e: True,
-    ) -> tuple[dict[str, Any], bool]:
-        """The entry for `prompt` and whether it came from the cache.
-
-        A new reply's text goes through `parse`; its result plus `meta` and the model
-        name is cached. UnreadableReply from `parse` propagates and nothing is cached.
-        """
-        entry = self.lookup(prompt, is_valid)
-        if entry is not None:
-            return entry, True
-        if self.stopped is not None:
-            raise JudgeStop(self.stopped)
-        if self.max_new_calls is not None and self.new_calls >= self.max_new_calls:
-            raise CallLimitReached(f"{self.max_new_calls} new calls made")
-        # A call counts once the server answered, readable or not; a failed one did not cost.
-        try:
-            message = self._call_with_retries(prompt)
-        finally:
-            if self.stopped is None:
-                self.new_calls += 1
-        text = reply_text(getattr(message, "content", message))
-        entry = {**(meta or {}), **parse(text), "model": self.model}
-        self.cache.put(cache_key(self.model, prompt), entry)
-        return entry, False
-
-    def _client(self) -> Any:
-        if self._chat is None:
-            try:
-                self._chat = make_chat(self.model, self._environ, self.timeout_seconds)
-            except JudgeError as error:
-                self.stopped = str(error)
-                raise JudgeStop(self.stopped) from error
-        return self._chat
-
-    def _where(self) -> str:
-        env = os.environ if self._environ is None else self._environ
-        return env.get("OPENAI_BASE_URL", "").strip() or "the OpenAI API"
-
-    def _call_with_retries(self, prompt: str) -> Any:
-        import openai
-
-        chat = self._client()
-        for retry in range(self.max_retries + 1):
-            try:
-                return chat.invoke(prompt)
-            except openai.OpenAIError as error:
-                if not is_transient(error):
-                    status = getattr(error, "status_code", None)
-                    self.stopped = (
-                        f"The judge server ({self._where()}) refused the request for model "
-                        f"{self.model!r}" + (f" with HTTP {status}" if status else "")
-                        + f": {describe_error(error)}. Check the model name and "
-                        "OPENAI_API_KEY, then rerun; answered questions are cached."
-                    )
-                    raise JudgeStop(self.stopped) from error
-                if retry == self.max_retries:
-                    self.stopped = (
-                        f"The judge server ({self._where()}) failed {self.max_retries + 1} "
-                        f"times in a row for model {self.model!r}; last error: "
-                        f"{describe_error(error)}. Check that the server is running and "
-                        "reachable, then rerun; answered questions are cached."
-                    )
-                    raise JudgeStop(self.stopped) from error
-                delay = backoff_delay(retry, self.backoff_seconds, retry_after_seconds(error))
-                self._progress(
-                    f"judge: {describe_error(error)}; retry {retry + 1} of "
-                    f"{self.max_retries} in {delay:g} s"
-                )
-                self._sleep(delay)
-            except (ValueError, TypeError, KeyError) as error:
-                # A 200 whose body is not a chat completion: nothing to judge, and a retry
-                # would most likely get the same body.
-                raise UnreadableReply(
-                    f"the server's response was not a chat completion ({describe_error(error)})"
-                ) from error
-        raise AssertionError("unreachable: the loop returns or raises")
-
-
 # -- judging ------------------------------------------------------------------------------
 
 
@@ -582,6 +269,7 @@ def run_judge(
     backoff_seconds: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     warn: Progress | None = None,
+    flag: str = "the judge",
 ) -> JudgeRun:
     """Judge the first `k` passages of every item with `model`, in item order.
 
@@ -589,17 +277,19 @@ def run_judge(
     (`JudgeRun.stopped` says why) while cached verdicts are still used; unjudged questions
     get status NOT_JUDGED. `chat` replaces the ChatOpenAI client (anything with `invoke`).
     A corrupt cache moved aside goes to `warn` (default: `progress`), so a caller can show it without progress.
+    `flag` names what needs the server when the environment has none (the CLI passes "--judge").
     """
     report = progress or (lambda _message: None)
     k = JUDGE_K if k is None else k
-    cache = JudgeCache(JUDGE_CACHE_PATH if cache_path is None else cache_path)
-    if cache.warning:
-        (warn or report)(cache.warning)
+    cache, cache_warning = open_cache(cache_path)
+    if cache_warning:
+        (warn or report)(cache_warning)
     client = CachedChat(
-        model, cache, chat=chat, environ=environ, max_new_calls=max_new_calls,
-        max_retries=max_retries, backoff_seconds=backoff_seconds, sleep=sleep, progress=report,
+        model, cache, who="judge", flag=flag, chat=chat, environ=environ,
+        max_new_calls=max_new_calls, max_retries=max_retries, backoff_seconds=backoff_seconds,
+        sleep=sleep, progress=report,
     )
-    run = JudgeRun(model=model, verdicts=[], cache_warning=cache.warning)
+    run = JudgeRun(model=model, verdicts=[], cache_warning=cache_warning)
     items = list(items)
     for position, item in enumerate(items, start=1):
         verdict = judge_one(client, item, k, domain)
@@ -635,17 +325,20 @@ def judge_one(client: CachedChat, item: JudgeItem, k: int, domain: str | None) -
         return Verdict(item.query_id, UNREADABLE, error=str(error))
     except CallLimitReached:
         return Verdict(item.query_id, NOT_JUDGED, error=CALL_LIMIT)
-    except JudgeStop:
+    except ChatStopped:
         return Verdict(item.query_id, NOT_JUDGED, error=SERVER_STOPPED)
     return verdict_from_entry(item.query_id, entry, cached)
 
 
+def status_note(status: str, error: str) -> str:
+    """Why a question has no verdict: "unreadable reply (why)" or "not judged (why)"."""
+    return f"unreadable reply ({error})" if status == UNREADABLE else f"not judged ({error})"
+
+
 def describe_verdict(verdict: Verdict) -> str:
-    """A short description of a verdict for progress lines and reports."""
-    if verdict.status == UNREADABLE:
-        return f"unreadable reply ({verdict.error})"
-    if verdict.status == NOT_JUDGED:
-        return f"not judged ({verdict.error})"
+    """A short description of a verdict for progress lines."""
+    if verdict.status != OK:
+        return status_note(verdict.status, verdict.error)
     found = ", ".join(map(str, verdict.answering)) or "none"
     return f"answering {found}" + (" (cached)" if verdict.cached else "")
 
@@ -659,7 +352,7 @@ def judge_calls_line(run: JudgeRun) -> str:
     return line + (f"; stopped: {run.stopped}" if run.stopped else "")
 
 
-# -- summary and report -------------------------------------------------------------------
+# -- summary and JSON --------------------------------------------------------------------
 
 
 def first_answering(verdict: Verdict, k: int) -> int | None:
@@ -709,21 +402,6 @@ def summarize_judge(
     }
 
 
-def summary_line(label: str, value: str) -> str:
-    """One aligned line of the summary block."""
-    return f"  {label:<{SUMMARY_LABEL_WIDTH}}{value}"
-
-
-def format_share(value: float | None) -> str:
-    """A share with three decimals, or "–" when there was nothing to count."""
-    return "–" if value is None else f"{value:.3f}"
-
-
-def format_rank(rank: int | None) -> str:
-    """A rank, or "–" for none."""
-    return "–" if rank is None else str(rank)
-
-
 def question_rows(
     summary: Mapping[str, Any],
     verdicts: Sequence[Verdict],
@@ -747,62 +425,14 @@ def question_rows(
     ]
 
 
-def render_judge_section(
-    summary: Mapping[str, Any],
-    verdicts: Sequence[Verdict],
-    questions: Mapping[str, str],
-    page_ranks: Mapping[str, int | None],
-) -> list[str]:
-    """Plain-text report lines: the summary, then one line per question in verdict order.
-
-    Holds nothing that changes between reruns of the same verdicts (no timings, no
-    cached/new call counts).
-    """
-    k = summary["k"]
-    agree = summary["agreement"]
-    lines = [
-        f"LLM judge: model {summary['model']}, first {k} passages per question",
-        summary_line(
-            "judged questions",
-            f"{summary['judged']} of {summary['questions']} "
-            f"(unreadable {summary['unreadable']}, not judged {summary['not_judged']})",
-        ),
-        summary_line(
-            f"Answer@{k}",
-            f"{format_share(summary['answer_at_k'])} "
-            f"({summary['answer_count']} of {summary['judged']})",
-        ),
-        summary_line(f"MRR@{k}", format_share(summary["mrr"])),
-        summary_line(
-            f"judge vs page@{k}",
-            f"both {agree['both']}, judge only {agree['judge_only']}, "
-            f"page only {agree['page_only']}, neither {agree['neither']}",
-        ),
-    ]
-    if summary.get("stopped"):
-        lines.append(f"  stopped: {summary['stopped']}")
-    rows = question_rows(summary, verdicts, questions, page_ranks)
-    width = max((len(row["query_id"]) for row in rows), default=0)
-    lines.append("")
-    lines.append("  per question: first answering passage (judge), first page-matching rank (page)")
-    for row, verdict in zip(rows, verdicts):
-        note = verdict.reason if verdict.status == OK else describe_verdict(verdict)
-        question = cut(row["question"], JUDGE_REPORT_QUESTION_CHARS)
-        lines.append(
-            f"  {row['query_id']:<{width}}  judge {format_rank(row['first_answering']):>2}"
-            f"  page {format_rank(row['page_rank']):>2}  "
-            + (f"{question} | {note}" if question else note)
-        )
-    return lines
-
-
 def judge_to_json(
     summary: Mapping[str, Any],
     verdicts: Sequence[Verdict],
     questions: Mapping[str, str],
     page_ranks: Mapping[str, int | None],
 ) -> dict[str, Any]:
-    """The content of `render_judge_section` as a JSON-ready dict (also stable on rerun)."""
+    """Summary and question rows as a JSON-ready dict, stable on rerun (no call counts);
+    the report renders its judge section from it (`localrag.report.render_judge`)."""
     stable = {
         key: value for key, value in summary.items() if key not in ("cached_calls", "new_calls")
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from localrag.judge import OK, cut, status_note
 from localrag.metrics import parse_metric_key
 
 QUESTION_WIDTH = 70  # characters of a question shown per report line
@@ -205,3 +206,43 @@ def to_json(result: Mapping[str, Any], generated: str) -> str:
         if result.get(key):
             payload[key] = result[key]
     return json.dumps(payload, ensure_ascii=False, indent=1) + "\n"
+
+
+# ----------------------------------------------------------------------------- LLM judge
+
+JUDGE_LABEL_WIDTH = 20  # width of the labels in the judge's summary block
+JUDGE_QUESTION_CHARS = 60  # characters of a question shown on a judge line
+
+
+def judge_summary_line(label: str, value: str) -> str:
+    """One aligned line of the judge's summary block."""
+    return f"  {label:<{JUDGE_LABEL_WIDTH}}{value}"
+
+
+def render_judge(judge: Mapping[str, Any]) -> list[str]:
+    """The judge section from `localrag.judge.judge_to_json`: the summary, then one line per question in
+    verdict order. Holds nothing that changes between reruns of the same verdicts (no timings, no call counts)."""
+    summary, rows = judge["summary"], judge["questions"]
+    k = summary["k"]
+    agree = summary["agreement"]
+    lines = [
+        f"LLM judge: model {summary['model']}, first {k} passages per question",
+        judge_summary_line("judged questions", f"{summary['judged']} of {summary['questions']} (unreadable "
+                                               f"{summary['unreadable']}, not judged {summary['not_judged']})"),
+        judge_summary_line(f"Answer@{k}", f"{fmt(summary['answer_at_k'])} ({summary['answer_count']} of "
+                                          f"{summary['judged']})"),
+        judge_summary_line(f"MRR@{k}", fmt(summary["mrr"])),
+        judge_summary_line(f"judge vs page@{k}", f"both {agree['both']}, judge only {agree['judge_only']}, "
+                                                 f"page only {agree['page_only']}, neither {agree['neither']}"),
+    ]
+    if summary.get("stopped"):
+        lines.append(f"  stopped: {summary['stopped']}")
+    width = max((len(row["query_id"]) for row in rows), default=0)
+    lines.append("")
+    lines.append("  per question: first answering passage (judge), first page-matching rank (page)")
+    for row in rows:
+        note = row["reason"] if row["status"] == OK else status_note(row["status"], row["error"])
+        question = cut(row["question"], JUDGE_QUESTION_CHARS)
+        lines.append(f"  {row['query_id']:<{width}}  judge {rank_text(row['first_answering']):>2}"
+                     f"  page {rank_text(row['page_rank']):>2}  " + (f"{question} | {note}" if question else note))
+    return lines

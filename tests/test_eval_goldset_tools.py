@@ -16,7 +16,7 @@ from conftest import write_corpus, write_pdf
 
 import eval_retrieval as er
 from localrag import goldset as gs
-from localrag import judge as llm_judge
+from localrag import llm
 from openai_stub import OpenAIStub, error_body
 
 # Every text page defines one term at its start, so the model-free generator makes exactly one defined-term
@@ -346,7 +346,7 @@ def test_llm_questions_are_cached_and_rerun_without_requests(gen_index, tmp_path
     assert all(re.fullmatch(r"generated:llm model=stub-model chunk=\S+ seed=1", r[4]) for r in rows)
     # All four answers are cached, the decline too (it is an answer): keyed by sha256(model, prompt).
     entries = cache_entries(cache)
-    assert set(entries) == {llm_judge.cache_key("stub-model", p) for p in prompts}
+    assert set(entries) == {llm.cache_key("stub-model", p) for p in prompts}
     assert {e["kind"] for e in entries.values()} == {"generate"}
     first = out.read_bytes()
 
@@ -396,7 +396,7 @@ def test_llm_unreadable_reply_is_not_cached(gen_index, tmp_path, capsys, llm_env
         assert code == 0
         prompts = [request.prompt() for request in stub.requests]
     assert "model: asked 4, questions 3, declined 0, unusable replies 1" in text.splitlines()
-    assert set(cache_entries(cache)) == {llm_judge.cache_key("stub-model", p) for p in prompts[1:]}
+    assert set(cache_entries(cache)) == {llm.cache_key("stub-model", p) for p in prompts[1:]}
 
     # The rerun asks only the prompt whose reply was unreadable; this time glossar p2 gives the question.
     with OpenAIStub() as stub:

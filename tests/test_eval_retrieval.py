@@ -30,7 +30,7 @@ from conftest import ROOT, TINY_CORPUS, write_corpus, write_pdf
 
 import eval_retrieval as er
 from localrag import goldset as gs
-from localrag import judge as llm_judge
+from localrag import llm
 from openai_stub import OpenAIStub, closed_port
 
 NFD_LITERATUR = unicodedata.normalize("NFD", "Literatur_Übersicht.pdf")
@@ -575,14 +575,14 @@ def test_judge_section_and_cache(judge_args, tmp_path, capsys, monkeypatch):
 
 
 def test_judge_server_down_keeps_the_retrieval_report(judge_args, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(llm_judge, "JUDGE_MAX_RETRIES", 1)
-    monkeypatch.setattr(llm_judge, "JUDGE_BACKOFF_SECONDS", 0.0)
+    monkeypatch.setattr(llm, "MAX_RETRIES", 1)
+    monkeypatch.setattr(llm, "BACKOFF_SECONDS", 0.0)
     base_url = f"http://127.0.0.1:{closed_port()}/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", base_url)
     code, out, err = run(capsys, *judge_args())
     assert code == 1  # the retrieval report is written, but the judge is incomplete: degraded
     assert out == "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n"
-    # One try plus JUDGE_MAX_RETRIES = 1 retry, both refused at once; the error type's name depends on the client.
+    # One try plus llm.MAX_RETRIES = 1 retry, both refused at once; the error type's name depends on the client.
     stopped = f"The judge server ({base_url}) failed 2 times in a row for model 'stub-model'; last error: "
     assert f"warning: judging stopped: {stopped}" in err
     assert "Connection error. Check that the server is running and reachable, then rerun" in err

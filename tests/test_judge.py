@@ -1,4 +1,4 @@
-"""Tests of llm_judge: prompt, reply parsing, cache, retries and the summary.
+"""Tests of localrag.judge: prompt, reply parsing, verdicts, the judge cache, summary, JSON and report section.
 
 Calls go through the real langchain-openai client to a scripted local server
 (tests/openai_stub.py), so no network and no model are needed.
@@ -16,32 +16,26 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from localrag import judge as lj  # noqa: E402
+from localrag import judge, llm  # noqa: E402
 from localrag.judge import (  # noqa: E402
     CALL_LIMIT,
     NOT_JUDGED,
     OK,
     SERVER_STOPPED,
     UNREADABLE,
-    CachedChat,
-    JudgeCache,
-    JudgeError,
     JudgeItem,
     JudgeRun,
     Passage,
-    UnreadableReply,
     Verdict,
-    backoff_delay,
     build_prompt,
-    cache_key,
-    check_judge_environment,
     judge_to_json,
     parse_reply,
-    render_judge_section,
     run_judge,
     summarize_judge,
 )
-from openai_stub import OpenAIStub, closed_port, error_body  # noqa: E402
+from localrag.llm import ReplyCache, UnreadableReply, cache_key  # noqa: E402
+from localrag.report import render_judge  # noqa: E402
+from openai_stub import OpenAIStub, error_body  # noqa: E402
 
 MODEL = "stub-judge"
 
@@ -99,6 +93,11 @@ def make_items() -> list[JudgeItem]:
 
 def prompts(items: list[JudgeItem]) -> list[str]:
     return [build_prompt(item.question, item.passages) for item in items]
+
+
+def render(run: JudgeRun, ranks: dict, questions: dict, k: int = judge.JUDGE_K) -> list[str]:
+    """The report's judge section for `run`, as eval_retrieval.py builds it."""
+    return render_judge(judge_to_json(summarize_judge(run, ranks, k), run.verdicts, questions, ranks))
 
 
 def script_good_replies(stub: OpenAIStub) -> None:
@@ -221,24 +220,9 @@ def test_parse_reply_rejects_replies_without_verdict(content):
 
 
 def test_parse_reply_cuts_long_reasons(monkeypatch):
-    monkeypatch.setattr(lj, "JUDGE_MAX_REASON_CHARS", 10)
+    monkeypatch.setattr(judge, "JUDGE_MAX_REASON_CHARS", 10)
     # 10 characters allowed: 9 kept, then the ellipsis.
     assert parse_reply('{"answering": [1], "reason": "abcdefghijKLM"}', 1) == ([1], "abcdefghi…")
-
-
-# -- environment ------------------------------------------------------------------------
-
-
-def test_environment_without_key_or_url_is_a_clear_error():
-    with pytest.raises(JudgeError, match="neither OPENAI_API_KEY nor OPENAI_BASE_URL"):
-        check_judge_environment({"OPENAI_API_KEY": " ", "HOME": "/root"})
-
-
-def test_environment_with_key_or_url_is_accepted_and_bad_url_rejected():
-    check_judge_environment({"OPENAI_API_KEY": "sk-x"})
-    check_judge_environment({"OPENAI_BASE_URL": "http://localhost:11434/v1"})
-    with pytest.raises(JudgeError, match="'localhost:11434' is not an http"):
-        check_judge_environment({"OPENAI_BASE_URL": "localhost:11434"})
 
 
 # -- run_judge against the stub server --------------------------------------------------
@@ -262,7 +246,7 @@ def test_run_judge_parses_caches_and_reruns_for_free(stub, cache_path):
     assert [r.prompt() for r in stub.requests] == prompts(items)
     assert {r.body["model"] for r in stub.requests} == {MODEL}
     assert stub.requests[0].body["temperature"] == 0
-    assert stub.requests[0].headers["authorization"] == f"Bearer {lj.JUDGE_PLACEHOLDER_API_KEY}"
+    assert stub.requests[0].headers["authorization"] == f"Bearer {llm.PLACEHOLDER_API_KEY}"
 
     # The cache file: keyed by sha256(model \n prompt), sorted, indented, ending in a newline.
     text = cache_path.read_text(encoding="utf-8")
@@ -287,9 +271,7 @@ def test_run_judge_parses_caches_and_reruns_for_free(stub, cache_path):
     # The report text is the same for the fresh run and the cached rerun.
     ranks = {"q1": 1, "q2": None, "q3": 4}
     questions = {item.query_id: item.question for item in items}
-    assert render_judge_section(
-        summarize_judge(run, ranks), run.verdicts, questions, ranks
-    ) == render_judge_section(summarize_judge(rerun, ranks), rerun.verdicts, questions, ranks)
+    assert render(run, ranks, questions) == render(rerun, ranks, questions)
 
 
 def test_another_model_is_asked_anew(stub, cache_path):
@@ -333,30 +315,9 @@ def test_500_then_success_is_retried(stub, cache_path):
     assert run.verdicts[0].status == OK and run.stopped is None
     assert len(stub.requests) == 2
     assert sleeps == [0.5]
-    assert any("retry 1 of 4 in 0.5 s" in m and "model is loading" in m for m in messages)
-
-
-def test_backoff_doubles_and_honours_retry_after(stub, cache_path):
-    stub.add(500, error_body("a"))
-    stub.add(503, error_body("b"))
-    stub.add(429, error_body("slow down"), {"Retry-After": "7"})
-    stub.add_content('{"answering": [2], "reason": "r"}')
-    sleeps = []
-    run = run_judge(
-        make_items()[:1], MODEL, cache_path=cache_path, max_retries=3, backoff_seconds=1,
-        sleep=sleeps.append,
-    )
-    # Waits 1, 2, then max(4, Retry-After 7) = 7.
-    assert sleeps == [1, 2, 7]
-    assert run.verdicts[0].answering == [2]
-
-
-def test_backoff_delay_by_hand(monkeypatch):
-    assert [backoff_delay(r, 2) for r in range(4)] == [2, 4, 8, 16]
-    assert backoff_delay(0, 2, retry_after=10) == 10
-    assert backoff_delay(1, 2, retry_after=1) == 4  # our backoff wins when longer
-    monkeypatch.setattr(lj, "JUDGE_MAX_BACKOFF_SECONDS", 60.0)
-    assert backoff_delay(6, 2) == 60  # 128 capped
+    # The client's retry line names the judge.
+    assert any(m.startswith("judge: ") and "retry 1 of 4 in 0.5 s" in m and "model is loading" in m
+               for m in messages)
 
 
 def test_server_that_stays_down_stops_but_cached_verdicts_still_count(stub, cache_path):
@@ -381,31 +342,16 @@ def test_server_that_stays_down_stops_but_cached_verdicts_still_count(stub, cach
     assert stub.base_url in run.stopped and "bad gateway" in run.stopped
 
 
-def test_closed_port_gives_clear_message_and_no_crash(monkeypatch, cache_path):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    url = f"http://127.0.0.1:{closed_port()}/v1"
-    monkeypatch.setenv("OPENAI_BASE_URL", url)
-    run = run_judge(make_items(), MODEL, cache_path=cache_path, max_retries=1, backoff_seconds=0)
-    assert [v.status for v in run.verdicts] == [NOT_JUDGED] * 3
-    assert url in run.stopped and "Connection error" in run.stopped
-    assert "Check that the server is running" in run.stopped
-    assert not cache_path.exists()
-
-
-def test_bad_model_name_stops_at_once_with_the_servers_message(stub, cache_path):
-    stub.add(404, error_body("model 'nope' not found, try pulling it first"))
-    run = run_judge(make_items(), "nope", cache_path=cache_path, backoff_seconds=0)
-    assert len(stub.requests) == 1  # no retries for a 4xx other than 429
-    assert "HTTP 404" in run.stopped and "model 'nope' not found" in run.stopped
-    assert [v.error for v in run.verdicts] == [SERVER_STOPPED] * 3
-
-
 def test_missing_environment_stops_instead_of_raising(monkeypatch, cache_path):
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     run = run_judge(make_items()[:1], MODEL, cache_path=cache_path)
     assert run.verdicts[0].error == SERVER_STOPPED
-    assert "neither OPENAI_API_KEY nor OPENAI_BASE_URL" in run.stopped
+    assert run.stopped.startswith("the judge needs a language model server, but neither OPENAI_API_KEY nor "
+                                  "OPENAI_BASE_URL is set.")
+    # The CLI names its flag.
+    run = run_judge(make_items()[:1], MODEL, cache_path=cache_path, flag="--judge")
+    assert run.stopped.startswith("--judge needs a language model server")
 
 
 def test_max_new_calls_counts_only_new_calls(stub, cache_path):
@@ -422,9 +368,7 @@ def test_max_new_calls_counts_only_new_calls(stub, cache_path):
         ("q3", NOT_JUDGED, CALL_LIMIT, False),
     ]
     assert len(stub.requests) == 2 and run.new_calls == 1
-    lines = render_judge_section(
-        summarize_judge(run, {}), run.verdicts, {"q3": "Wer war Max Brod?"}, {}
-    )
+    lines = render(run, {}, {"q3": "Wer war Max Brod?"})
     assert lines[-1] == "  q3  judge  –  page  –  Wer war Max Brod? | not judged (call limit)"
 
 
@@ -462,52 +406,15 @@ def test_corrupt_cache_is_kept_aside_not_overwritten(stub, cache_path):
     assert len(json.loads(cache_path.read_text())) == 1
 
 
-def test_cache_of_wrong_shape_is_corrupt_too(tmp_path):
-    path = tmp_path / "c.json"
-    path.write_text("[1, 2]", encoding="utf-8")
-    cache = JudgeCache(path)
-    assert cache.corrupt_backup == tmp_path / "c.json.corrupt-1"
-    assert len(cache) == 0 and not path.exists()
-
-
-def test_failed_write_leaves_the_old_cache_whole(tmp_path):
-    path = tmp_path / "c.json"
-    cache = JudgeCache(path)
-    cache.put("k1", {"answering": [1]})
-    before = path.read_text(encoding="utf-8")
-    with pytest.raises(TypeError):
-        cache.put("k2", {"answering": object()})  # not JSON: json.dump fails mid-way
-    assert path.read_text(encoding="utf-8") == before
-    assert [p.name for p in tmp_path.iterdir()] == ["c.json"]  # no temp file left
-
-
 def test_hand_edited_invalid_entry_is_asked_again(stub, cache_path):
     item = make_items()[0]
     key = cache_key(MODEL, build_prompt(item.question, item.passages))
-    JudgeCache(cache_path).put(key, {"answering": [9], "reason": "typo", "model": MODEL})
+    ReplyCache(cache_path).put(key, {"answering": [9], "reason": "typo", "model": MODEL})
     stub.add_content('{"answering": [1], "reason": "fresh"}')
     run = run_judge([item], MODEL, cache_path=cache_path)
     assert len(stub.requests) == 1
     assert (run.verdicts[0].answering, run.verdicts[0].cached) == ([1], False)
-    assert JudgeCache(cache_path).get(key)["reason"] == "fresh"
-
-
-def test_cached_chat_serves_other_prompts_with_the_same_discipline(stub, tmp_path):
-    cache = JudgeCache(tmp_path / "goldset_cache.json")
-    chat = CachedChat("gen", cache, backoff_seconds=0)
-
-    def parse(text: str) -> dict:
-        return {"questions": json.loads(text)}
-
-    stub.add(500, error_body("warming up"))
-    stub.add_content('["Q1?", "Q2?"]')
-    entry, cached = chat.ask("Write two questions.", parse, {"source": "a.pdf"})
-    assert entry == {"questions": ["Q1?", "Q2?"], "source": "a.pdf", "model": "gen"}
-    assert not cached
-    again, cached = chat.ask("Write two questions.", parse, {"source": "a.pdf"})
-    assert (again, cached) == (entry, True)
-    assert len(stub.requests) == 2 and chat.new_calls == 1
-    assert cache.get(hashlib.sha256(b"gen\nWrite two questions.").hexdigest()) == entry
+    assert ReplyCache(cache_path).get(key)["reason"] == "fresh"
 
 
 # -- summary and report -----------------------------------------------------------------
@@ -557,10 +464,9 @@ def test_summary_of_nothing_judged_has_no_shares():
     assert (summary["judged"], summary["answer_at_k"], summary["mrr"]) == (0, None, None)
 
 
-def test_render_judge_section_exact_text():
+def test_render_judge_exact_text():
     run, ranks, questions = hand_run()
-    summary = summarize_judge(run, ranks, k=3)
-    assert render_judge_section(summary, run.verdicts, questions, ranks) == [
+    assert render(run, ranks, questions, k=3) == [
         "LLM judge: model m, first 3 passages per question",
         "  judged questions    4 of 6 (unreadable 1, not judged 1)",
         "  Answer@3            0.500 (2 of 4)",

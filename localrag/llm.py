@@ -1,0 +1,368 @@
+"""A cached, retrying client for one chat model on any OpenAI-compatible server.
+
+Works with OpenAI, Ollama, llama.cpp or vLLM through `langchain-openai`'s `ChatOpenAI`,
+configured by the standard OPENAI_API_KEY and OPENAI_BASE_URL variables. Every answered
+prompt is cached in a JSON file keyed by sha256(model, prompt), so a rerun asks only
+what it has not asked before.
+
+Retries are our own, not the openai SDK's (`max_retries=0`): a server that stays down
+must stop every later prompt of the run at once, each retry is reported to the caller,
+and a call counts against the call limit only once the server answered.
+
+The client knows nothing of its callers: the name its messages give the asker (`who`) and
+the command-line flag that turned it on (`flag`) come from the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from localrag.files import write_json_atomic
+
+# Retries after the first try for transient failures (timeouts, 429, 5xx, no connection).
+MAX_RETRIES = 4
+# Wait before the first retry, doubled for each further retry.
+BACKOFF_SECONDS = 2.0
+# Longest wait between two tries, also for a server's Retry-After.
+MAX_BACKOFF_SECONDS = 60.0
+# Seconds one request may take; local models on a CPU are slow.
+TIMEOUT_SECONDS = 180.0
+# Sampling temperature: 0 makes replies as repeatable as the server allows.
+TEMPERATURE = 0.0
+# Key sent when only OPENAI_BASE_URL is set: local servers ignore it, the client needs one.
+PLACEHOLDER_API_KEY = "local-server-needs-no-key"
+# HTTP statuses worth retrying besides every 5xx (the same set the openai SDK retries).
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+
+Progress = Callable[[str], None]
+
+
+class ChatError(Exception):
+    """The model cannot be asked as configured (no server given, bad URL)."""
+
+
+class ChatStopped(ChatError):
+    """Asking must stop: the server stays down or refuses the request."""
+
+
+class CallLimitReached(Exception):
+    """The run already made its allowed number of new calls."""
+
+
+class UnreadableReply(ValueError):
+    """The model's reply holds nothing the caller can use."""
+
+
+# -- environment and client ---------------------------------------------------------------
+
+
+def check_environment(environ: Mapping[str, str], flag: str) -> None:
+    """Raise ChatError unless OPENAI_API_KEY or an http(s) OPENAI_BASE_URL is set.
+
+    The message starts with `flag`, the caller's name for what needs the server.
+    """
+    key = environ.get("OPENAI_API_KEY", "").strip()
+    base_url = environ.get("OPENAI_BASE_URL", "").strip()
+    if not key and not base_url:
+        raise ChatError(
+            f"{flag} needs a language model server, but neither OPENAI_API_KEY nor "
+            "OPENAI_BASE_URL is set. Set OPENAI_API_KEY to use OpenAI, or OPENAI_BASE_URL "
+            "for a local OpenAI-compatible server, e.g. "
+            "OPENAI_BASE_URL=http://localhost:11434/v1 for Ollama."
+        )
+    if base_url and not re.match(r"https?://[^/\s]+", base_url):
+        raise ChatError(
+            f"OPENAI_BASE_URL={base_url!r} is not an http(s) URL; write it in full, "
+            "e.g. http://localhost:11434/v1."
+        )
+
+
+def make_chat(
+    model: str,
+    flag: str,
+    environ: Mapping[str, str] | None = None,
+    timeout_seconds: float | None = None,
+) -> Any:
+    """A ChatOpenAI client for `model` that never retries by itself (CachedChat does)."""
+    env = os.environ if environ is None else environ
+    check_environment(env, flag)
+    # Imported here so that a run that never asks a model does not load the OpenAI client.
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=model,
+        api_key=env.get("OPENAI_API_KEY", "").strip() or PLACEHOLDER_API_KEY,
+        base_url=env.get("OPENAI_BASE_URL", "").strip() or None,
+        timeout=TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
+        max_retries=0,
+        temperature=TEMPERATURE,
+    )
+
+
+# -- reading replies ----------------------------------------------------------------------
+
+
+def collapse_whitespace(text: str) -> str:
+    """`text` with every run of whitespace replaced by one space, stripped."""
+    return " ".join(text.split())
+
+
+def reply_text(content: Any) -> str:
+    """The text of a message's content: a string, or a list of strings and text blocks.
+
+    Reasoning blocks are skipped, and so is a `<think>…</think>` preamble, which local
+    reasoning models (DeepSeek-R1, Qwen3) put before their answer.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif (
+                isinstance(block, dict)
+                and isinstance(block.get("text"), str)
+                and block.get("type") not in ("reasoning", "thinking")
+            ):
+                parts.append(block["text"])
+        text = "\n".join(parts)
+    else:
+        raise UnreadableReply(f"reply content of type {type(content).__name__}")
+    # Some servers drop the opening tag, so cut at the last closing one.
+    return text.rsplit("</think>", 1)[-1] if "</think>" in text else text
+
+
+# -- cache --------------------------------------------------------------------------------
+
+
+def cache_key(model: str, prompt: str) -> str:
+    """sha256 of the model name and the full prompt (a newline between them)."""
+    return hashlib.sha256(f"{model}\n{prompt}".encode("utf-8")).hexdigest()
+
+
+def free_backup_path(path: Path) -> Path:
+    """The first `<path>.corrupt-<n>` (n = 1, 2, ...) that does not exist yet."""
+    n = 1
+    while (candidate := path.with_name(f"{path.name}.corrupt-{n}")).exists():
+        n += 1
+    return candidate
+
+
+class ReplyCache:
+    """A JSON file of cache entries by key, rewritten whole (atomically) after every `put`.
+
+    A file that is not a JSON object of objects is moved aside to `<name>.corrupt-<n>`
+    (`corrupt_backup`, with the reason in `corrupt_error`) and the cache starts empty.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.corrupt_backup: Path | None = None
+        self.corrupt_error: str | None = None
+        self._entries: dict[str, dict[str, Any]] = self._load()
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+                raise ValueError("expected a JSON object of objects")
+            return data
+        except (ValueError, UnicodeDecodeError) as error:
+            self.corrupt_backup = free_backup_path(self.path)
+            self.corrupt_error = str(error)
+            os.replace(self.path, self.corrupt_backup)
+            return {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """A copy of the entry for `key`, or None."""
+        entry = self._entries.get(key)
+        return None if entry is None else dict(entry)
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        """Store `entry` under `key` and write the file at once."""
+        self._entries[key] = dict(entry)
+        write_json_atomic(self.path, self._entries, indent=2)  # the committed cache's layout
+
+
+# -- calls with retries -------------------------------------------------------------------
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a failed call may succeed when tried again: no connection, timeout, 429, 5xx."""
+    import openai
+
+    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in TRANSIENT_STATUS or error.status_code >= 500
+    return False
+
+
+def retry_after_seconds(error: BaseException) -> float | None:
+    """The server's Retry-After (seconds) on a failed response, if it sent one."""
+    response = getattr(error, "response", None)
+    value = getattr(response, "headers", {}).get("retry-after") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:  # an HTTP date: rare enough to fall back to our own backoff
+        return None
+
+
+def backoff_delay(retry: int, backoff_seconds: float, retry_after: float | None = None) -> float:
+    """Seconds before retry number `retry` (0-based): doubling, at least Retry-After, capped."""
+    delay = backoff_seconds * 2**retry
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return min(delay, MAX_BACKOFF_SECONDS)
+
+
+def describe_error(error: BaseException) -> str:
+    """A one-line description of a failed call."""
+    message = collapse_whitespace(str(error)).rstrip(".")
+    return f"{type(error).__name__}: {message or 'no message'}"
+
+
+class CachedChat:
+    """Ask a chat model through a ReplyCache: cached prompts cost nothing, new ones are retried.
+
+    `ask` serves a cached entry or makes one new call; transient failures are retried
+    `max_retries` times with doubling backoff, after which the chat stops (ChatStopped) and
+    later uncached prompts fail at once. Other 4xx answers stop at once. At most
+    `max_new_calls` new calls are made (then CallLimitReached). Messages call the asker
+    `who` ("The <who> server ...") and name `flag` when the environment lacks a server.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        cache: ReplyCache,
+        *,
+        who: str,
+        flag: str,
+        chat: Any = None,
+        environ: Mapping[str, str] | None = None,
+        max_new_calls: int | None = None,
+        max_retries: int | None = None,
+        backoff_seconds: float | None = None,
+        timeout_seconds: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        progress: Progress | None = None,
+    ) -> None:
+        self.model = model
+        self.cache = cache
+        self.who = who
+        self.flag = flag
+        self.max_new_calls = max_new_calls
+        self.max_retries = MAX_RETRIES if max_retries is None else max_retries
+        self.backoff_seconds = BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
+        self.timeout_seconds = timeout_seconds
+        self.new_calls = 0
+        self.stopped: str | None = None
+        self._chat = chat
+        self._environ = environ
+        self._sleep = sleep
+        self._progress = progress or (lambda _message: None)
+
+    def lookup(
+        self, prompt: str, is_valid: Callable[[dict[str, Any]], bool] = lambda _e: True
+    ) -> dict[str, Any] | None:
+        """The cached entry for `prompt`, or None (also when `is_valid` rejects it)."""
+        entry = self.cache.get(cache_key(self.model, prompt))
+        return entry if entry is not None and is_valid(entry) else None
+
+    def ask(
+        self,
+        prompt: str,
+        parse: Callable[[str], dict[str, Any]],
+        meta: Mapping[str, Any] | None = None,
+        is_valid: Callable[[dict[str, Any]], bool] = lambda _e: True,
+    ) -> tuple[dict[str, Any], bool]:
+        """The entry for `prompt` and whether it came from the cache.
+
+        A new reply's text goes through `parse`; its result plus `meta` and the model
+        name is cached. UnreadableReply from `parse` propagates and nothing is cached.
+        """
+        entry = self.lookup(prompt, is_valid)
+        if entry is not None:
+            return entry, True
+        if self.stopped is not None:
+            raise ChatStopped(self.stopped)
+        if self.max_new_calls is not None and self.new_calls >= self.max_new_calls:
+            raise CallLimitReached(f"{self.max_new_calls} new calls made")
+        # A call counts once the server answered, readable or not; a failed one did not cost.
+        try:
+            message = self._call_with_retries(prompt)
+        finally:
+            if self.stopped is None:
+                self.new_calls += 1
+        text = reply_text(getattr(message, "content", message))
+        entry = {**(meta or {}), **parse(text), "model": self.model}
+        self.cache.put(cache_key(self.model, prompt), entry)
+        return entry, False
+
+    def _client(self) -> Any:
+        if self._chat is None:
+            try:
+                self._chat = make_chat(self.model, self.flag, self._environ, self.timeout_seconds)
+            except ChatError as error:
+                self.stopped = str(error)
+                raise ChatStopped(self.stopped) from error
+        return self._chat
+
+    def _where(self) -> str:
+        env = os.environ if self._environ is None else self._environ
+        return env.get("OPENAI_BASE_URL", "").strip() or "the OpenAI API"
+
+    def _call_with_retries(self, prompt: str) -> Any:
+        import openai
+
+        chat = self._client()
+        for retry in range(self.max_retries + 1):
+            try:
+                return chat.invoke(prompt)
+            except openai.OpenAIError as error:
+                if not is_transient(error):
+                    status = getattr(error, "status_code", None)
+                    self.stopped = (
+                        f"The {self.who} server ({self._where()}) refused the request for model "
+                        f"{self.model!r}" + (f" with HTTP {status}" if status else "")
+                        + f": {describe_error(error)}. Check the model name and "
+                        "OPENAI_API_KEY, then rerun; answered questions are cached."
+                    )
+                    raise ChatStopped(self.stopped) from error
+                if retry == self.max_retries:
+                    self.stopped = (
+                        f"The {self.who} server ({self._where()}) failed {self.max_retries + 1} "
+                        f"times in a row for model {self.model!r}; last error: "
+                        f"{describe_error(error)}. Check that the server is running and "
+                        "reachable, then rerun; answered questions are cached."
+                    )
+                    raise ChatStopped(self.stopped) from error
+                delay = backoff_delay(retry, self.backoff_seconds, retry_after_seconds(error))
+                self._progress(
+                    f"{self.who}: {describe_error(error)}; retry {retry + 1} of "
+                    f"{self.max_retries} in {delay:g} s"
+                )
+                self._sleep(delay)
+            except (ValueError, TypeError, KeyError) as error:
+                # A 200 whose body is not a chat completion: nothing to use, and a retry
+                # would most likely get the same body.
+                raise UnreadableReply(
+                    f"the server's response was not a chat completion ({describe_error(error)})"
+                ) from error
+        raise AssertionError("unreachable: the loop returns or raises")
