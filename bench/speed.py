@@ -170,7 +170,7 @@ def load_backend(backend: str) -> tuple[Any, dict]:
             display, embedding_backends.model_fingerprint(model))
         name = embedding_backends.model_file_name(backend)
         before = set(root.rglob(name)) if root.is_dir() else set()
-        embedding_backends.use_backend(model, display, backend)
+        embedding_backends.use_backend(model, display, backend, calibration=local_rag.calibration_for(backend))
         exported = set(root.rglob(name)) != before
     info = {"model": display, "load_s": loaded - started, "prepare_s": time.perf_counter() - loaded,
             "exported_now": exported}

@@ -1,5 +1,5 @@
 """Faster CPU backends for the embedding model: ONNX Runtime in fp32 ("onnx") and dynamic int8 ("onnx-int8"),
-OpenVINO with static int8 ("openvino-int8", calibrated on the shipped sample corpus).
+OpenVINO with static int8 ("openvino-int8", calibrated on page texts its caller hands in).
 
 Why not sentence-transformers' own ``backend="onnx"``: it needs optimum-onnx, whose newest release (0.1.0)
 requires transformers<4.58, while this project pins transformers==5.24.0. So the model is exported here with
@@ -7,8 +7,9 @@ requires transformers<4.58, while this project pins transformers==5.24.0. So the
 types; FFN outputs stay fp32, see `_quantize`), and the SentenceTransformer keeps its tokenizer, pooling and
 normalization: only the transformer's forward pass runs in ONNX Runtime or OpenVINO (`use_backend`).
 
-"openvino-int8" quantizes the same fp32 export with NNCF (static: activation ranges measured once on the page
-texts of the sample corpus, `CALIBRATION_SOURCE`, with SmoothQuant for the transformer's activation outliers) and runs it in OpenVINO.
+"openvino-int8" quantizes the same fp32 export with NNCF (static: activation ranges measured once on calibration
+texts, with SmoothQuant for the transformer's activation outliers) and runs it in OpenVINO. The caller chooses the
+texts (local_rag.py: the pages of the sample PDFs, via `calibration_texts`); their fingerprint names the export.
 Fixed activation scales make a text's vector independent of the other texts in its batch, unlike "onnx-int8",
 whose scales are measured per batch.
 
@@ -65,10 +66,7 @@ STALE_TMP_SECONDS = 3600
 # Packages the export needs, as requirements.txt pins them; named in error messages.
 EXPORT_REQUIREMENTS = "onnx==1.23.2 onnxruntime==1.32.0"
 OPENVINO_REQUIREMENTS = "openvino==2026.4.1 nncf==3.4.0"
-# The sample corpus generator: the text of the PDFs it renders (English and German) calibrates the openvino-int8
-# export. Rendered in memory, not read from eval/docs, so that PDFs a user keeps in that folder never change it.
-CALIBRATION_SOURCE = Path(__file__).resolve().parents[1] / "eval" / "make_sample_docs.py"
-# Shorter pages (the image-only page) are no calibration samples.
+# Shorter pages (an image-only page) are no calibration samples.
 CALIBRATION_MIN_CHARS = 200
 # Fewer calibration pages than this give activation ranges too narrow to trust on other documents.
 CALIBRATION_MIN_PAGES = 20
@@ -167,50 +165,39 @@ def texts_fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def calibration_texts(source: Path = CALIBRATION_SOURCE, min_chars: int = CALIBRATION_MIN_CHARS,
+def calibration_texts(pdfs: Sequence[str | Path], min_chars: int = CALIBRATION_MIN_CHARS,
                       min_pages: int = CALIBRATION_MIN_PAGES) -> list[str]:
-    """Text of every page with at least `min_chars` characters of the sample PDFs, as pypdfium2 extracts it.
+    """Text of every page with at least `min_chars` characters of `pdfs`, in order, as pypdfium2 extracts it.
 
-    `source` is eval/make_sample_docs.py; its `sample_docs()` and `build_pdf()` render the PDFs in memory (byte for
-    byte the shipped ones). BackendError when it is missing, broken or yields fewer than `min_pages` such pages.
+    BackendError when a PDF is missing or unreadable, or when they hold fewer than `min_pages` such pages.
     """
-    import importlib.util
-    import sys
-
     import pypdfium2
 
-    hint = (f"openvino-int8 calibrates on the sample corpus that {source} renders; restore that file "
-            f"(git checkout eval/make_sample_docs.py), or use EMBEDDING_BACKEND 'onnx-int8' or 'torch'")
-    name = "_localrag_calibration_source"
+    missing = [str(pdf) for pdf in pdfs if not Path(pdf).is_file()]
+    if missing:
+        raise BackendError(f"openvino-int8 cannot calibrate: {len(missing)} of its {len(pdfs)} calibration PDFs "
+                           f"are missing: {', '.join(missing)}")
     texts = []
-    try:
-        spec = importlib.util.spec_from_file_location(name, source)
-        if spec is None or spec.loader is None or not Path(source).is_file():
-            raise FileNotFoundError(f"no such file: {source}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while the file runs
+    for pdf in pdfs:
         try:
-            spec.loader.exec_module(module)
-            for doc in module.sample_docs():
-                document = pypdfium2.PdfDocument(module.build_pdf(doc))
-                try:
-                    for number in range(len(document)):
-                        page = document[number]
-                        textpage = page.get_textpage()
-                        text = textpage.get_text_range().strip()
-                        textpage.close()
-                        page.close()
-                        if len(text) >= min_chars:
-                            texts.append(text)
-                finally:
-                    document.close()
-        finally:
-            del sys.modules[name]
-    except Exception as exc:  # noqa: BLE001 - whatever breaks, the export cannot be calibrated
-        raise BackendError(f"cannot read the calibration texts: {type(exc).__name__}: {exc}; {hint}") from exc
+            document = pypdfium2.PdfDocument(str(pdf))
+            try:
+                for number in range(len(document)):
+                    page = document[number]
+                    textpage = page.get_textpage()
+                    text = textpage.get_text_range().strip()
+                    textpage.close()
+                    page.close()
+                    if len(text) >= min_chars:
+                        texts.append(text)
+            finally:
+                document.close()
+        except Exception as exc:  # noqa: BLE001 - whatever breaks, the export cannot be calibrated
+            raise BackendError(f"openvino-int8 cannot calibrate: calibration PDF {pdf} is unreadable: "
+                               f"{type(exc).__name__}: {exc}") from exc
     if len(texts) < min_pages:
-        raise BackendError(f"found {len(texts)} calibration pages of at least {min_chars} characters, need "
-                           f"{min_pages}: {hint}")
+        raise BackendError(f"openvino-int8 cannot calibrate: its {len(pdfs)} calibration PDFs hold {len(texts)} "
+                           f"pages of at least {min_chars} characters, it needs {min_pages}")
     return texts
 
 
@@ -266,7 +253,8 @@ def prepare(model: Any, display_name: str, backend: str, cache: Path | None = No
     """The model file of `model` for `backend` (not "torch"), exported into the cache on first use.
 
     `model` is the loaded torch SentenceTransformer. Later calls (any process) find the file and reuse it.
-    `calibration`: texts for "openvino-int8" (default: `calibration_texts()` of the sample corpus).
+    `calibration`: the texts "openvino-int8" measures its activation ranges on (required there; see
+    `calibration_texts`); their fingerprint is part of the export's folder name.
     """
     check_backend(backend)
     if backend == "torch":
@@ -275,9 +263,10 @@ def prepare(model: Any, display_name: str, backend: str, cache: Path | None = No
     if backend == "onnx-int8":
         variant = quantization_for_cpu(platform.machine(), read_cpu_flags())
     elif backend == "openvino-int8":
-        calibration = list(calibration_texts() if calibration is None else calibration)
+        calibration = list(calibration or [])
         if not calibration:
-            raise ValueError("openvino-int8 needs at least one calibration text")
+            raise ValueError("openvino-int8 needs at least one calibration text: pass calibration=, "
+                             "e.g. calibration_texts(pdfs)")
         variant = texts_fingerprint(calibration)[:12]
     root = (cache or model_cache()) / model_folder_name(display_name, model_fingerprint(model))
     final = root / backend_folder_name(backend, variant)
@@ -561,16 +550,18 @@ def _runtime_encoder(run: Any, input_names: list[str], config: Any):
     return RuntimeEncoder()
 
 
-def use_backend(model: Any, display_name: str, backend: str, cache: Path | None = None) -> Any:
+def use_backend(model: Any, display_name: str, backend: str, cache: Path | None = None,
+                calibration: Sequence[str] | None = None) -> Any:
     """Make a loaded torch SentenceTransformer run its transformer on `backend`; returns the same object.
 
-    "torch" leaves it as it is. The tokenizer, pooling and normalization stay sentence-transformers' own.
+    "torch" leaves it as it is; "openvino-int8" needs its `calibration` texts (see `prepare`). The tokenizer,
+    pooling and normalization stay sentence-transformers' own.
     The model's EXPORT_ATTRIBUTE then names the export it runs (see `export_name`).
     """
     if check_backend(backend) == "torch":
         setattr(model, EXPORT_ATTRIBUTE, "torch")
         return model
-    path = prepare(model, display_name, backend, cache)
+    path = prepare(model, display_name, backend, cache, calibration)
     setattr(model, EXPORT_ATTRIBUTE, path.parent.name)
     transformer = _transformer(model)
     runtime, needs = ("OpenVINO", OPENVINO_REQUIREMENTS) if backend == "openvino-int8" else \
@@ -596,11 +587,12 @@ def export_name(embeddings: Any) -> str | None:
     return getattr(getattr(embeddings, "_client", None), EXPORT_ATTRIBUTE, None)
 
 
-def attach(embeddings: Any, display_name: str, backend: str, cache: Path | None = None) -> Any:
+def attach(embeddings: Any, display_name: str, backend: str, cache: Path | None = None,
+           calibration: Sequence[str] | None = None) -> Any:
     """`use_backend` on the SentenceTransformer inside a LangChain HuggingFaceEmbeddings; returns `embeddings`."""
     client = getattr(embeddings, "_client", None)
     if client is None:
         raise BackendError(f"{type(embeddings).__name__} has no _client SentenceTransformer (langchain-huggingface "
                            f"changed?); the {backend!r} backend cannot be attached, use 'torch'")
-    use_backend(client, display_name, backend, cache)
+    use_backend(client, display_name, backend, cache, calibration)
     return embeddings

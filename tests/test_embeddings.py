@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+import local_rag  # noqa: E402
 from localrag import embeddings as eb  # noqa: E402
 
 SENTENCES = [
@@ -27,6 +28,9 @@ SENTENCES = [
     # Over 256 word pieces: truncated by the tokenizer, the longest padded length of the batch.
     " ".join(["Revenue grew in every segment of the company during the fiscal year."] * 30),
 ]
+# texts_fingerprint of the sample corpus's 54 calibration pages. A change means every openvino-int8 user gets a new
+# export and rebuilds the index: expected after editing eval/sample_corpus, a bug after anything else.
+SAMPLE_CALIBRATION_FINGERPRINT = "c30c2d563ab2c6a7ab89b9f815503a4a9a558b847f5996ee9bf2642ca9941f00"
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -60,7 +64,8 @@ def _encode(model, texts):
 @pytest.fixture(scope="session")
 def minilm_models(minilm_path, session_cache) -> dict:
     """backend -> the bundled model running on it, each exported once into the session cache."""
-    return {backend: eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", backend) for backend in eb.BACKENDS}
+    return {backend: eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", backend,
+                                    calibration=local_rag.calibration_for(backend)) for backend in eb.BACKENDS}
 
 
 @pytest.fixture(scope="session")
@@ -160,44 +165,47 @@ def test_texts_fingerprint_follows_order_and_boundaries():
     assert eb.texts_fingerprint(["Ä"]) == hashlib.sha256("2:Ä".encode()).hexdigest()  # bytes, not characters
 
 
-# First 8 characters of the sample PDFs' names in the generator's order (sample_docs()).
-_SHIPPED_ORDER = ["Options_", "Literatu", "Nordvik_", "Retrieva", "Betriebs"]
-
-
 def test_calibration_texts_of_the_sample_corpus(tmp_path, monkeypatch):
-    texts = eb.calibration_texts()
+    texts = eb.calibration_texts(local_rag.CALIBRATION_PDFS)
     # 55 pages in 5 PDFs; the image-only page has no text layer and is the one page under 200 characters.
     assert len(texts) == 54 and min(len(t) for t in texts) >= eb.CALIBRATION_MIN_CHARS
     assert sum("Espressomaschine" in t for t in texts) >= 5  # the German manual's pages calibrate too
-    # The PDFs are rendered in memory, byte for byte the shipped ones: the same texts as extracting eval/docs.
-    import pypdfium2
-
-    shipped = []
-    for pdf in sorted((ROOT / "eval" / "docs").glob("*.pdf"), key=lambda p: _SHIPPED_ORDER.index(p.name[:8])):
-        document = pypdfium2.PdfDocument(str(pdf))
-        shipped += [t for t in (document[i].get_textpage().get_text_range().strip() for i in range(len(document)))
-                    if len(t) >= 200]
-        document.close()
-    assert shipped == texts
-    # Other PDFs in eval/docs (a user's own shelf) change nothing; nor does the working folder.
+    # The same texts (in the same order) as when they were rendered in memory: the export keeps its name.
+    assert eb.texts_fingerprint(texts) == SAMPLE_CALIBRATION_FINGERPRINT
+    # The PDFs are named, not globbed: a user's own PDFs in eval/docs change nothing; nor does the working folder.
     monkeypatch.chdir(tmp_path)
-    assert eb.calibration_texts() == texts
+    assert local_rag.calibration_for("openvino-int8") == texts
+    assert local_rag.calibration_for("torch") is None and local_rag.calibration_for("onnx-int8") is None
 
 
-def test_calibration_without_its_source_says_how_to_fix_it(tmp_path):
-    missing = tmp_path / "make_sample_docs.py"
+def test_calibration_without_its_pdfs_says_what_is_missing(tmp_path):
+    sample = local_rag.CALIBRATION_PDFS[0]
+    missing = tmp_path / "gone.pdf"
     with pytest.raises(eb.BackendError) as info:
-        eb.calibration_texts(missing)
+        eb.calibration_texts([sample, missing])
+    assert str(info.value) == f"openvino-int8 cannot calibrate: 1 of its 2 calibration PDFs are missing: {missing}"
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 half a file")
+    with pytest.raises(eb.BackendError, match=f"calibration PDF {re.escape(str(broken))} is unreadable: PdfiumError"):
+        eb.calibration_texts([sample, broken])
+    # The options notes hold 17 pages of 200+ characters: too few on their own.
+    with pytest.raises(eb.BackendError, match="its 1 calibration PDFs hold 17 pages of at least 200 characters, "
+                                              "it needs 20"):
+        eb.calibration_texts([sample])
+
+
+def test_a_project_without_the_sample_corpus_is_told_how_to_fix_it(tmp_path, monkeypatch):
+    # A user's folder with local_rag.py but no eval/docs: openvino-int8 stops before the model loads, and says how
+    # to go on; it never calibrates on something else under the sample corpus's name.
+    missing = tuple(tmp_path / "eval" / "docs" / path.name for path in local_rag.CALIBRATION_PDFS)
+    monkeypatch.setattr(local_rag, "CALIBRATION_PDFS", missing)
+    monkeypatch.setattr(local_rag, "resolve_embedding_model", lambda name: pytest.fail("the model was loaded"))
+    with pytest.raises(local_rag.RAGError) as info:
+        local_rag.load_embeddings.__wrapped__("all-MiniLM-L6-v2", "openvino-int8")
     assert str(info.value) == (
-        f"cannot read the calibration texts: FileNotFoundError: no such file: {missing}; openvino-int8 calibrates "
-        f"on the sample corpus that {missing} renders; restore that file (git checkout "
-        f"eval/make_sample_docs.py), or use EMBEDDING_BACKEND 'onnx-int8' or 'torch'")
-    missing.write_text("def sample_docs():\n    return ()\n")
-    with pytest.raises(eb.BackendError, match="found 0 calibration pages of at least 200 characters, need 20"):
-        eb.calibration_texts(missing)
-    missing.write_text("raise RuntimeError('half a file')\n")
-    with pytest.raises(eb.BackendError, match="cannot read the calibration texts: RuntimeError: half a file"):
-        eb.calibration_texts(missing)
+        f"openvino-int8 cannot calibrate: 5 of its 5 calibration PDFs are missing: {', '.join(map(str, missing))}. "
+        "Restore the sample corpus (git checkout eval/docs), name other PDFs in CALIBRATION_PDFS (local_rag.py; "
+        "another calibration, another export), or set EMBEDDING_BACKEND to 'onnx-int8' or 'torch'")
 
 
 def test_model_cache_reads_the_environment_at_each_call(monkeypatch, tmp_path):
@@ -295,7 +303,7 @@ def test_export_info_and_layout(minilm_models, session_cache):
     folders = sorted(p.relative_to(session_cache).as_posix() for p in session_cache.glob("*/*"))
     assert len(folders) == 3 and all(f.startswith("all-MiniLM-L6-v2-") for f in folders)
     quantization = eb.quantization_for_cpu(__import__("platform").machine(), eb.read_cpu_flags())
-    calibration = eb.texts_fingerprint(eb.calibration_texts())
+    calibration = SAMPLE_CALIBRATION_FINGERPRINT
     assert [f.split("/")[1] for f in folders] == ["onnx", f"onnx-int8-{quantization}",
                                                   f"openvino-int8-{calibration[:12]}"]
     info = json.loads((session_cache / folders[1] / eb.INFO_FILE).read_text())
@@ -357,7 +365,8 @@ def test_second_load_reuses_the_cache(minilm_models, minilm_path, monkeypatch, b
         raise AssertionError("exported again although the cache holds the model")
 
     monkeypatch.setattr(eb, "_export_into", no_export)
-    model = eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", backend)
+    model = eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", backend,
+                           calibration=local_rag.calibration_for(backend))
     # The export's folder name: CPU family for onnx-int8, calibration fingerprint for openvino-int8.
     assert re.fullmatch(r"onnx-int8-(avx512_vnni|avx2|arm64)|openvino-int8-[0-9a-f]{12}",
                         getattr(model, eb.EXPORT_ATTRIBUTE))
@@ -416,8 +425,9 @@ def test_openvino_export_of_a_tiny_model_follows_its_calibration(tiny_model_dir,
     assert second.parent != first.parent and second.is_file()
     monkeypatch.setattr(eb, "_export_into", lambda *a, **k: (_ for _ in ()).throw(AssertionError("exported")))
     assert eb.prepare(model, "tiny-bert", "openvino-int8", cache=tmp_path, calibration=SENTENCES) == first
-    with pytest.raises(ValueError, match="at least one calibration text"):
-        eb.prepare(model, "tiny-bert", "openvino-int8", cache=tmp_path, calibration=[])
+    for nothing in ([], None):  # the backend never picks texts of its own
+        with pytest.raises(ValueError, match="at least one calibration text: pass calibration="):
+            eb.prepare(model, "tiny-bert", "openvino-int8", cache=tmp_path, calibration=nothing)
 
 
 def test_failed_openvino_export_names_its_requirements(tiny_model_dir, tmp_path, monkeypatch):

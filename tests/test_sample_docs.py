@@ -1,4 +1,5 @@
-"""Checks of the shipped sample corpus (eval/docs), its generator and its goldset. No models needed."""
+"""Checks of the shipped sample corpus (eval/docs), its text (eval/sample_corpus), its renderer and its goldset.
+No models needed."""
 from __future__ import annotations
 
 import csv
@@ -118,17 +119,60 @@ $ c <= d @ 1.2
 
 : Term :: its meaning
 
+@table 1 2.5 LR
+| Name | Value
+| Section
+| a | long
+  value
+
 terms: alpha; beta
 === image
-@chart
+@chart Revenue by year
 """
     pages = gen.parse_pages(source)
+    table = ("table", ("Name", "Value"), (("Section",), ("a", "long value")), (1.0, 2.5), "LR")
     assert pages == (
         gen.Page("body", (("h1", "Chapter 1"), ("p", "First line second line."), ("eq", "a = b", "1.1"),
-                          ("eq", "c <= d", "1.2"), ("ul", ("one more", "two")), ("dl", (("Term", "its meaning"),))),
+                          ("eq", "c <= d", "1.2"), ("ul", ("one more", "two")), ("dl", (("Term", "its meaning"),)),
+                          table),
                  ("alpha", "beta")),
-        gen.Page("image", (("chart",),)),
+        gen.Page("image", (("chart", "Revenue by year"),)),
     )
+
+
+@pytest.mark.parametrize("line", ["@table 1 2 L", "@table 1 2 LX", "@table LR", "@table one 2 LR"])
+def test_parse_table_rejects_widths_that_do_not_match_the_columns(line):
+    with pytest.raises(ValueError, match="table line must read '@table 1.0 2.4 LR'"):
+        gen.parse_table([line, "| a | b"])
+
+
+def test_parse_doc_reads_the_keys_above_the_pages():
+    source = "title: Notes: Part 1\nsubject: s\nheader: Notes\npage label: Seite\nfirst numbered page: 3\n" \
+             "font: Times\n\n=== body\nText.\n"
+    pages = (gen.Page("body", (("p", "Text."),)),)
+    assert gen.parse_doc("x.pdf", source) == gen.Doc("x.pdf", "Notes: Part 1", "s", pages, header="Notes",
+                                                      folio_label="Seite", first_folio=3, font="Times")
+    # Only the title and subject are required; the rest keeps the defaults (no running header, no page numbers).
+    assert gen.parse_doc("y.pdf", "title: T\nsubject: s\n=== body\nText.\n") == gen.Doc("y.pdf", "T", "s", pages)
+
+
+@pytest.mark.parametrize("source, message", [
+    ("title: T\nsubject: s\n", "x.pdf: no page; a page starts with a '=== KIND' line"),
+    ("title: T\n=== body\nText.\n", r"x.pdf: add the line\(s\) subject: ... above the pages"),
+    ("title: T\nsubject: s\nauthor: me\n=== body\n", "x.pdf: 'author: me' is no 'key: value' line; keys: title,"),
+    ("title: T\nsubject: s\nfont: Arial\n=== body\n", "x.pdf: font 'Arial' is not one of Helvetica, Times"),
+    ("title: T\nsubject: s\nfirst numbered page: three\n=== body\n", "'first numbered page' must be a page number"),
+    ("title: T\nsubject: s\n=== cover\n", "x.pdf: unknown page kind 'cover'"),
+])
+def test_parse_doc_names_the_file_and_the_fix(source, message):
+    with pytest.raises(ValueError, match=message):
+        gen.parse_doc("x.pdf", source)
+
+
+def test_image_page_holds_one_chart_and_nothing_else():
+    doc = gen.Doc("x.pdf", "X", "x", gen.parse_pages("=== image\n@chart Revenue\n\nA caption.\n"))
+    with pytest.raises(ValueError, match="x.pdf: page 1 is an image page; it holds one '@chart TITLE' line"):
+        gen.build_pdf(doc)
 
 
 def test_parse_pages_rejects_unknown_page_kind():
