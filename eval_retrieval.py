@@ -19,16 +19,17 @@ from localrag.files import write_text_atomic
 from localrag import goldset as gs
 import local_rag
 from localrag import metrics as rm
+from localrag.pages import PAGE_OFFSET
 from local_rag import LocalRAG, RAGError
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
+GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parent / "eval" / "goldset_template.csv"  # copied to start a goldset
 REPORT_PATH = "eval/baseline.txt"  # the committed plain-text report
 ABLATION_REPORT_PATH = "eval/ablation.txt"  # the --ablation table (per-configuration reports beside it)
 VECTORSTORE_PATH = local_rag.VECTORSTORE_PATH  # the same index the retriever uses
 K_VALUES = [5, 10, 20]  # cutoffs for goldsets; the deepest one is the retrieval depth
 DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
 USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each question
-PAGE_OFFSET = gs.PAGE_OFFSET  # goldset pages are 1-based; the loaders' are 0-based
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
 DATASET_OVERFETCH = 1.5  # chunks fetched per wanted document, times the corpus's chunks per document; doubled
@@ -694,7 +695,7 @@ def print_status(status: dict, args: argparse.Namespace) -> None:
 
 
 def run_goldset(args: argparse.Namespace) -> int:
-    goldset = gs.read_goldset(args.goldset)
+    goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
     for message in goldset.messages:
         log(args, f"warning: goldset: {message}")
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
@@ -1012,7 +1013,7 @@ def run_lint(args: argparse.Namespace) -> int:
     """Check the goldset against the synced index: exit 1 when there is any finding, error or warning."""
     from localrag import lint as goldset_lint
 
-    goldset = gs.read_goldset(args.goldset)
+    goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, args)
     findings = lint_findings(rag, goldset, index_docs(rag), progress=not args.quiet)
@@ -1047,7 +1048,7 @@ def run_generate(args: argparse.Namespace) -> int:
         raise EvalError(f"no question was generated, so {display_path(args.out)} was not written; see the summary "
                         f"above")
     try:
-        gen.write_goldset_csv(out, result.rows)
+        gs.write_goldset_csv(out, result.rows)
     except OSError as exc:
         raise EvalError(f"--out {args.out} could not be written ({exc}); choose another --out") from None
     made = len(result.rows)

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from localrag.generate import (MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, PAGE_OFFSET, jaccard, set_jaccard,
-                                tokens, word_count)
+from localrag.generate import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, jaccard, set_jaccard, tokens, word_count
+from localrag.pages import PAGE_OFFSET
 
 # Goldsets with at least this many questions show a progress bar (stderr) while they are linted.
 PROGRESS_MIN_QUESTIONS = 5000
