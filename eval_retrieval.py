@@ -129,30 +129,19 @@ def collapse_to_documents(hits: Sequence[tuple[Any, float]], depth: int) -> dict
 
 def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, int]], indexed: dict[str, dict],
                     page_offset: int, tolerance: int) -> list[str]:
-    """Why a question may have been missed: wrong file name, file not indexed, page out of range, wrong page."""
-    import difflib
+    """Why a question may have been missed: a goldset lint error on its location (named in the notes, pointed to
+    here), its file retrieved on other pages, or its file not retrieved at all."""
+    from localrag import lint as goldset_lint
 
     hints = []
-    by_norm = {gs.normalize_source(name): name for name in indexed}
+    files = goldset_lint.IndexedFiles({name: goldset_lint.DocInfo(entry["pages"], frozenset(entry["empty_pages"]))
+                                       for name, entry in indexed.items()}, page_offset=page_offset)
     for loc in question.locations:
-        name = by_norm.get(gs.normalize_source(loc.source))
-        if name is None:
-            close = difflib.get_close_matches(gs.normalize_source(loc.source), list(by_norm), n=2, cutoff=0.6)
-            suggestion = f"; did you mean {' or '.join(by_norm[c] for c in close)}?" if close else ""
-            hints.append(f"{loc.source} is not in the index: is the file name right, is the file in the docs "
-                         f"folder{suggestion}")
+        if files.diagnose(loc) is not None:  # goldset lint runs before every evaluation and states it in the notes
+            hints.append(f"{loc.source}: see the goldset lint error for {goldset_lint.where_text(question.lines)} "
+                         f"in Notes")
             continue
-        entry = indexed[name]
-        if loc.page is not None:
-            page0 = loc.page - page_offset
-            if not 0 <= page0 < entry["pages"]:
-                pages = f"{entry['pages']} page{'s' if entry['pages'] != 1 else ''}"
-                hints.append(f"{name} has {pages}, so page {loc.page} does not exist: is the page "
-                             f"right (1-based, as a PDF viewer shows)?")
-                continue
-            if page0 in entry.get("empty_pages", []):
-                hints.append(f"{name} page {loc.page} has no text layer (scanned?): no retriever can find it")
-                continue
+        name = files.name_of(loc.source)
         seen = [(rank, page) for rank, (src, page) in enumerate(retrieved, 1) if gs.same_file(src, name)]
         if seen and loc.page is not None:
             shown = ", ".join(f"p. {page + page_offset} at rank {rank}" for rank, page in seen[:3])
@@ -1006,7 +995,7 @@ def lint_findings(rag: LocalRAG, goldset: gs.Goldset, docs: dict[str, Any], prog
 
     unindexed = {name: entry["reason"] for name, entry in rag.info.get("failed", {}).items()}
     return goldset_lint.lint_goldset(goldset.questions, goldset.messages, docs, page_offset=PAGE_OFFSET,
-                                     normalize=gs.normalize_source, unindexed=unindexed, progress=progress)
+                                     unindexed=unindexed, progress=progress)
 
 
 def run_lint(args: argparse.Namespace) -> int:
