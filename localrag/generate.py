@@ -499,14 +499,6 @@ def parse_llm_reply(reply: str | None) -> tuple[str, str | None]:
     return "failed", None
 
 
-def parse_llm_question(reply: str | None) -> str | None:
-    """The question in a model reply: JSON ``{"question": "..."}`` or the first line ending in ``?``.
-
-    None for no reply, an explicit decline (``{"question": null}``) or text without a question.
-    """
-    return parse_llm_reply(reply)[1]
-
-
 # =================================================================================================
 # Gates
 
