@@ -19,16 +19,17 @@ from localrag.files import write_text_atomic
 from localrag import goldset as gs
 import local_rag
 from localrag import metrics as rm
+from localrag.pages import PAGE_OFFSET
 from local_rag import LocalRAG, RAGError
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
+GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parent / "eval" / "goldset_template.csv"  # copied to start a goldset
 REPORT_PATH = "eval/baseline.txt"  # the committed plain-text report
 ABLATION_REPORT_PATH = "eval/ablation.txt"  # the --ablation table (per-configuration reports beside it)
 VECTORSTORE_PATH = local_rag.VECTORSTORE_PATH  # the same index the retriever uses
 K_VALUES = [5, 10, 20]  # cutoffs for goldsets; the deepest one is the retrieval depth
 DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
 USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each question
-PAGE_OFFSET = gs.PAGE_OFFSET  # goldset pages are 1-based; the loaders' are 0-based
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
 DATASET_OVERFETCH = 1.5  # chunks fetched per wanted document, times the corpus's chunks per document; doubled
@@ -128,30 +129,19 @@ def collapse_to_documents(hits: Sequence[tuple[Any, float]], depth: int) -> dict
 
 def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, int]], indexed: dict[str, dict],
                     page_offset: int, tolerance: int) -> list[str]:
-    """Why a question may have been missed: wrong file name, file not indexed, page out of range, wrong page."""
-    import difflib
+    """Why a question may have been missed: a goldset lint error on its location (named in the notes, pointed to
+    here), its file retrieved on other pages, or its file not retrieved at all."""
+    from localrag import lint as goldset_lint
 
     hints = []
-    by_norm = {gs.normalize_source(name): name for name in indexed}
+    files = goldset_lint.IndexedFiles({name: goldset_lint.DocInfo(entry["pages"], frozenset(entry["empty_pages"]))
+                                       for name, entry in indexed.items()}, page_offset=page_offset)
     for loc in question.locations:
-        name = by_norm.get(gs.normalize_source(loc.source))
-        if name is None:
-            close = difflib.get_close_matches(gs.normalize_source(loc.source), list(by_norm), n=2, cutoff=0.6)
-            suggestion = f"; did you mean {' or '.join(by_norm[c] for c in close)}?" if close else ""
-            hints.append(f"{loc.source} is not in the index: is the file name right, is the file in the docs "
-                         f"folder{suggestion}")
+        if files.diagnose(loc) is not None:  # goldset lint runs before every evaluation and states it in the notes
+            hints.append(f"{loc.source}: see the goldset lint error for {goldset_lint.where_text(question.lines)} "
+                         f"in Notes")
             continue
-        entry = indexed[name]
-        if loc.page is not None:
-            page0 = loc.page - page_offset
-            if not 0 <= page0 < entry["pages"]:
-                pages = f"{entry['pages']} page{'s' if entry['pages'] != 1 else ''}"
-                hints.append(f"{name} has {pages}, so page {loc.page} does not exist: is the page "
-                             f"right (1-based, as a PDF viewer shows)?")
-                continue
-            if page0 in entry.get("empty_pages", []):
-                hints.append(f"{name} page {loc.page} has no text layer (scanned?): no retriever can find it")
-                continue
+        name = files.name_of(loc.source)
         seen = [(rank, page) for rank, (src, page) in enumerate(retrieved, 1) if gs.same_file(src, name)]
         if seen and loc.page is not None:
             shown = ", ".join(f"p. {page + page_offset} at rank {rank}" for rank, page in seen[:3])
@@ -694,7 +684,7 @@ def print_status(status: dict, args: argparse.Namespace) -> None:
 
 
 def run_goldset(args: argparse.Namespace) -> int:
-    goldset = gs.read_goldset(args.goldset)
+    goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
     for message in goldset.messages:
         log(args, f"warning: goldset: {message}")
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
@@ -1006,14 +996,14 @@ def lint_findings(rag: LocalRAG, goldset: gs.Goldset, docs: dict[str, Any], prog
 
     unindexed = {name: entry["reason"] for name, entry in rag.info.get("failed", {}).items()}
     return goldset_lint.lint_goldset(goldset.questions, goldset.messages, docs, page_offset=PAGE_OFFSET,
-                                     normalize=gs.normalize_source, unindexed=unindexed, progress=progress)
+                                     unindexed=unindexed, progress=progress)
 
 
 def run_lint(args: argparse.Namespace) -> int:
     """Check the goldset against the synced index: exit 1 when there is any finding, error or warning."""
     from localrag import lint as goldset_lint
 
-    goldset = gs.read_goldset(args.goldset)
+    goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
     rag = open_rag(args, args.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, args)
     findings = lint_findings(rag, goldset, index_docs(rag), progress=not args.quiet)
@@ -1048,7 +1038,7 @@ def run_generate(args: argparse.Namespace) -> int:
         raise EvalError(f"no question was generated, so {display_path(args.out)} was not written; see the summary "
                         f"above")
     try:
-        gen.write_goldset_csv(out, result.rows)
+        gs.write_goldset_csv(out, result.rows)
     except OSError as exc:
         raise EvalError(f"--out {args.out} could not be written ({exc}); choose another --out") from None
     made = len(result.rows)

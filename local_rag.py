@@ -27,6 +27,7 @@ from langchain_core.documents import Document  # noqa: E402
 
 from localrag import embeddings as embedding_backends  # noqa: E402
 from localrag.files import new_file_mode, write_json_atomic  # noqa: E402
+from localrag.pages import chunk_header  # noqa: E402
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
@@ -106,11 +107,6 @@ def union_ids(first: Sequence[str], second: Sequence[str]) -> list[str]:
             seen.add(doc_id)
             out.append(doc_id)
     return out
-
-
-def chunk_header(source: str, page: int) -> str:
-    """The header line put before each chunk: file name and 1-based page, as a PDF viewer shows it."""
-    return f"[{source}, page {page + 1}]\n"
 
 
 def chunk_id(source: str, file_hash: str, page: int, chunk: int) -> str:

@@ -83,7 +83,6 @@ def write_goldset(path: Path, rows: list[tuple[str, str, int]]) -> Path:
 
 def lint_seconds(questions, docs, old: bool) -> tuple[float, list]:
     """(seconds, findings) of lint_goldset; old=True swaps in the all-pairs near-duplicate check."""
-    from localrag import goldset as gs
     from localrag import lint as goldset_lint
 
     fast = goldset_lint.near_duplicate_pairs
@@ -91,7 +90,7 @@ def lint_seconds(questions, docs, old: bool) -> tuple[float, list]:
         goldset_lint.near_duplicate_pairs = lambda texts, **_: goldset_lint.near_duplicate_pairs_brute_force(texts)
     try:
         started = time.perf_counter()
-        findings = goldset_lint.lint_goldset(questions, [], docs, normalize=gs.normalize_source)
+        findings = goldset_lint.lint_goldset(questions, [], docs)
         return time.perf_counter() - started, findings
     finally:
         goldset_lint.near_duplicate_pairs = fast

@@ -35,7 +35,6 @@ rebuild.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -81,24 +80,6 @@ def normalize(text: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Lower-cased (casefold) word and decimal-number tokens: "Equation 21.23" -> ["equation", "21.23"]."""
     return _TOKEN_RE.findall(normalize(text))
-
-
-def corpus_fingerprint(ids: Sequence[str], texts: Sequence[str]) -> str:
-    """SHA-256 over the ids and texts in order (length-prefixed, so no two corpora collide by joining)."""
-    digest = hashlib.sha256()
-    for part in _interleave(ids, texts):
-        data = part.encode("utf-8", "surrogatepass")
-        digest.update(len(data).to_bytes(8, "little"))
-        digest.update(data)
-    return digest.hexdigest()
-
-
-def _interleave(ids: Sequence[str], texts: Sequence[str]) -> Iterable[str]:
-    if len(ids) != len(texts):
-        raise ValueError(f"got {len(ids)} ids but {len(texts)} texts; pass one id per text")
-    for doc_id, text in zip(ids, texts):
-        yield doc_id
-        yield text
 
 
 def okapi_idf(n_docs: int, doc_freq: np.ndarray, epsilon: float) -> tuple[np.ndarray, float]:

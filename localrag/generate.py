@@ -13,7 +13,8 @@ Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based),
 4. Quality gates reject questions that copy the chunk's words (so BM25 does not win by
    construction), near-duplicates, too-short questions and answers that lie on a noise page.
 
-The same chunks, seed and model replies give the same rows, in the same order.
+The same chunks, seed and model replies give the same rows, in the same order. Rows are
+localrag/goldset.py's GoldsetRow; that module owns the goldset format and writes them (write_goldset_csv).
 
 Linting a goldset against the index lives in localrag/lint.py; it uses word_count() and jaccard()
 from here, so lint and the gates agree on what a short or near-duplicate question is.
@@ -21,7 +22,6 @@ from here, so lint and the gates agree on what a short or near-duplicate questio
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 import re
@@ -29,10 +29,9 @@ import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from localrag.files import write_atomic
+from localrag.goldset import GoldsetRow
 from localrag.noise import (
     PROSE_LINE_MIN_WORDS,
     analysis_text,
@@ -44,14 +43,7 @@ from localrag.noise import (
     page_noise,
     word_count,
 )
-
-# --- Goldset file format -------------------------------------------------------------------------
-# Columns of a goldset CSV, in order (German names, as the existing goldsets have them).
-CSV_FIELDS = ("frage", "korpus", "erwartete_quelle", "erwartete_seite", "anmerkung")
-# Field delimiter of written goldsets.
-CSV_DELIMITER = ";"
-# Goldset pages are 1-based; chunk pages are 0-based.
-PAGE_OFFSET = 1
+from localrag.pages import shown_page
 
 # --- Sampling and question kinds ------------------------------------------------------------------
 # Questions every document with kept chunks gets at least (if n allows).
@@ -77,7 +69,7 @@ MIN_QUESTION_WORDS = 3
 
 # Quality gates in the order they are applied.
 GATES = ("too_short", "noise_page", "copied", "duplicate")
-# Question kinds, in summary order; ``korpus`` of a generated row is one of these.
+# Question kinds, in summary order; the ``corpus`` of a generated row is one of these.
 KINDS = ("equation-ref", "table-ref", "figure-ref", "section-ref", "defined-term", "section-location", "llm")
 
 # Prompt for one natural question per chunk; fill with build_llm_prompt().
@@ -227,17 +219,6 @@ _ABBREVIATION = re.compile(
 
 # =================================================================================================
 # Data
-
-
-@dataclass(frozen=True)
-class GoldsetRow:
-    """One row of a goldset CSV; ``erwartete_seite`` is 1-based."""
-
-    frage: str
-    korpus: str
-    erwartete_quelle: str
-    erwartete_seite: int
-    anmerkung: str
 
 
 @dataclass(frozen=True)
@@ -518,14 +499,6 @@ def parse_llm_reply(reply: str | None) -> tuple[str, str | None]:
     return "failed", None
 
 
-def parse_llm_question(reply: str | None) -> str | None:
-    """The question in a model reply: JSON ``{"question": "..."}`` or the first line ending in ``?``.
-
-    None for no reply, an explicit decline (``{"question": null}``) or text without a question.
-    """
-    return parse_llm_reply(reply)[1]
-
-
 # =================================================================================================
 # Gates
 
@@ -694,11 +667,11 @@ def _first_passing(
 def _row(chunk: Mapping[str, Any], candidate: Candidate, seed: int, llm_name: str | None) -> GoldsetRow:
     model = f" model={llm_name}" if llm_name and candidate.kind == "llm" else ""
     return GoldsetRow(
-        frage=candidate.question,
-        korpus=candidate.kind,
-        erwartete_quelle=chunk["source"],
-        erwartete_seite=chunk["page"] + PAGE_OFFSET,
-        anmerkung=f"generated:{candidate.kind}{model} chunk={chunk['chunk_id']} seed={seed}",
+        question=candidate.question,
+        corpus=candidate.kind,
+        source=chunk["source"],
+        page=shown_page(chunk["page"]),
+        note=f"generated:{candidate.kind}{model} chunk={chunk['chunk_id']} seed={seed}",
     )
 
 
@@ -716,7 +689,7 @@ def generate_questions(
     allocate), each document's chunks are tried in seeded random order until its quota is met; a
     document that runs out leaves its quota to the others (see _draw). Each chunk gives at most
     one question: with ``ask`` the model's (kind ``llm``), else one of its template questions,
-    picked by the document's generator. ``llm_name`` goes into the ``anmerkung`` of model rows.
+    picked by the document's generator. ``llm_name`` goes into the ``note`` of model rows.
     Rows come sorted by file, page and chunk id; input order does not matter.
     """
     if n < 1:
@@ -799,23 +772,6 @@ def _ask_model(ask: Callable[[str], str | None], text: str, language: str, stats
 
 # =================================================================================================
 # Output
-
-
-def write_goldset_csv(path: str | Path, rows: Iterable[GoldsetRow]) -> None:
-    """Write rows as a ``;``-delimited UTF-8 goldset with a header line; atomic (temp file + os.replace)."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(
-            f"cannot write goldset {path}: folder {path.parent} does not exist; create it or choose another --out"
-        )
-
-    def write(stream) -> None:
-        writer = csv.writer(stream, delimiter=CSV_DELIMITER, lineterminator="\n")
-        writer.writerow(CSV_FIELDS)
-        for row in rows:
-            writer.writerow([row.frage, row.korpus, row.erwartete_quelle, row.erwartete_seite, row.anmerkung])
-
-    write_atomic(path, write)
 
 
 def _counts_text(counts: Mapping[str, int]) -> str:

@@ -1,4 +1,4 @@
-"""Read retrieval goldsets and decide whether a retrieved chunk hits an expected location.
+"""Read and write retrieval goldsets and decide whether a retrieved chunk hits an expected location.
 
 A goldset lists questions and where their answer is: a PDF file name and, optionally, a page
 as a PDF viewer shows it (1-based): ``12``, a range ``12-13`` (every page in it counts), or ``S. 12`` /
@@ -13,6 +13,8 @@ out of the metrics (never widened to the whole file). Two formats are read:
   lines are ignored. Line numbers in messages are physical lines of the file (1 = first line).
 * JSONL, one object a line: ``{"question", "corpus", "locations": [{"source", "page"}], "note"}``.
 
+Written goldsets (write_goldset_csv, e.g. generated ones) are CSV with the German columns and ``;``.
+
 Rows with the same question (after whitespace normalisation) form one question with several
 acceptable locations, e.g. a fact stated on two pages: retrieving any of them is a hit.
 
@@ -22,7 +24,7 @@ with it every per-question line of a committed report, survives reordering, inse
 other rows. With 40 bits, a collision among 10,000 questions has a probability below 1e-4.
 
 Matching is page-based: retrieved chunks carry 0-based page numbers (as LangChain's PDF loaders
-give them); the goldset's page minus ``PAGE_OFFSET`` is compared within ``PAGE_TOLERANCE``.
+give them); the goldset's page minus ``PAGE_OFFSET`` (localrag/pages.py) is compared within ``PAGE_TOLERANCE``.
 """
 
 from __future__ import annotations
@@ -38,15 +40,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# Goldset pages are 1-based (what a PDF viewer shows); loaders count pages from 0.
-PAGE_OFFSET = 1
+from localrag.files import write_atomic
+from localrag.pages import PAGE_OFFSET
+
 # A neighbouring page still counts: page labels are often off by one and facts run over pages.
 PAGE_TOLERANCE = 1
-# Template a user copies to start a goldset; named in the error for a missing goldset.
-GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "eval" / "goldset_template.csv"
 # Delimiters tried on the header line; on a tie the first wins.
 CSV_DELIMITERS = (",", ";")
-# Field -> accepted header names (German as existing goldsets have them, then English).
+# Field delimiter of written goldsets.
+WRITE_DELIMITER = ";"
+# Field -> accepted header names (German as existing goldsets have them, then English); the order of the
+# columns in a written goldset, which uses the German names.
 CSV_COLUMNS = {
     "question": ("frage", "question"),
     "corpus": ("korpus", "corpus"),
@@ -123,6 +127,17 @@ class Goldset:
     questions: list[GoldQuestion]
     messages: list[str]
     path: Path
+
+
+@dataclass(frozen=True)
+class GoldsetRow:
+    """One row of a written goldset: the fields of CSV_COLUMNS, in their order; ``page`` is 1-based."""
+
+    question: str
+    corpus: str
+    source: str
+    page: int
+    note: str
 
 
 @dataclass(frozen=True)
@@ -477,12 +492,17 @@ def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
     return questions, messages
 
 
-def read_goldset(path: str | Path) -> Goldset:
-    """Read a CSV or JSONL goldset; GoldsetError if it is missing, unreadable or has no usable row."""
+def read_goldset(path: str | Path, template: str | Path | None = None) -> Goldset:
+    """Read a CSV or JSONL goldset; GoldsetError if it is missing, unreadable or has no usable row.
+
+    ``template`` is the goldset a user copies to start one; the error for a missing goldset names it.
+    """
     path = Path(path)
+    if not path.exists() and template is None:
+        raise GoldsetError(f"goldset not found: {path}; check the path.")
     if not path.exists():
         raise GoldsetError(
-            f"goldset not found: {path}. Start from the template {GOLDSET_TEMPLATE_PATH}: copy it to {path} "
+            f"goldset not found: {path}. Start from the template {template}: copy it to {path} "
             "and write one row per question and expected location."
         )
     if path.is_dir():
@@ -514,6 +534,27 @@ def read_goldset(path: str | Path) -> Goldset:
 def _message_line(message: str) -> int:
     """Line number a message starts with, so messages print in file order (sort is stable)."""
     return int(message.split(":", 1)[0].removeprefix("line "))
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_goldset_csv(path: str | Path, rows: Iterable[GoldsetRow]) -> None:
+    """Write rows as a ``;``-delimited UTF-8 goldset with a header line; atomic (temp file + os.replace)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot write goldset {path}: folder {path.parent} does not exist; create it or choose another --out"
+        )
+
+    def write(stream) -> None:
+        writer = csv.writer(stream, delimiter=WRITE_DELIMITER, lineterminator="\n")
+        writer.writerow(names[0] for names in CSV_COLUMNS.values())
+        for row in rows:
+            writer.writerow(getattr(row, field) for field in CSV_COLUMNS)
+
+    write_atomic(path, write)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,8 +3,13 @@ near-identical questions, and the reader's own messages.
 
 Questions are any objects with ``question``, ``locations`` (``source``, ``page``, optionally ``last_page``
 of a range and ``problem``) and the goldset's ``lines``; the index is described per file by DocInfo. Short
-and near-identical questions are measured as goldset_generation's gates measure them (word_count, jaccard),
+and near-identical questions are measured as the generator's gates measure them (word_count, jaccard),
 so lint and generation agree on them.
+
+IndexedFiles.diagnose is the one diagnosis of a goldset location against the index (unknown or unindexed
+file, page out of range, page without text); lint states its findings, and the evaluation's hints for
+questions never found point to them instead of stating them again. File names are compared as matching
+compares them (goldset.normalize_source).
 
 Near-identical questions are found in about linear time: only pairs that share two of their rarest words
 are compared (prefix filtering, exact for a Jaccard threshold: a pair reaching it always shares them), so
@@ -18,14 +23,14 @@ import itertools
 import math
 import re
 import sys
-import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from localrag.generate import (MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, PAGE_OFFSET, jaccard, set_jaccard,
-                                tokens, word_count)
+from localrag.generate import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, jaccard, set_jaccard, tokens, word_count
+from localrag.goldset import normalize_source
+from localrag.pages import PAGE_OFFSET
 
 # Goldsets with at least this many questions show a progress bar (stderr) while they are linted.
 PROGRESS_MIN_QUESTIONS = 5000
@@ -63,11 +68,6 @@ class LintFinding:
     lines: tuple[int, ...] = ()
 
 
-def normalize_name(name: str) -> str:
-    """File name for comparison: NFC, casefolded, NFC again (casefolding can decompose), trimmed."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold()).strip()
-
-
 def _quote_list(names: Sequence[str]) -> str:
     return ", ".join(f"'{name}'" for name in names)
 
@@ -96,63 +96,60 @@ def page_range_problem(location: LocationLike, doc: Any, page_offset: int = PAGE
     return None
 
 
-def _location_findings(
-    question: QuestionLike,
-    index_docs: Mapping[str, Any],
-    by_normal: Mapping[str, str],
-    page_offset: int,
-    normalize: Callable[[str], str],
-    unindexed: Mapping[str, str],
-    suggest: Callable[[str], str],
-) -> list[LintFinding]:
-    lines = tuple(question.lines)
-    findings = []
-    for location in question.locations:
-        normal = normalize(location.source)
-        indexed = by_normal.get(normal)
-        if indexed is None and normal in unindexed:
+class IndexedFiles:
+    """The indexed files (name -> DocInfo-like ``pages``, ``empty_pages``) as a goldset names them.
+
+    ``unindexed`` maps files of the docs folder that could not be indexed to the reason; ``page_offset`` is
+    the goldset's first page number.
+    """
+
+    def __init__(self, docs: Mapping[str, Any], unindexed: Mapping[str, str] | None = None,
+                 page_offset: int = PAGE_OFFSET) -> None:
+        self.docs = docs
+        self.page_offset = page_offset
+        self._by_normal = {normalize_source(name): name for name in sorted(docs)}
+        self._failed = {normalize_source(name): reason for name, reason in sorted((unindexed or {}).items())}
+        self._suggestions: dict[str, str] = {}  # difflib is slow: each missing name is looked up once
+
+    def name_of(self, source: str) -> str | None:
+        """The indexed file a goldset source names, or None."""
+        return self._by_normal.get(normalize_source(source))
+
+    def diagnose(self, location: LocationLike) -> str | None:
+        """Why no retriever can find ``location`` in the index, or None when nothing is wrong with it.
+
+        A file that is not indexed (with the reason it failed, or similar indexed names), a page or range
+        its file does not have, a page (every page of a range) without text. A page the reader already
+        found unusable (``problem``) is the reader's to report.
+        """
+        normal = normalize_source(location.source)
+        name = self._by_normal.get(normal)
+        if name is None and normal in self._failed:
             # The file is there but unreadable: "did you mean" would send the user after a typo that is not one.
-            message = (f"expected file '{location.source}' is in the docs folder but could not be indexed: "
-                       f"{unindexed[normal]}")
-            findings.append(LintFinding("error", message, lines))
-            continue
-        if indexed is None:
-            findings.append(LintFinding("error", f"expected file '{location.source}' is not in the index; "
-                                                 f"{suggest(normal)}", lines))
-            continue
-        doc = index_docs[indexed]
-        problem = page_range_problem(location, doc, page_offset)
-        if problem is not None:
-            findings.append(LintFinding("error", problem, lines))
-            continue
-        if location.page is None or getattr(location, "problem", ""):
-            continue
+            return (f"expected file '{location.source}' is in the docs folder but could not be indexed: "
+                    f"{self._failed[normal]}")
+        if name is None:
+            return f"expected file '{location.source}' is not in the index; {self._suggest(normal)}"
+        doc = self.docs[name]
+        problem = page_range_problem(location, doc, self.page_offset)
+        if problem is not None or location.page is None or getattr(location, "problem", ""):
+            return problem
         last = getattr(location, "last_page", None) or location.page
-        if all(page - page_offset in doc.empty_pages for page in range(location.page, last + 1)):
-            findings.append(LintFinding(
-                "error",
-                f"page {page_text(location)} of '{location.source}' has no text (scanned page?); no retriever can "
-                "find it: OCR the PDF or point to a page with text",
-                lines,
-            ))
-    return findings
+        if all(page - self.page_offset in doc.empty_pages for page in range(location.page, last + 1)):
+            return (f"page {page_text(location)} of '{location.source}' has no text (scanned page?); no retriever "
+                    "can find it: OCR the PDF or point to a page with text")
+        return None
 
-
-def _name_suggester(by_normal: Mapping[str, str], count: int) -> Callable[[str], str]:
-    """normalised missing name -> "did you mean ...?" hint; each name is looked up once (difflib is slow)."""
-    cache: dict[str, str] = {}
-
-    def suggest(normal: str) -> str:
-        if normal not in cache:
-            close = difflib.get_close_matches(normal, list(by_normal), n=3, cutoff=0.6)
-            cache[normal] = (
-                f"did you mean {_quote_list([by_normal[name] for name in close])}?"
+    def _suggest(self, normal: str) -> str:
+        """The "did you mean ...?" hint for a missing normalised name, or how to fix a name like no indexed one."""
+        if normal not in self._suggestions:
+            close = difflib.get_close_matches(normal, list(self._by_normal), n=3, cutoff=0.6)
+            self._suggestions[normal] = (
+                f"did you mean {_quote_list([self._by_normal[name] for name in close])}?"
                 if close
-                else f"no similar name among the {count} indexed files; index the file or fix the name"
+                else f"no similar name among the {len(self.docs)} indexed files; index the file or fix the name"
             )
-        return cache[normal]
-
-    return suggest
+        return self._suggestions[normal]
 
 
 def _length_finding(question: QuestionLike) -> LintFinding | None:
@@ -169,8 +166,8 @@ def _length_finding(question: QuestionLike) -> LintFinding | None:
     return None
 
 
-def _places(question: QuestionLike, normalize: Callable[[str], str]) -> set[tuple[str, int | None, int | None]]:
-    return {(normalize(location.source), location.page, getattr(location, "last_page", None))
+def _places(question: QuestionLike) -> set[tuple[str, int | None, int | None]]:
+    return {(normalize_source(location.source), location.page, getattr(location, "last_page", None))
             for location in question.locations}
 
 
@@ -245,15 +242,13 @@ def near_duplicate_pairs_brute_force(
             if texts[i].strip() and jaccard(texts[i], texts[j]) >= threshold]
 
 
-def _duplicate_findings(
-    questions: Sequence[QuestionLike], normalize: Callable[[str], str], progress: bool = False
-) -> list[LintFinding]:
+def _duplicate_findings(questions: Sequence[QuestionLike], progress: bool = False) -> list[LintFinding]:
     """Near-identical questions (token Jaccard >= NEAR_DUPLICATE_JACCARD), by how their locations differ."""
     findings = []
     for i, j in near_duplicate_pairs([q.question for q in questions], progress=progress):
         first, second = questions[i], questions[j]
-        files_a = sorted({normalize(loc.source) for loc in first.locations})
-        files_b = sorted({normalize(loc.source) for loc in second.locations})
+        files_a = sorted({normalize_source(loc.source) for loc in first.locations})
+        files_b = sorted({normalize_source(loc.source) for loc in second.locations})
         line_a, line_b = min(first.lines, default=0), min(second.lines, default=0)
         lines = tuple(sorted(set(first.lines) | set(second.lines)))
         if files_a != files_b:
@@ -264,7 +259,7 @@ def _duplicate_findings(
                 f"({sources_a} vs {sources_b}); give them the same text and both locations, or make them distinct"
             )
         else:
-            same = _places(first, normalize) == _places(second, normalize)
+            same = _places(first) == _places(second)
             what = "expect the same places" if same else "expect different pages"
             message = (
                 f"near-identical questions on lines {line_a} and {line_b} {what}; "
@@ -280,48 +275,44 @@ def lint_goldset(
     index_docs: Mapping[str, Any],
     *,
     page_offset: int = PAGE_OFFSET,
-    normalize: Callable[[str], str] = normalize_name,
     unindexed: Mapping[str, str] | None = None,
     progress: bool = False,
 ) -> list[LintFinding]:
     """Problems of a read goldset against the index, sorted by first line, errors first.
 
     ``index_docs`` maps indexed file names to objects with ``pages`` and ``empty_pages`` (0-based,
-    see DocInfo). File names are compared after ``normalize``; pass the evaluation's own
-    normalisation so lint agrees with matching. ``unindexed`` maps files of the docs folder that
-    could not be indexed to the reason; a location naming one gets that reason instead of name
-    suggestions. Each reader message becomes a finding: an error when it says a row, line or
+    see DocInfo). Each location is diagnosed by IndexedFiles.diagnose; ``unindexed`` maps files of
+    the docs folder that could not be indexed to the reason, which a location naming one gets instead
+    of name suggestions. Each reader message becomes a finding: an error when it says a row, line or
     location was skipped or a question left out (it is not evaluated), else a warning. ``progress``
     shows a bar on stderr for goldsets of PROGRESS_MIN_QUESTIONS or more.
     """
-    by_normal = {normalize(name): name for name in sorted(index_docs)}
-    failed = {normalize(name): reason for name, reason in sorted((unindexed or {}).items())}
+    files = IndexedFiles(index_docs, unindexed, page_offset)
     findings: list[LintFinding] = []
     for message in reader_messages:
         found = _LINE_NUMBER.search(message)
         severity = "error" if _SKIPPED.search(message) else "warning"
         findings.append(LintFinding(severity, f"reader: {message}", (int(found.group(1)),) if found else ()))
-    suggest = _name_suggester(by_normal, len(index_docs))
     for question in _progress(questions, len(questions), progress, "Lint: questions"):
         length = _length_finding(question)
         if length is not None:
             findings.append(length)
-        findings.extend(_location_findings(question, index_docs, by_normal, page_offset, normalize, failed, suggest))
-    findings.extend(_duplicate_findings(questions, normalize, progress))
+        problems = (files.diagnose(location) for location in question.locations)
+        findings.extend(LintFinding("error", problem, tuple(question.lines)) for problem in problems if problem)
+    findings.extend(_duplicate_findings(questions, progress))
     return sorted(findings, key=lambda f: (min(f.lines, default=0), f.severity != "error", f.message))
+
+
+def where_text(lines: Sequence[int]) -> str:
+    """Where in the goldset a finding is: "line 4", "lines 2, 8", or "goldset" for none."""
+    if not lines:
+        return "goldset"
+    return f"line{'s' if len(lines) > 1 else ''} {', '.join(str(line) for line in lines)}"
 
 
 def render_lint(findings: Sequence[LintFinding]) -> list[str]:
     """One line per finding (``error   line 4: ...``) and a closing count line."""
-    lines = []
-    for finding in findings:
-        if not finding.lines:
-            where = "goldset"
-        elif len(finding.lines) == 1:
-            where = f"line {finding.lines[0]}"
-        else:
-            where = "lines " + ", ".join(str(line) for line in finding.lines)
-        lines.append(f"{finding.severity:<7} {where}: {finding.message}")
+    lines = [f"{finding.severity:<7} {where_text(finding.lines)}: {finding.message}" for finding in findings]
     errors = sum(f.severity == "error" for f in findings)
     warnings = len(findings) - errors
     if not findings:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from localrag.pages import strip_chunk_header
+
 # --- Limits ---------------------------------------------------------------------------------------
 # A chunk with fewer words than this carries too little to ask about.
 MIN_CHUNK_WORDS = 20
@@ -55,7 +57,6 @@ NOISE_RULES = ("front_matter", "index", "bibliography", "running_headers", "capt
 PAGE_NOISE_RULES = ("front_matter", "index", "bibliography")
 
 # --- Patterns -------------------------------------------------------------------------------------
-_CHUNK_HEADER = re.compile(r"\A\[[^\n]*, page \d+\]\n")
 _WORD = re.compile(r"\w+")
 # A number as tables print it: "12", "-0.45", "1,234.5", "12%", "(3)", "$100", "3/4".
 _NUMERIC_TOKEN = re.compile(r"[(\[$€£+\-−]*\d[\d.,:/]*[%)\]]*[.,;:]?")
@@ -119,11 +120,6 @@ class NoiseContext:
 
 # =================================================================================================
 # Text helpers
-
-
-def strip_chunk_header(text: str) -> str:
-    """The chunk text without the indexer's first line ``[<source>, page <n>]``, if it has one."""
-    return _CHUNK_HEADER.sub("", text, count=1)
 
 
 def analysis_text(text: str) -> str:

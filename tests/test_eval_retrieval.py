@@ -143,10 +143,12 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
         "  - How do crops react to rainfall in autumn? (line 13)",
         "    page 3 of 'weather.pdf' is beyond its 1 page; pages in the goldset count from 1",
     ]
-    # Other notes (e.g. goldset lint findings) may stand between these; the reader's and the index's must be there.
+    # Other notes (e.g. other goldset lint findings) may stand between these; the reader's, the lint finding that
+    # "Never found" points to and the index's must be there.
     assert in_order(block(report, "Notes"), [
         "Notes",
         "  line 10: no question in column 'question'; row skipped",
+        "  Goldset lint (error): line 9: expected file 'scans.pdf' is not in the index; did you mean 'scan.pdf'?",
         "  Documents named in the goldset but not in the index: Greeks.pdf, scans.pdf",
     ])
     assert block(report, "Results")[2:] == [
@@ -169,8 +171,7 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
         "Never found (1)",
         "  - What does the scanned appendix contain?",
         "    expected: scans.pdf p. 1",
-        "    hint: scans.pdf is not in the index: is the file name right, is the file in the docs folder; did you "
-        "mean scan.pdf?",
+        "    hint: scans.pdf: see the goldset lint error for line 9 in Notes",  # stated there, not twice
     ]
     config = dict(line.strip().split(":", 1) for line in block(report, "Configuration")[1:])
     # Paths outside the working folder as given, never the bare file name.
@@ -210,8 +211,10 @@ def test_tolerance_zero_moves_ranks(gold_args, tmp_path, capsys):
     assert block(report, "Never found")[-3:] == [
         "  - Which page has no text layer?",
         "    expected: scan.pdf p. 2",
-        "    hint: scan.pdf page 2 has no text layer (scanned?): no retriever can find it",
+        "    hint: scan.pdf: see the goldset lint error for line 11 in Notes",
     ]
+    assert "  Goldset lint (error): line 11: page 2 of 'scan.pdf' has no text (scanned page?); no retriever can " \
+           "find it: OCR the PDF or point to a page with text" in block(report, "Notes")
     payload = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert payload["metrics"]["mrr"] == pytest.approx((1 / 2 + 1 + 1 + 1 + 1 / 3) / 7)
     assert payload["counts"] == {"hit@5": 5, "hit@10": 5, "hit@20": 5}
@@ -230,7 +233,7 @@ def test_shallow_depth_gives_wrong_page_hint(gold_args, tmp_path, capsys):
     vega = lines.index("  - What is vega?")
     assert lines[vega + 1:vega + 4] == [
         "    expected: Greeks.pdf p. 3; options.pdf p. 2",
-        "    hint: Greeks.pdf is not in the index: is the file name right, is the file in the docs folder",
+        "    hint: Greeks.pdf: see the goldset lint error for lines 7, 8 in Notes",
         "    hint: options.pdf was retrieved (p. 1 at rank 1) but not within ±0 of page 2: is the expected page "
         "right?",
     ]
@@ -389,7 +392,8 @@ def test_missing_goldset_names_the_template(tiny_index, tmp_path, capsys):
                          "--report", tmp_path / "r.txt")
     assert (code, out) == (2, "")
     assert err.startswith(f"error: goldset not found: {tmp_path / 'nope.csv'}. Start from the template "
-                          f"{gs.GOLDSET_TEMPLATE_PATH}: copy it to")
+                          f"{er.GOLDSET_TEMPLATE_PATH}: copy it to")
+    assert er.GOLDSET_TEMPLATE_PATH == ROOT / "eval" / "goldset_template.csv" and er.GOLDSET_TEMPLATE_PATH.is_file()
     assert not (tmp_path / "r.txt").exists()
 
 

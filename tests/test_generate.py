@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from localrag import files
 from localrag import generate as gg
 from localrag.generate import (
     allocate,
@@ -18,13 +17,14 @@ from localrag.generate import (
     detect_language,
     generate_questions,
     jaccard,
-    parse_llm_question,
+    parse_llm_reply,
     render_generation_summary,
     template_questions,
     tokens,
-    write_goldset_csv,
 )
-from localrag.noise import build_noise_context, classify_noise, strip_chunk_header
+from localrag.goldset import write_goldset_csv
+from localrag.noise import build_noise_context, classify_noise
+from localrag.pages import strip_chunk_header
 from test_noise import DESKS, PROSE_DE, PROSE_EN, chunk, plain_chunk, running_header_doc
 
 
@@ -242,10 +242,10 @@ def test_generation_spreads_questions_in_proportion_with_minimum():
     summary = {name: (d.chunks, d.kept, d.allocated, d.generated) for name, d in result.documents.items()}
     assert summary == {"a.pdf": (6, 6, 2, 2), "b.pdf": (3, 3, 2, 2), "c.pdf": (2, 1, 1, 1)}
     assert result.removed["index"] == 1
-    assert [row.erwartete_quelle for row in result.rows] == ["a.pdf", "a.pdf", "b.pdf", "b.pdf", "c.pdf"]
+    assert [row.source for row in result.rows] == ["a.pdf", "a.pdf", "b.pdf", "b.pdf", "c.pdf"]
     assert result.kinds == {"table-ref": 5}
     c_row = result.rows[-1]
-    assert (c_row.frage, c_row.korpus, c_row.erwartete_seite, c_row.anmerkung) == (
+    assert (c_row.question, c_row.corpus, c_row.page, c_row.note) == (
         "What does Table 21 show?", "table-ref", 4, "generated:table-ref chunk=c.pdf#3 seed=7"
     )
 
@@ -284,7 +284,7 @@ def test_gate_rejects_a_duplicate_question_from_another_document():
     chunks = [table_chunk("a.pdf", 3, 4), table_chunk("b.pdf", 3, 4)]
     result = generate_questions(chunks, 2, seed=7)
     # a.pdf comes first; b.pdf's "What does Table 4 show?" is the same question (Jaccard 1.0).
-    assert [(row.frage, row.erwartete_quelle) for row in result.rows] == [("What does Table 4 show?", "a.pdf")]
+    assert [(row.question, row.source) for row in result.rows] == [("What does Table 4 show?", "a.pdf")]
     assert result.rejected == {"too_short": 0, "noise_page": 0, "copied": 0, "duplicate": 1}
 
 
@@ -333,16 +333,18 @@ def test_a_list_of_headings_gives_no_section_question():
 # Model path
 
 
-def test_parse_llm_question_variants():
-    assert parse_llm_question('{"question": "What does vega measure?"}') == "What does vega measure?"
-    assert parse_llm_question('```json\n{"question": "Was misst  Vega?"}\n```') == "Was misst Vega?"
-    assert parse_llm_question("Sure! Here is a question: What does vega measure?") == "What does vega measure?"
-    assert parse_llm_question("Question: How is gamma hedged?\nIt is hedged with options.") == "How is gamma hedged?"
+def test_parse_llm_reply_variants():
+    question = "question"
+    assert parse_llm_reply('{"question": "What does vega measure?"}') == (question, "What does vega measure?")
+    assert parse_llm_reply('```json\n{"question": "Was misst  Vega?"}\n```') == (question, "Was misst Vega?")
+    assert parse_llm_reply("Sure! Here is a question: What does vega measure?") == (question, "What does vega measure?")
+    assert parse_llm_reply("Question: How is gamma hedged?\nIt is hedged with options.") == (question,
+                                                                                            "How is gamma hedged?")
     # Trap: the dot inside "21.23" does not end a sentence.
-    assert parse_llm_question("What does Equation 21.23 state?") == "What does Equation 21.23 state?"
-    assert parse_llm_question('{"question": null}') is None
-    assert parse_llm_question("I cannot help with that.") is None
-    assert parse_llm_question(None) is None
+    assert parse_llm_reply("What does Equation 21.23 state?") == (question, "What does Equation 21.23 state?")
+    assert parse_llm_reply('{"question": null}') == ("declined", None)
+    assert parse_llm_reply("I cannot help with that.") == ("failed", None)
+    assert parse_llm_reply(None) == ("failed", None)
 
 
 def llm_corpus() -> list[dict]:
@@ -375,7 +377,7 @@ def test_llm_questions_with_fake_model():
     result = generate_questions(llm_corpus(), 10, seed=3, ask=fake_model, llm_name="qwen2.5:7b")
     # Page 8: content words many, traders, read, news, first, before, they, check, positions: all in the chunk
     # -> 9/9 > 0.5, rejected. Page 6: habits, market, professionals, dawn: "market" only -> 1/4, kept.
-    assert [(row.frage, row.erwartete_seite, row.anmerkung) for row in result.rows] == [
+    assert [(row.question, row.page, row.note) for row in result.rows] == [
         ("How strongly does an option react when markets get nervous?", 6,
          "generated:llm model=qwen2.5:7b chunk=a5 seed=3"),
         ("What habits do market professionals have at dawn?", 7, "generated:llm model=qwen2.5:7b chunk=a6 seed=3"),
@@ -446,21 +448,3 @@ def test_render_generation_summary():
         "questions per language: en 5",
         "rejected by the gates: none",
     ]
-
-
-def test_write_goldset_csv_quotes_and_is_atomic(tmp_path):
-    rows = [gg.GoldsetRow('Was zeigt "Tabelle 4"; kurz?', "table-ref", "Bericht Ü.pdf", 4, "generated:table-ref")]
-    path = tmp_path / "gold.csv"
-    path.write_text("old content", encoding="utf-8")
-    write_goldset_csv(path, rows)
-    assert path.read_text(encoding="utf-8") == (
-        "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung\n"
-        '"Was zeigt ""Tabelle 4""; kurz?";table-ref;Bericht Ü.pdf;4;generated:table-ref\n'
-    )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gold.csv"]  # no temp file left
-    new = tmp_path / "new.csv"
-    write_goldset_csv(new, [])
-    assert new.read_text(encoding="utf-8") == "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung\n"
-    assert new.stat().st_mode & 0o777 == files.new_file_mode()  # not mkstemp's private 0600
-    with pytest.raises(FileNotFoundError, match="folder .*missing does not exist"):
-        write_goldset_csv(tmp_path / "missing" / "gold.csv", rows)

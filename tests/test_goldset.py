@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from localrag import files
 from localrag.goldset import (
-    GOLDSET_TEMPLATE_PATH,
-    PAGE_OFFSET,
+    CSV_COLUMNS,
     PAGE_TOLERANCE,
     Goldset,
     GoldsetError,
+    GoldsetRow,
     GoldQuestion,
     Location,
     detect_delimiter,
@@ -25,7 +26,9 @@ from localrag.goldset import (
     query_id,
     read_goldset,
     same_file,
+    write_goldset_csv,
 )
+from localrag.pages import PAGE_OFFSET
 
 BOM = "\ufeff"
 
@@ -47,7 +50,6 @@ def qid(question: str) -> str:
 
 def test_constants_are_one_based_goldset_and_one_page_tolerance() -> None:
     assert (PAGE_OFFSET, PAGE_TOLERANCE) == (1, 1)
-    assert GOLDSET_TEMPLATE_PATH.parts[-2:] == ("eval", "goldset_template.csv")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,13 +266,16 @@ def test_a_range_matches_every_page_in_it_and_a_bad_page_matches_nothing() -> No
 
 
 def test_missing_file_names_the_template(tmp_path: Path) -> None:
-    path = tmp_path / "nope.csv"
+    path, template = tmp_path / "nope.csv", tmp_path / "eval" / "goldset_template.csv"
     with pytest.raises(GoldsetError) as info:
-        read_goldset(path)
+        read_goldset(path, template)
     assert str(info.value) == (
-        f"goldset not found: {path}. Start from the template {GOLDSET_TEMPLATE_PATH}: copy it to {path} "
+        f"goldset not found: {path}. Start from the template {template}: copy it to {path} "
         "and write one row per question and expected location."
     )
+    with pytest.raises(GoldsetError) as info:
+        read_goldset(path)  # a caller without a template to offer
+    assert str(info.value) == f"goldset not found: {path}; check the path."
 
 
 def test_no_usable_rows_lists_the_reasons(tmp_path: Path) -> None:
@@ -567,3 +572,39 @@ def test_runaway_quote_is_an_error_with_its_line(tmp_path: Path) -> None:
     path = write(tmp_path, text)
     with pytest.raises(GoldsetError, match=r": line 3: cannot parse CSV \(field larger than field limit"):
         read_goldset(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def test_write_goldset_csv_quotes_and_is_atomic(tmp_path):
+    rows = [GoldsetRow('Was zeigt "Tabelle 4"; kurz?', "table-ref", "Bericht Ü.pdf", 4, "generated:table-ref")]
+    path = tmp_path / "gold.csv"
+    path.write_text("old content", encoding="utf-8")
+    write_goldset_csv(path, rows)
+    assert path.read_text(encoding="utf-8") == (
+        "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung\n"
+        '"Was zeigt ""Tabelle 4""; kurz?";table-ref;Bericht Ü.pdf;4;generated:table-ref\n'
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gold.csv"]  # no temp file left
+    new = tmp_path / "new.csv"
+    write_goldset_csv(new, [])
+    assert new.read_text(encoding="utf-8") == "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung\n"
+    assert new.stat().st_mode & 0o777 == files.new_file_mode()  # not mkstemp's private 0600
+    with pytest.raises(FileNotFoundError, match="folder .*missing does not exist"):
+        write_goldset_csv(tmp_path / "missing" / "gold.csv", rows)
+
+
+def test_written_goldset_reads_back_with_the_same_fields(tmp_path: Path) -> None:
+    assert [field for field in GoldsetRow.__dataclass_fields__] == list(CSV_COLUMNS)  # writer and reader agree
+    rows = [GoldsetRow("What does vega measure?", "finance", "a.pdf", 3, "first"),
+            GoldsetRow('Was zeigt "Tabelle 4"; kurz?', "", "Bericht Ü.pdf", 12, "")]
+    path = tmp_path / "gold.csv"
+    write_goldset_csv(path, rows)
+    gold = read_goldset(path)
+    assert gold.messages == []
+    assert [(q.question, q.corpus, q.locations, q.note, q.lines) for q in gold.questions] == [
+        ("What does vega measure?", "finance", (Location("a.pdf", 3),), "first", (2,)),
+        ('Was zeigt "Tabelle 4"; kurz?', None, (Location("Bericht Ü.pdf", 12),), "", (3,)),
+    ]

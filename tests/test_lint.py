@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from localrag.lint import (DocInfo, LintFinding, lint_goldset, near_duplicate_pairs, near_duplicate_pairs_brute_force,
-                          normalize_name, render_lint)
+from localrag.lint import (DocInfo, IndexedFiles, LintFinding, lint_goldset, near_duplicate_pairs,
+                           near_duplicate_pairs_brute_force, render_lint, where_text)
 
 
 @dataclass(frozen=True)
@@ -83,14 +83,30 @@ def test_lint_near_duplicates_in_one_file():
     ]
 
 
-def test_lint_page_offset_zero_and_custom_normalisation():
-    questions = [Q("What does vega measure?", (Loc("hull options", 9),), (2,))]
-    # With the evaluation's normalisation (".pdf" dropped) the file is found; page 9 counts from 0: last page.
-    strip_pdf = lambda name: normalize_name(name).removesuffix(".pdf")  # noqa: E731
-    assert lint_goldset(questions, [], INDEX, page_offset=0, normalize=strip_pdf) == []
-    assert lint_goldset(questions, [], INDEX, page_offset=0)[0].message.startswith(
-        "expected file 'hull options' is not in the index; did you mean 'Hull Options.pdf'?"
-    )
+def test_lint_page_offset_zero_and_the_names_matching_uses():
+    # Names compare as matching compares them (".pdf", case, a trailing "_" dropped). Page 10 is the last of ten
+    # when pages count from 1, beyond them when they count from 0.
+    questions = [Q("What does vega measure?", (Loc("hull options_", 10),), (2,))]
+    assert lint_goldset(questions, [], INDEX) == []
+    assert lint_goldset(questions, [], INDEX, page_offset=0) == [LintFinding(
+        "error", "page 10 of 'hull options_' is beyond its 10 pages; pages in the goldset count from 0", (2,))]
+
+
+def test_one_diagnosis_per_location():
+    files = IndexedFiles(INDEX, unindexed={"Scan.PDF": "no text layer on any page (scanned? run OCR first)"})
+    assert files.name_of("HULL OPTIONS") == "Hull Options.pdf" and files.name_of("Greeks.pdf") is None
+    assert [files.diagnose(loc) for loc in (Loc("hull options.pdf", 3), Loc("Bericht_2023", None),
+                                             Loc("scan.pdf", 1), Loc("Hul Options.pdf", 1))] == [
+        None,
+        None,
+        "expected file 'scan.pdf' is in the docs folder but could not be indexed: no text layer on any page "
+        "(scanned? run OCR first)",
+        "expected file 'Hul Options.pdf' is not in the index; did you mean 'Hull Options.pdf'?",
+    ]
+
+
+def test_where_text():
+    assert [where_text(lines) for lines in ((), (4,), (2, 8))] == ["goldset", "line 4", "lines 2, 8"]
 
 
 def test_render_lint():

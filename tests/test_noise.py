@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from localrag.noise import build_noise_context, classify_noise, filter_chunks, strip_chunk_header
+from localrag.noise import analysis_text, build_noise_context, classify_noise, filter_chunks
+from localrag.pages import chunk_header
 
 
 def chunk(text: str, page: int = 5, source: str = "a.pdf", cid: str = "c1") -> dict:
     """A chunk as the index stores it, with the indexer's header line."""
-    return {"chunk_id": cid, "source": source, "page": page, "text": f"[{source}, page {page + 1}]\n{text}"}
+    return {"chunk_id": cid, "source": source, "page": page, "text": chunk_header(source, page) + text}
 
 
 PROSE_EN = (
@@ -41,11 +42,9 @@ def plain_chunk(source: str, page: int) -> dict:
 # Text helpers
 
 
-def test_strip_chunk_header_removes_only_the_first_indexer_line():
-    assert strip_chunk_header("[Hull, Options.pdf, page 3]\nVega is") == "Vega is"
-    assert strip_chunk_header("Vega is\n[a.pdf, page 3]\nrest") == "Vega is\n[a.pdf, page 3]\nrest"
-    # Not the indexer's form ("Seite" instead of "page"): left alone.
-    assert strip_chunk_header("[a.pdf, Seite 3]\nVega") == "[a.pdf, Seite 3]\nVega"
+def test_analysis_text_drops_the_chunk_header_and_applies_nfkc():
+    # "ﬁ" (U+FB01) and a no-break space, as PDFs extract them; the header line is the indexer's, not text.
+    assert analysis_text(chunk_header("Hull, Options.pdf", 2) + "Die \ufb01nale\u00a0Zahl") == "Die finale Zahl"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,31 @@
+"""The page convention and the chunk-header format, in one place for the retriever and the goldset tools.
+
+PDF loaders (LangChain's) number pages from 0; people, PDF viewers and goldsets from 1. Code that stores or
+compares pages uses the loaders' 0-based page; code that shows a page to people (shown_page) or reads one
+from them (PAGE_OFFSET) converts with what is here. Each chunk of the index starts with a header line naming its file and 1-based page,
+``[<source>, page <n>]``; chunk_header writes it and strip_chunk_header removes it again.
+"""
+
+from __future__ import annotations
+
+import re
+
+# People count pages from 1 (what a PDF viewer shows); the loaders count from 0.
+PAGE_OFFSET = 1
+# The header chunk_header writes, as a pattern: anchored at the start, one line, the page a whole number.
+_CHUNK_HEADER = re.compile(r"\A\[[^\n]*, page \d+\]\n")
+
+
+def shown_page(page: int) -> int:
+    """The 1-based page people see for a loader's 0-based ``page``."""
+    return page + PAGE_OFFSET
+
+
+def chunk_header(source: str, page: int) -> str:
+    """The header line put before each chunk: file name and 1-based page of the 0-based ``page``."""
+    return f"[{source}, page {shown_page(page)}]\n"
+
+
+def strip_chunk_header(text: str) -> str:
+    """The chunk text without its first line if that is a header chunk_header wrote."""
+    return _CHUNK_HEADER.sub("", text, count=1)
