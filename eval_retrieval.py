@@ -19,6 +19,7 @@ from localrag.files import write_text_atomic
 from localrag import goldset as gs
 import local_rag
 from localrag import metrics as rm
+from localrag import stats
 from local_rag import LocalRAG, RAGError
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
@@ -311,8 +312,8 @@ def compare_results(old: dict, new: dict, intersect: bool, old_label: str,
     keys = [k for k in new["metrics"] if k in old["metrics"]]
     metrics = {}
     for key in keys:
-        c = rm.compare_metric({q: old_q[q]["metrics"][key] for q in common},
-                              {q: new_q[q]["metrics"][key] for q in common}, resamples=resamples, seed=seed)
+        c = stats.compare_metric({q: old_q[q]["metrics"][key] for q in common},
+                                 {q: new_q[q]["metrics"][key] for q in common}, resamples=resamples, seed=seed)
         metrics[key] = {**c, "ci": list(c["ci"])}
     improved, worsened = rm.changed_queries({q: old_q[q]["rank"] for q in common},
                                             {q: new_q[q]["rank"] for q in common})
@@ -947,7 +948,7 @@ def gate_failures(metrics: dict[str, float], fail_under: Sequence[tuple[str, flo
         failed += [f"{eval_report.metric_label(key)} is worse than the {compare['old_label']}: {c['old_mean']:.3f} -> "
                    f"{c['new_mean']:.3f} (95% CI of the difference [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}], "
                    f"p = {c['p_value']:.3f})"
-                   for key, c in compare["metrics"].items() if c["verdict"] == rm.VERDICT_WORSE]
+                   for key, c in compare["metrics"].items() if c["verdict"] == stats.VERDICT_WORSE]
     return failed
 
 
