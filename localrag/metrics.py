@@ -8,10 +8,10 @@ The ranking metrics follow trec_eval 9.x (https://github.com/usnistgov/trec_eval
 ties in score are broken as in ``form_res_rels.c``, P@k / recall@k / success@k /
 recip_rank / ndcg_cut as in ``m_P.c``, ``m_recall.c``, ``m_success.c``,
 ``m_recip_rank.c`` and ``m_ndcg_cut.c``, and queries missing from a run score zero
-as with ``trec_eval -c``. Our own code rather than pytrec_eval: the goldset path knows
-only the rank of the first relevant chunk (no run to hand to trec_eval), and
-pytrec_eval is a compiled package the retriever's users need not install; the
-tests cross-check every metric against pytrec_eval on random runs with ties.
+as with ``trec_eval -c``. Our own code rather than pytrec_eval: the goldset path has
+only the rank of the first relevant chunk, not a scored run to hand to trec_eval, and
+each metric is a few lines. pytrec_eval is a test-only dependency that checks every
+metric and our tie order against trec_eval (tests/test_trec_eval_crosscheck.py).
 
 Whether the difference between two runs is real is answered in ``localrag.stats``;
 changed_queries() here lists the queries whose first-relevant rank moved.
