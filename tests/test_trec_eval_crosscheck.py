@@ -77,7 +77,8 @@ def test_the_collections_have_what_they_test(collection):
 def test_every_metric_per_query_equals_trec_eval(collection):
     qrels, run, trec = collection
     ours = rm.evaluate(qrels, run, CUTOFFS)
-    assert ours["skipped_no_relevant"] == sorted(q for q, docs in qrels.items() if not any(g > 0 for g in docs.values()))
+    no_relevant = sorted(q for q, docs in qrels.items() if not any(grade > 0 for grade in docs.values()))
+    assert ours["skipped_no_relevant"] == no_relevant
     assert ours["not_in_qrels"] == ["only-in-run"]
     compared = 0
     for qid, values in ours["per_query"].items():
