@@ -12,16 +12,17 @@ Library or own code:
   ``numpy.quantile`` in the last bit (about 1e-16), far below the three decimals of
   the report.
 - The randomization test is our own code. ``scipy.stats.permutation_test`` with
-  ``permutation_type="samples"`` gives the same exact p-values when it enumerates
-  every sign pattern (tests/test_stats.py proves it), but: its Monte Carlo draws
-  another random stream, so a seeded p-value for more than EXACT_MAX_NONZERO
-  non-zero differences would change (by up to 0.015 in our trials) and a verdict
-  near alpha could flip; its tie tolerance is relative to the statistic (100 ulp),
-  which misses sign patterns that tie in exact arithmetic when the observed sum is
-  small (ranks 4 6 8 7 6 2 5 4 5 -> 6 2 10 10 4 9 10 3 3 give MRR p = 255/256, scipy
-  254/256); it refuses a single difference; and it enumerates through Python's
-  itertools, about 80 times slower for 16 differences and 15 times slower for
-  5,000 queries, once per metric.
+  ``permutation_type="samples"`` enumerating every sign pattern gives the same
+  p-values on our hand-computed and seeded cases (tests/test_stats.py proves it),
+  but: its Monte Carlo draws another random stream, so a seeded p-value for more
+  than EXACT_MAX_NONZERO non-zero differences would change (by up to 0.015 in our
+  trials) and a verdict near alpha could flip; its tie tolerance is 100 machine
+  epsilons of the observed statistic, which misses sign patterns that tie in exact
+  arithmetic when the observed sum is small (MRR of ranks 4 6 8 7 6 2 5 4 5 vs
+  6 2 10 10 4 9 10 3 3: ours 255/256 as in exact arithmetic, scipy 254/256); it refuses
+  a single difference; and it enumerates through Python's itertools, about 80 times
+  slower than ours for 16 differences and 15 times slower for 5,000 queries, once
+  per metric.
 """
 
 from __future__ import annotations
