@@ -14,49 +14,45 @@ import sys
 
 import local_rag
 from local_rag import LocalRAG, RAGError
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Appends "(default: X)" except to flags whose None default means "the index's"; their help says so."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        return action.help if action.default is None else super()._get_help_string(action)
+from localrag import cli
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter,
-                                     allow_abbrev=False)  # a shortened flag is an error, never another flag
+    parser = cli.new_parser(__doc__)
     parser.add_argument("paths", nargs="*", default=None,
                         help=f"PDF files or folders to index; the index then holds exactly these (default: the "
                              f"folder the index follows, else {local_rag.DOCS_PATH})")
-    parser.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")
-    parser.add_argument("--loader", choices=local_rag.PDF_LOADERS, default=None,
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
+    index = parser.add_argument_group("index")
+    index.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")
+    index.add_argument("--chroma-url", default=local_rag.CHROMA_URL,
+                       help="http://HOST:PORT of a shared Chroma server instead of the local --index folder "
+                            "(default: none)")
+    index.add_argument("--rebuild", action="store_true",
+                       help="drop the index and build it from scratch; a damaged manifest is moved aside")
+    index.add_argument("--switch-folder", action="store_true",
+                       help="let the index follow the given paths instead of the folder it follows now")
+    index.add_argument("--allow-empty", action="store_true",
+                       help="let a folder without PDFs empty an index that has files")
+    index.add_argument("--no-wait", action="store_true",
+                       help="fail at once when another process is writing the index, instead of waiting for it")
+    chunks = parser.add_argument_group("extraction, chunking and embedding",
+                                       "stored in the index; a change rebuilds it")
+    chunks.add_argument("--loader", choices=local_rag.PDF_LOADERS, default=None,
                         help=f"PDF text extractor (default: the index's, else {local_rag.PDF_LOADER})")
-    parser.add_argument("--chunk-size", type=int, default=None,
+    chunks.add_argument("--chunk-size", type=int, default=None,
                         help=f"characters per chunk (default: the index's, else {local_rag.CHUNK_SIZE})")
-    parser.add_argument("--chunk-overlap", type=int, default=None,
+    chunks.add_argument("--chunk-overlap", type=int, default=None,
                         help=f"characters of overlap (default: the index's, else {local_rag.CHUNK_OVERLAP})")
-    parser.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
+    chunks.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
                         help=f"prefix chunks with '[file, page N]' (default: the index's, else "
                              f"{local_rag.CHUNK_HEADERS})")
-    parser.add_argument("--embedding-model", default=None,
+    chunks.add_argument("--embedding-model", default=None,
                         help=f"embedding model name or folder (default: the index's, else "
                              f"{local_rag.EMBEDDING_MODEL})")
-    parser.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
+    chunks.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                         help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
                              f"{local_rag.EMBEDDING_BACKEND})")
-    parser.add_argument("--chroma-url", default=local_rag.CHROMA_URL,
-                        help="http://HOST:PORT of a shared Chroma server instead of the local --index folder "
-                             "(default: none)")
-    parser.add_argument("--rebuild", action="store_true",
-                        help="drop the index and build it from scratch; a damaged manifest is moved aside")
-    parser.add_argument("--switch-folder", action="store_true",
-                        help="let the index follow the given paths instead of the folder it follows now")
-    parser.add_argument("--allow-empty", action="store_true",
-                        help="let a folder without PDFs empty an index that has files")
-    parser.add_argument("--no-wait", action="store_true",
-                        help="fail at once when another process is writing the index, instead of waiting for it")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
     return parser
 
 

@@ -20,6 +20,8 @@ from localrag import goldset as gs
 import local_rag
 from localrag import metrics as rm
 from localrag.pages import PAGE_OFFSET
+from localrag import cli
+from localrag import stats
 from local_rag import LocalRAG, RAGError
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
@@ -301,8 +303,8 @@ def compare_results(old: dict, new: dict, intersect: bool, old_label: str,
     keys = [k for k in new["metrics"] if k in old["metrics"]]
     metrics = {}
     for key in keys:
-        c = rm.compare_metric({q: old_q[q]["metrics"][key] for q in common},
-                              {q: new_q[q]["metrics"][key] for q in common}, resamples=resamples, seed=seed)
+        c = stats.compare_metric({q: old_q[q]["metrics"][key] for q in common},
+                                 {q: new_q[q]["metrics"][key] for q in common}, resamples=resamples, seed=seed)
         metrics[key] = {**c, "ci": list(c["ci"])}
     improved, worsened = rm.changed_queries({q: old_q[q]["rank"] for q in common},
                                             {q: new_q[q]["rank"] for q in common})
@@ -344,22 +346,24 @@ def load_json_report(path: str | Path) -> dict:
 # ----------------------------------------------------------------------------- CLI
 
 def build_parser() -> argparse.ArgumentParser:
-    from add_pdfs import HelpFormatter  # one rule for both CLIs: a None default's help text names the default
-
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter,
-                                allow_abbrev=False)  # "--output" is an error, never --output-name
-    src = p.add_argument_group("what to evaluate")
-    src.add_argument("--goldset", default=GOLDSET_PATH, help="goldset CSV (; or ,) or JSONL")
-    src.add_argument("--dataset", default=None, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) "
-                                                     "instead of a goldset (default: none)")
-    src.add_argument("--split", default="test", help="qrels split of --dataset")
-    src.add_argument("--max-queries", type=int, default=None, help="evaluate a seeded sample of N dataset queries "
-                                                                  "(default: all)")
-    src.add_argument("--max-corpus-docs", type=int, default=None,
-                     help="index at most M dataset documents: all relevant ones, then seeded distractors "
-                          "(default: all)")
-    src.add_argument("--seed", type=int, default=DATASET_SEED, help="seed for dataset sampling")
-    idx = p.add_argument_group("index and retriever")
+    p = cli.new_parser(__doc__)
+    gold = p.add_argument_group("goldset and report")
+    gold.add_argument("--goldset", default=GOLDSET_PATH, help="goldset CSV (; or ,) or JSONL")
+    gold.add_argument("--k", default=None, help=f"cutoffs, comma-separated (default: "
+                                                f"{','.join(map(str, K_VALUES))} for goldsets, "
+                                                f"{','.join(map(str, DATASET_K_VALUES))} for datasets)")
+    gold.add_argument("--page-tolerance", type=int, default=PAGE_TOLERANCE,
+                      help="pages a hit may lie away from the expected page")
+    gold.add_argument("--report", default=None, help=f"plain-text report (default: {REPORT_PATH}, with --ablation "
+                                                     f"{ABLATION_REPORT_PATH}, for the default goldset and index; "
+                                                     f"another goldset or index: beside the goldset, "
+                                                     f"NAME{GOLDSET_REPORT_SUFFIX}.txt; a dataset: "
+                                                     f"{DATASET_REPORT_DIR}/NAME-SPLIT.txt)")
+    gold.add_argument("--json", default=None, help="JSON report (default: the report path with .json)")
+    gold.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
+    gold.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr; warnings and a "
+                                                           "failed status are still shown")
+    idx = p.add_argument_group("index")
     idx.add_argument("--index", default=None, help=f"index folder (default: {VECTORSTORE_PATH} for goldsets, a "
                                                    f"cache folder under {DATASET_CACHE} for datasets)")
     idx.add_argument("--docs", default=None, help=f"PDF folder the index follows (default: the folder recorded in "
@@ -367,21 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--chroma-url", default=local_rag.CHROMA_URL, help="http://HOST:PORT of a shared Chroma "
                                                                        "server instead of the local index folder "
                                                                        "(default: none)")
-    idx.add_argument("--mode", choices=local_rag.RETRIEVAL_MODES, default=local_rag.RETRIEVAL_MODE,
-                     help="retrieval mode")
-    idx.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off; without this "
-                                                              "flag reranking is on when the model can be loaded")
-    idx.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder; an explicit model that "
-                                                          f"cannot be loaded is an error (default: "
-                                                          f"{local_rag.RERANKER_MODEL})")
     idx.add_argument("--embedding-model", default=None, help=f"embedding model name or folder; a change rebuilds "
                                                              f"the index (default: the index's, else "
                                                              f"{local_rag.EMBEDDING_MODEL})")
     idx.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                      help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
                           f"{local_rag.EMBEDDING_BACKEND})")
-    idx.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
-                     help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
     idx.add_argument("--rebuild", action="store_true", help="rebuild the index from scratch first")
     idx.add_argument("--no-sync", action="store_true", help="do not sync the index with the docs folder (stale "
                                                             "files are listed as a warning); the only way to "
@@ -392,34 +387,28 @@ def build_parser() -> argparse.ArgumentParser:
                                                                   "folder it follows now")
     idx.add_argument("--allow-empty", action="store_true", help="let a --docs folder without PDFs empty an index "
                                                                 "that has files")
-    sc = p.add_argument_group("scoring")
-    sc.add_argument("--k", default=None, help=f"cutoffs, comma-separated (default: "
-                                              f"{','.join(map(str, K_VALUES))} for goldsets, "
-                                              f"{','.join(map(str, DATASET_K_VALUES))} for datasets)")
-    sc.add_argument("--page-tolerance", type=int, default=PAGE_TOLERANCE,
-                    help="pages a hit may lie away from the expected page")
-    out = p.add_argument_group("output")
-    out.add_argument("--report", default=None, help=f"plain-text report (default: {REPORT_PATH}, with --ablation "
-                                                    f"{ABLATION_REPORT_PATH}, for the default goldset and index; "
-                                                    f"another goldset or index: beside the goldset, "
-                                                    f"NAME{GOLDSET_REPORT_SUFFIX}.txt; a dataset: "
-                                                    f"{DATASET_REPORT_DIR}/NAME-SPLIT.txt)")
-    out.add_argument("--json", default=None, help="JSON report (default: the report path with .json)")
-    out.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
-    out.add_argument("--run-file", default=None, help="TREC run file of a dataset evaluation (default: none)")
-    out.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr; warnings and a "
-                                                          "failed status are still shown")
-    gate = p.add_argument_group("gates for CI (exit 0: evaluated and every gate passed; 1: evaluated, report "
-                                "written, but a gate failed or the run is degraded; 2: usage or input error, "
-                                "nothing evaluated)")
-    gate.add_argument("--fail-under", action="append", default=None, metavar="METRIC=VALUE",
-                      help="exit 1 when METRIC (a key of the JSON report's metrics, e.g. hit@5 or mrr) is under "
-                           "VALUE; repeatable (default: none)")
-    gate.add_argument("--fail-on-regression", action="store_true",
-                      help="exit 1 when a metric is 'worse' than the compared report (--compare-to, else the "
-                           "previous report) by the paired significance test, or when there is none to compare "
-                           "with")
-    jd = p.add_argument_group("LLM judge (OpenAI-compatible: OPENAI_API_KEY and/or OPENAI_BASE_URL)")
+    ret = p.add_argument_group("retrieval")
+    ret.add_argument("--mode", choices=local_rag.RETRIEVAL_MODES, default=local_rag.RETRIEVAL_MODE,
+                     help="retrieval mode")
+    ret.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off; without this "
+                                                              "flag reranking is on when the model can be loaded")
+    ret.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder; an explicit model that "
+                                                          f"cannot be loaded is an error (default: "
+                                                          f"{local_rag.RERANKER_MODEL})")
+    ret.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
+                     help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
+    ds = p.add_argument_group("datasets", "a BEIR dataset instead of a goldset, scored by document")
+    ds.add_argument("--dataset", default=None, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) "
+                                                    "instead of a goldset (default: none)")
+    ds.add_argument("--split", default="test", help="qrels split of --dataset")
+    ds.add_argument("--max-queries", type=int, default=None, help="evaluate a seeded sample of N dataset queries "
+                                                                 "(default: all)")
+    ds.add_argument("--max-corpus-docs", type=int, default=None,
+                    help="index at most M dataset documents: all relevant ones, then seeded distractors "
+                         "(default: all)")
+    ds.add_argument("--seed", type=int, default=DATASET_SEED, help="seed for dataset sampling")
+    ds.add_argument("--run-file", default=None, help="TREC run file of a dataset evaluation (default: none)")
+    jd = p.add_argument_group("judge", "LLM judge (OpenAI-compatible: OPENAI_API_KEY and/or OPENAI_BASE_URL)")
     jd.add_argument("--judge", default=None, metavar="MODEL", help="ask MODEL which of the first --judge-k "
                                                                   "passages answer each question (default: off)")
     jd.add_argument("--judge-k", type=int, default=None, help="passages shown to the judge (default: JUDGE_K "
@@ -430,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "localrag/judge.py, eval/judge_cache.json)")
     jd.add_argument("--judge-domain", default=None, help="field of the documents, to sharpen the prompt, e.g. "
                                                          "'option pricing' (default: JUDGE_DOMAIN, empty)")
-    gl = p.add_argument_group("grow and check goldsets")
+    gl = p.add_argument_group("goldset tools", "grow and check goldsets")
     gl.add_argument("--lint", action="store_true", help="check the goldset against the index and docs folder; "
                                                         "exit 1 when anything is wrong")
     gl.add_argument("--generate", type=int, default=None, metavar="N", help="write N questions sampled from the "
@@ -441,13 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     gl.add_argument("--llm", default=None, metavar="MODEL", help="with --generate: let MODEL (OpenAI-compatible) "
                                                                  "write one natural question per chunk, cached "
                                                                  "like the judge (default: model-free questions)")
-    st = p.add_argument_group("suites")
-    st.add_argument("--suite", default=None, metavar="FILE", help="run every [[entry]] of a TOML suite file "
-                                                                  "(e.g. eval/suite.toml) and write a summary table "
-                                                                  "(default: off)")
-    st.add_argument("--output-name", default=None, help="suffix of the suite's report names, for before/after "
-                                                        "comparisons (default: none)")
-    cmp_ = p.add_argument_group("ablation and comparison")
+    cmp_ = p.add_argument_group("comparisons", "ablation, suites, and paired comparisons of reports")
     cmp_.add_argument("--ablation", action="store_true", help="evaluate every mode with and without reranking "
                                                                "over one index and one loaded model")
     cmp_.add_argument("--compare", nargs=2, metavar=("OLD.json", "NEW.json"), default=None,
@@ -458,6 +441,21 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--intersect", action="store_true", help="compare runs over different question sets on "
                                                                "their common questions")
     cmp_.add_argument("--resamples", type=int, default=COMPARE_RESAMPLES, help="bootstrap/permutation resamples")
+    cmp_.add_argument("--suite", default=None, metavar="FILE", help="run every [[entry]] of a TOML suite file "
+                                                                    "(e.g. eval/suite.toml) and write a summary table "
+                                                                    "(default: off)")
+    cmp_.add_argument("--output-name", default=None, help="suffix of the suite's report names, for before/after "
+                                                          "comparisons (default: none)")
+    gate = p.add_argument_group("gates", "for CI (exit 0: evaluated and every gate passed; 1: evaluated, report "
+                                         "written, but a gate failed or the run is degraded; 2: usage or input "
+                                         "error, nothing evaluated)")
+    gate.add_argument("--fail-under", action="append", default=None, metavar="METRIC=VALUE",
+                      help="exit 1 when METRIC (a key of the JSON report's metrics, e.g. hit@5 or mrr) is under "
+                           "VALUE; repeatable (default: none)")
+    gate.add_argument("--fail-on-regression", action="store_true",
+                      help="exit 1 when a metric is 'worse' than the compared report (--compare-to, else the "
+                           "previous report) by the paired significance test, or when there is none to compare "
+                           "with")
     return p
 
 
@@ -938,7 +936,7 @@ def gate_failures(metrics: dict[str, float], fail_under: Sequence[tuple[str, flo
         failed += [f"{eval_report.metric_label(key)} is worse than the {compare['old_label']}: {c['old_mean']:.3f} -> "
                    f"{c['new_mean']:.3f} (95% CI of the difference [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}], "
                    f"p = {c['p_value']:.3f})"
-                   for key, c in compare["metrics"].items() if c["verdict"] == rm.VERDICT_WORSE]
+                   for key, c in compare["metrics"].items() if c["verdict"] == stats.VERDICT_WORSE]
     return failed
 
 

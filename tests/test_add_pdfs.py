@@ -76,6 +76,18 @@ def test_help_lists_every_flag_with_its_default(capsys):
     assert "(default: None)" not in text  # "the index's" defaults are said in words, not as None
 
 
+def test_help_groups_the_flags():
+    groups = {group.title: [action.option_strings[0] if action.option_strings else action.dest
+                            for action in group._group_actions]
+              for group in add_pdfs.build_parser()._action_groups}
+    assert groups == {
+        "positional arguments": ["paths"],
+        "options": ["-h", "--quiet"],
+        "index": ["--index", "--chroma-url", "--rebuild", "--switch-folder", "--allow-empty", "--no-wait"],
+        "extraction, chunking and embedding": ["--loader", "--chunk-size", "--chunk-overlap", "--chunk-headers",
+                                               "--embedding-model", "--embedding-backend"],
+    }
+
 def test_summary_and_named_failures(capsys, docs, tmp_path):
     index = str(tmp_path / "index")
     code, out, err = run(capsys, str(docs), "--index", index)

@@ -1,0 +1,76 @@
+"""localrag.cli, the parser both command lines share, and the sections of eval_retrieval.py's --help."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+import eval_retrieval as er
+from localrag import cli
+
+# The sections of eval_retrieval.py --help, in the order they are shown.
+EVAL_SECTIONS = ["goldset and report", "index", "retrieval", "datasets", "judge", "goldset tools", "comparisons",
+                 "gates"]
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())  # argparse wraps lines; compare word by word
+
+
+def test_help_names_every_default_but_leaves_none_to_the_help_text():
+    parser = cli.new_parser("Do things.\n\nMore text that is not the description.")
+    parser.add_argument("--size", type=int, default=3, help="how many")
+    parser.add_argument("--model", default=None, help="which model (default: the index's)")
+    text = words(parser.format_help())
+    assert "Do things." in text and "More text" not in text
+    assert "how many (default: 3)" in text
+    assert "which model (default: the index's)" in text
+    assert "(default: None)" not in text
+
+
+def test_a_shortened_flag_is_an_error_not_another_flag(capsys):
+    parser = cli.new_parser("Do things.")
+    parser.add_argument("--output-name", default="x")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--output", "y"])
+    assert "unrecognized arguments: --output y" in capsys.readouterr().err
+
+
+def eval_flag_sections() -> dict[str, str]:
+    """Each option of eval_retrieval's parser (but --help) -> the title of the section it is shown in."""
+    parser = er.build_parser()
+    sections = {}
+    for group in parser._action_groups:
+        for action in group._group_actions:
+            if not isinstance(action, argparse._HelpAction):
+                sections[action.option_strings[0]] = group.title
+    return sections
+
+
+def test_every_eval_flag_sits_in_a_named_section():
+    sections = eval_flag_sections()
+    assert len(sections) == len(er.build_parser()._actions) - 1  # every option but --help, each once
+    assert set(sections.values()) == set(EVAL_SECTIONS)
+    text = er.build_parser().format_help()
+    assert [title for title in EVAL_SECTIONS if f"\n{title}:\n" in text] == EVAL_SECTIONS
+    assert [text.index(f"\n{title}:\n") for title in EVAL_SECTIONS] == sorted(
+        text.index(f"\n{title}:\n") for title in EVAL_SECTIONS)
+    assert sections["--goldset"] == "goldset and report"
+    assert sections["--dataset"] == "datasets"
+    assert sections["--judge"] == "judge"
+    assert sections["--lint"] == "goldset tools"
+    assert sections["--compare"] == "comparisons"
+    assert sections["--fail-under"] == "gates"
+
+
+def test_every_eval_flag_help_shows_its_default():
+    parser = er.build_parser()
+    formatter = parser._get_formatter()
+    unwrapped = "".join(parser.format_help().split())  # argparse wraps lines, long words at hyphens too
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        shown = words(formatter._expand_help(action))
+        assert "(default: " in shown, action.option_strings[0]
+        assert "(default: None)" not in shown, action.option_strings[0]
+        assert "".join(shown.split()) in unwrapped, action.option_strings[0]
