@@ -366,9 +366,11 @@ def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
 
     No other process changes the index while it is synced and measured; a read-only index is only read.
     """
-    reranker = None if args.no_rerank else (args.rerank_model or local_rag._DEFAULT)
+    # Without --rerank-model the reranker argument is left out: LocalRAG's default model, off when unloadable.
+    reranker = {"reranker_model": None} if args.no_rerank else \
+        ({"reranker_model": args.rerank_model} if args.rerank_model else {})
     rag = LocalRAG(index, embedding_model=args.embedding_model, embedding_backend=args.embedding_backend,
-                   retrieval_mode=args.mode, reranker_model=reranker,
+                   retrieval_mode=args.mode, **reranker,
                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                    quiet=args.quiet, chroma_url=args.chroma_url)
     exists = rag.info.get("settings") or rag.info_problem
