@@ -2,27 +2,31 @@
 
 Goldsets (CSV/JSONL of questions with expected file and page) are scored by file and page; BEIR datasets
 (`--dataset DIR`) at document level with NDCG. The same `LocalRAG.retrieve` the chat uses does the retrieval.
+This script is the command line: it reads the options, opens and syncs the index, and writes the reports;
+scoring and comparison live in localrag/evaluate.py, the result's shape in localrag/result.py.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
-import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from localrag import report as eval_report
-from localrag.files import write_text_atomic
-from localrag import goldset as gs
 import local_rag
-from localrag import metrics as rm
-from localrag.pages import PAGE_OFFSET
-from localrag import cli
-from localrag import stats
 from local_rag import LocalRAG, RAGError
+from localrag import evaluate as ev
+from localrag import goldset as gs
+from localrag import report as eval_report
+from localrag.evaluate import EvalError, metric_keys
+from localrag import cli
+from localrag.files import write_text_atomic
+from localrag.pages import PAGE_OFFSET, shown_page
+from localrag.report import plural
+from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult, LeftOut, Status
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
 GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parent / "eval" / "goldset_template.csv"  # copied to start a goldset
@@ -33,24 +37,14 @@ K_VALUES = [5, 10, 20]  # cutoffs for goldsets; the deepest one is the retrieval
 DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
 USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each question
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
-TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
-DATASET_OVERFETCH = 1.5  # chunks fetched per wanted document, times the corpus's chunks per document; doubled
-# per query until collapsing to documents fills the depth or the index has no more chunks
 DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between runs
 DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
 COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
-COMPARE_SEED = 0  # seed of the comparison statistics
 GENERATED_PATH = "eval/goldset_generated.csv"  # where --generate writes its goldset
 DATASET_REPORT_DIR = "eval/dataset_reports"  # default reports of --dataset runs, named after dataset and split
 GOLDSET_REPORT_SUFFIX = ".report"  # another goldset's default report: beside it, <goldset name>.report.txt
-# Exit codes: evaluated and every gate passed; evaluated (report written) but a gate failed or the run is degraded;
-# usage or input error, nothing evaluated.
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
 
-
-class EvalError(Exception):
-    """Bad input; main() prints the message and exits non-zero."""
+T = TypeVar("T")
 
 
 def parse_ks(text: str) -> list[int]:
@@ -61,10 +55,6 @@ def parse_ks(text: str) -> list[int]:
     if not ks or ks[0] < 1:
         raise EvalError(f"--k must be comma-separated positive integers like 5,10,20, got {text!r}")
     return ks
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def display_path(path: str | Path) -> str:
@@ -90,69 +80,6 @@ def log(args: argparse.Namespace, message: str) -> None:
     """Progress and notes on stderr, hidden by --quiet; warnings ("warning: ...") are always shown."""
     if not args.quiet or message.startswith("warning: "):
         print(message, file=sys.stderr, flush=True)
-
-
-# ----------------------------------------------------------------------------- scoring (pure)
-
-def goldset_metrics(ranks: dict[str, int | None], ks: Sequence[int]) -> tuple[dict, dict, dict]:
-    """(means, counts, per-query values) of Hit@k and MRR from first-match ranks (None = not found)."""
-    per_query = {qid: {**{f"hit@{k}": rm.hit_at_k_from_rank(r, k) for k in ks},
-                       "mrr": rm.reciprocal_rank_from_rank(r)} for qid, r in ranks.items()}
-    keys = metric_keys("goldset", ks)
-    means = {key: math.fsum(v[key] for v in per_query.values()) / len(per_query) for key in keys}
-    counts = {f"hit@{k}": sum(1 for r in ranks.values() if r is not None and r <= k) for k in ks}
-    return means, counts, per_query
-
-
-def retrieve_documents(rag: LocalRAG, question: str, depth: int, mode: str, rerank: bool) -> dict[str, float]:
-    """The first `depth` distinct documents: over-fetch chunks, and fetch more while documents are missing."""
-    counts = rag.info.get("counts", {})
-    per_doc = counts.get("chunks", 1) / max(1, counts.get("files", 1))
-    k = math.ceil(depth * per_doc * DATASET_OVERFETCH)
-    while True:
-        hits = rag.retrieve(question, k=k, mode=mode, rerank=rerank)
-        docs = collapse_to_documents(hits, depth)
-        if len(docs) >= depth or len(hits) < k:  # enough documents, or the retriever has nothing more
-            return docs
-        k *= 2
-
-
-def collapse_to_documents(hits: Sequence[tuple[Any, float]], depth: int) -> dict[str, float]:
-    """Chunks (best first) -> {doc_id: score of its best chunk}, first `depth` documents; no document twice."""
-    out: dict[str, float] = {}
-    for doc, score in hits:
-        doc_id = doc.metadata.get("doc_id", doc.metadata["source"])
-        if doc_id not in out:
-            out[doc_id] = float(score)
-            if len(out) == depth:
-                break
-    return out
-
-
-def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, int]], indexed: dict[str, dict],
-                    page_offset: int, tolerance: int) -> list[str]:
-    """Why a question may have been missed: a goldset lint error on its location (named in the notes, pointed to
-    here), its file retrieved on other pages, or its file not retrieved at all."""
-    from localrag import lint as goldset_lint
-
-    hints = []
-    files = goldset_lint.IndexedFiles({name: goldset_lint.DocInfo(entry["pages"], frozenset(entry["empty_pages"]))
-                                       for name, entry in indexed.items()}, page_offset=page_offset)
-    for loc in question.locations:
-        if files.diagnose(loc) is not None:  # goldset lint runs before every evaluation and states it in the notes
-            hints.append(f"{loc.source}: see the goldset lint error for {goldset_lint.where_text(question.lines)} "
-                         f"in Notes")
-            continue
-        name = files.name_of(loc.source)
-        seen = [(rank, page) for rank, (src, page) in enumerate(retrieved, 1) if gs.same_file(src, name)]
-        if seen and loc.page is not None:
-            shown = ", ".join(f"p. {page + page_offset} at rank {rank}" for rank, page in seen[:3])
-            hints.append(f"{name} was retrieved ({shown}) but not within ±{tolerance} of page {loc.page_text()}: "
-                         f"is the expected page right?")
-        elif not seen:
-            hints.append(f"{name} is indexed but none of its chunks came within the first {len(retrieved)}: the "
-                         f"question may use other words than the page")
-    return hints
 
 
 # ----------------------------------------------------------------------------- configuration block
@@ -182,154 +109,8 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
     return rows
 
 
-# ----------------------------------------------------------------------------- goldset evaluation
-
-def evaluate_goldset(rag: LocalRAG, goldset: gs.Goldset, args: argparse.Namespace, mode: str, rerank: bool,
-                     title: str) -> dict[str, Any]:
-    """Retrieve every question once and score it by file and page."""
-    ks = args.k_values
-    depth = max(ks)
-    questions = goldset.questions
-    rag.embed_queries([rag.prepare_query(q.question) for q in questions])
-    ranks: dict[str, int | None] = {}
-    retrieved: dict[str, list] = {}
-    for q in _progress(questions, args, f"Questions ({mode}{', rerank' if rerank else ''})"):
-        hits = rag.retrieve(q.question, k=depth, mode=mode, rerank=rerank)
-        retrieved[q.query_id] = hits
-        pairs = [(doc.metadata["source"], [int(doc.metadata["page"])]) for doc, _ in hits]
-        ranks[q.query_id] = gs.first_match_rank(pairs, q.locations, page_offset=args.page_offset,
-                                                tolerance=args.page_tolerance)
-    means, counts, per_query_values = goldset_metrics(ranks, ks)
-    per_query = []
-    for q in questions:
-        hits = retrieved[q.query_id]
-        per_query.append({
-            "query_id": q.query_id, "question": q.question, "corpus": q.corpus or "",
-            "locations": [location_json(loc) for loc in q.locations],
-            "rank": ranks[q.query_id], "metrics": per_query_values[q.query_id],
-            "top": [{"source": d.metadata["source"], "page": int(d.metadata["page"]) + args.page_offset,
-                     "score": round(float(score), 6)} for d, score in hits[:TOP_IN_JSON]]})
-    result = {"kind": "goldset", "title": title, "name": f"{mode}{' + rerank' if rerank else ''}",
-              "metrics": means, "counts": counts, "num_queries": len(questions), "depth": depth,
-              "per_query": per_query, "ranks": ranks, "hits": retrieved}
-    corpora = sorted({q.corpus for q in questions if q.corpus})
-    if len(corpora) > 1:
-        result["per_corpus"] = {}
-        for corpus in corpora:
-            sub = {q.query_id: ranks[q.query_id] for q in questions if q.corpus == corpus}
-            c_means, c_counts, _ = goldset_metrics(sub, ks)
-            result["per_corpus"][corpus] = {"n": len(sub), "metrics": c_means, "counts": c_counts}
-    indexed = {d["source"]: d for d in rag.list_documents()}
-    result["not_found"] = [
-        {"question": q.question, "locations": [location_json(loc) for loc in q.locations],
-         "hints": not_found_hints(q, [(d.metadata["source"], int(d.metadata["page"])) for d, _ in
-                                      retrieved[q.query_id]], indexed, args.page_offset, args.page_tolerance)}
-        for q in sorted(questions, key=lambda q: q.question) if ranks[q.query_id] is None]
-    result["missing_files"] = missing_files(questions, indexed)
-    if result["missing_files"]:
-        result.setdefault("messages", []).append("Documents named in the goldset but not in the index: "
-                                                 + ", ".join(result["missing_files"]))
-    return result
-
-
-def location_json(loc: gs.Location) -> dict[str, Any]:
-    """A goldset location in the JSON report: source and page, plus last_page for a range."""
-    return {"source": loc.source, "page": loc.page, **({"last_page": loc.last_page} if loc.last_page else {})}
-
-
-def missing_files(questions: Sequence[gs.GoldQuestion], indexed: Iterable[str]) -> list[str]:
-    """Expected files (as the goldset writes them) that are not in the index, sorted."""
-    names = {gs.normalize_source(name) for name in indexed} - {""}
-    return sorted({loc.source for q in questions for loc in q.locations
-                   if gs.normalize_source(loc.source) not in names})
-
-
-def metric_keys(kind: str, ks: Sequence[int]) -> list[str]:
-    """The metric keys of a report ("goldset" or "dataset" kind) for cutoffs ks, in report order."""
-    if kind == "dataset":
-        return [k for k in rm.metric_keys(ks) if not k.startswith("precision")]  # P@k adds little for retrieval
-    return [f"hit@{k}" for k in ks] + ["mrr"]
-
-
-def _progress(items, args, desc):
-    from tqdm import tqdm
-
-    return tqdm(items, desc=desc, unit="q", file=sys.stderr, disable=args.quiet, leave=False)
-
-
-# ----------------------------------------------------------------------------- dataset evaluation
-
-def evaluate_dataset(rag: LocalRAG, dataset, args: argparse.Namespace, mode: str, rerank: bool,
-                     title: str) -> dict[str, Any]:
-    """Document-level evaluation of a BEIR dataset: over-fetch chunks, collapse by doc_id, cut at k."""
-    ks = args.k_values
-    depth = max(ks)
-    queries = [dataset.queries[qid] for qid in sorted(dataset.qrels) if qid in dataset.queries]
-    rag.embed_queries([rag.prepare_query(q.question) for q in queries])
-    run: dict[str, dict[str, float]] = {}
-    for q in _progress(queries, args, f"Queries ({mode}{', rerank' if rerank else ''})"):
-        run[q.query_id] = retrieve_documents(rag, q.question, depth, mode, rerank)
-    qrels = {q.query_id: dataset.qrels[q.query_id] for q in queries}
-    evaluated = rm.evaluate(qrels, run, ks, depth=depth)
-    shown = metric_keys("dataset", ks)
-    per_query = []
-    ranks: dict[str, int | None] = {}
-    for qid, values in evaluated["per_query"].items():
-        ranked = rm.rank_run(run.get(qid, {}))
-        ranks[qid] = rm.first_relevant_rank([qrels[qid].get(d, 0) > 0 for d in ranked])
-        per_query.append({"query_id": qid, "question": dataset.queries[qid].question, "corpus": "",
-                          "locations": [{"doc_id": d, "grade": g} for d, g in sorted(qrels[qid].items()) if g > 0],
-                          "rank": ranks[qid], "metrics": {k: values[k] for k in shown},
-                          "top": [{"doc_id": d, "score": round(run[qid][d], 6)} for d in ranked[:TOP_IN_JSON]]})
-    result = {"kind": "dataset", "title": title, "name": f"{mode}{' + rerank' if rerank else ''}",
-              "metrics": {k: evaluated["mean"][k] for k in shown}, "num_queries": evaluated["num_queries"],
-              "depth": depth,
-              "per_query": per_query, "ranks": ranks, "run": run}
-    skipped = evaluated["num_skipped_no_relevant"]
-    if skipped:
-        result["messages"] = [f"{skipped} {'query' if skipped == 1 else 'queries'} without any relevant document "
-                              f"{'was' if skipped == 1 else 'were'} skipped"]
-    return result
-
-
-# ----------------------------------------------------------------------------- comparison
-
-def compare_results(old: dict, new: dict, intersect: bool, old_label: str,
-                    resamples: int = COMPARE_RESAMPLES, seed: int = COMPARE_SEED) -> dict[str, Any]:
-    """Paired comparison of two results (JSON payloads) over their questions, metric by metric."""
-    old_q = {q["query_id"]: q for q in old["per_query"]}
-    new_q = {q["query_id"]: q for q in new["per_query"]}
-    common, note = common_questions(old_q, new_q, intersect)
-    keys = [k for k in new["metrics"] if k in old["metrics"]]
-    metrics = {}
-    for key in keys:
-        c = stats.compare_metric({q: old_q[q]["metrics"][key] for q in common},
-                                 {q: new_q[q]["metrics"][key] for q in common}, resamples=resamples, seed=seed)
-        metrics[key] = {**c, "ci": list(c["ci"])}
-    improved, worsened = rm.changed_queries({q: old_q[q]["rank"] for q in common},
-                                            {q: new_q[q]["rank"] for q in common})
-    as_rows = lambda moved: [{"query_id": m.qid, "question": new_q[m.qid]["question"], "old_rank": m.old_rank,
-                              "new_rank": m.new_rank} for m in moved]
-    return {"old_label": old_label, "n": len(common), "note": note, "metrics": metrics, "resamples": resamples,
-            "seed": seed, "improved": as_rows(improved), "worsened": as_rows(worsened)}
-
-
-def common_questions(old_ids: Iterable[str], new_ids: Iterable[str], intersect: bool) -> tuple[list[str], str]:
-    """(sorted common question ids, note) of two runs; EvalError if they differ without intersect, or share none."""
-    old_ids, new_ids = set(old_ids), set(new_ids)
-    common = sorted(old_ids & new_ids)
-    note = ""
-    if old_ids != new_ids:
-        if not intersect:
-            raise EvalError(f"the two runs cover different questions ({len(old_ids)} and {len(new_ids)}, "
-                            f"{len(common)} in common); pass --intersect to compare the common questions only")
-        note = f"questions differ: {len(old_ids)} old, {len(new_ids)} new; only the common ones are compared"
-    if not common:
-        raise EvalError("the two runs have no question in common; nothing to compare")
-    return common, note
-
-
-def load_json_report(path: str | Path) -> dict:
+def load_json_report(path: str | Path) -> EvalResult:
+    """A JSON report written earlier (--compare, --compare-to, the previous report); EvalError if it is none."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -340,7 +121,11 @@ def load_json_report(path: str | Path) -> dict:
     if not isinstance(data, dict) or "per_query" not in data or "metrics" not in data:
         raise EvalError(f"{path} is not a JSON report of this tool (no 'metrics'/'per_query'); write one with "
                         f"--json FILE")
-    return data
+    try:
+        return EvalResult.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"the field {exc} is missing" if isinstance(exc, KeyError) else f"a field is malformed: {exc}"
+        raise EvalError(f"{path} is not a JSON report of this tool ({what}); write one with --json FILE") from None
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -575,13 +360,15 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
 
 
 def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
-    """The retriever of this run, holding the index's writer lock until the run ends (see `main`).
+    """The retriever of this run, holding the index's writer lock until the run ends (see `guarded`).
 
     No other process changes the index while it is synced and measured; a read-only index is only read.
     """
-    reranker = None if args.no_rerank else (args.rerank_model or local_rag._DEFAULT)
+    # Without --rerank-model the reranker argument is left out: LocalRAG's default model, off when unloadable.
+    reranker = {"reranker_model": None} if args.no_rerank else \
+        ({"reranker_model": args.rerank_model} if args.rerank_model else {})
     rag = LocalRAG(index, embedding_model=args.embedding_model, embedding_backend=args.embedding_backend,
-                   retrieval_mode=args.mode, reranker_model=reranker,
+                   retrieval_mode=args.mode, **reranker,
                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                    quiet=args.quiet, chroma_url=args.chroma_url)
     exists = rag.info.get("settings") or rag.info_problem
@@ -629,59 +416,66 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
             + [f"Skipped: {name}: {reason}" for name, reason in report.skipped])
 
 
-def write_outputs(result: dict, args: argparse.Namespace, generated: str) -> None:
-    write_text_atomic(args.report, eval_report.render_text(result, generated))
-    write_text_atomic(args.json, eval_report.to_json(result, generated))
+def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
+    write_text_atomic(args.report, eval_report.render_text(result))
+    write_text_atomic(args.json, eval_report.render_json(result))
     if args.markdown:
         write_text_atomic(args.markdown, eval_report.render_markdown(result))
 
 
-def report_identity(payload: dict) -> str:
-    """What a JSON report evaluated ("goldset eval/goldset.csv", "dataset scifact (test)"); its title if older."""
-    return payload.get("goldset") or payload.get("title", "")
-
-
-def previous_report(args: argparse.Namespace, identity: str, query_ids: Sequence[str]) -> tuple[dict | None, str, str]:
+def previous_report(args: argparse.Namespace, identity: str,
+                    query_ids: Sequence[str]) -> tuple[EvalResult | None, str, str]:
     """(report to compare with, its label, why there is none): --compare-to, else the JSON report about to be
     overwritten if it evaluated the same goldset. An explicit --compare-to over other questions (without
     --intersect) is an EvalError here, before any retrieval."""
     if args.no_compare:
         return None, "", "--no-compare was given"
     if args.compare_to:
-        data = load_json_report(args.compare_to)
-        common_questions([q["query_id"] for q in data["per_query"]], query_ids, args.intersect)
-        return data, display_path(args.compare_to), ""
+        old = load_json_report(args.compare_to)
+        ev.common_questions([q.query_id for q in old.per_query], query_ids, args.intersect)
+        return old, display_path(args.compare_to), ""
     shown = display_path(args.json)
     if not Path(args.json).exists():
         return None, "", f"there is no previous report at {shown}; give one with --compare-to REPORT.json"
     try:
-        data = load_json_report(args.json)
+        old = load_json_report(args.json)
     except EvalError as exc:
         log(args, f"warning: not comparing with the previous report: {exc}")
         return None, "", f"the previous report is unreadable: {exc}"
-    if report_identity(data) != identity:
-        why = (f"the previous report {shown} is of {report_identity(data) or 'an unknown goldset'}, this run of "
+    if old.identity != identity:
+        why = (f"the previous report {shown} is of {old.identity or 'an unknown goldset'}, this run of "
                f"{identity}; give --compare-to {shown} to compare them anyway")
         log(args, f"warning: not compared: {why}")
         return None, "", why
-    return data, f"previous report {shown}", ""
+    return old, f"previous report {shown}", ""
 
 
-def print_summary(result: dict, args: argparse.Namespace) -> None:
-    """The metrics line on stdout; the status on stderr (always when the exit code is not 0)."""
-    parts = [f"{eval_report.metric_label(k)} {eval_report.fmt(v)}" for k, v in result["metrics"].items()]
-    print(f"{result['name']}: " + ", ".join(parts) + f" ({plural(result['num_queries'], 'question')})")
-    print_status(result["status"], args)
+def print_summary(result: EvalResult, args: argparse.Namespace) -> None:
+    """The metrics line on stdout, then the outcome on stderr."""
+    parts = [f"{eval_report.metric_label(k)} {eval_report.fmt(v)}" for k, v in result.metrics.items()]
+    print(f"{result.name}: " + ", ".join(parts) + f" ({plural(result.num_queries, 'question')})")
+    print_outcome(result, args)
+
+
+def print_outcome(result: EvalResult, args: argparse.Namespace) -> None:
+    """The status (always when the exit code is not 0) and where the reports went, on stderr."""
+    print_status(result.status, args)
     log(args, f"Report written to {display_path(args.report)} and {display_path(args.json)}")
 
 
-def print_status(status: dict, args: argparse.Namespace) -> None:
+def print_status(status: Status, args: argparse.Namespace) -> None:
     """The status lines on stderr: always when the exit code is not 0 (a failure is no progress note)."""
-    if status["exit_code"] != EXIT_OK or not args.quiet:
+    if status.exit_code != EXIT_OK or not args.quiet:
         print("\n".join(eval_report.render_status(status)), file=sys.stderr, flush=True)
 
 
-def run_goldset(args: argparse.Namespace) -> int:
+def evaluate(args: argparse.Namespace) -> list[EvalResult]:
+    """Evaluate the goldset or dataset of `args` and write the reports: one result with its status, or with
+    --ablation one per configuration (the table is printed)."""
+    return run_dataset(args) if args.dataset else run_goldset(args)
+
+
+def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
     for message in goldset.messages:
         log(args, f"warning: goldset: {message}")
@@ -697,33 +491,38 @@ def run_goldset(args: argparse.Namespace) -> int:
             warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
             log(args, f"warning: {warnings[-1]}")
     left_out = left_out_questions(goldset.questions, docs)
-    scored = gs.Goldset([q for q in goldset.questions if q.query_id not in left_out], goldset.messages, goldset.path)
-    if not scored.questions:
+    scored = [q for q in goldset.questions if q.query_id not in left_out]
+    if not scored:
         raise EvalError(f"every question of {display_path(args.goldset)} has an invalid expected page (see the "
                         f"warnings above), so nothing can be evaluated; fix the pages and rerun")
     identity = "goldset " + display_path(args.goldset)
-    previous = previous_report(args, identity, [q.query_id for q in scored.questions])
+    previous = previous_report(args, identity, [q.query_id for q in scored])
     header = [("Goldset", f"{display_path(args.goldset)} ({plural(len(goldset.questions), 'question')})")]
-    questions = str(len(scored.questions)) + (f" ({len(left_out)} more left out of the metrics: invalid expected "
-                                              f"page)" if left_out else "")
+    questions = str(len(scored)) + (f" ({len(left_out)} more left out of the metrics: invalid expected "
+                                    f"page)" if left_out else "")
     tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"), ("Questions", questions)]
     configs, missing_rows = ablation_configs(rag) if args.ablation else ([(args.mode, rag.reranker is not None)], "")
-    lint_errors = sum(f.severity == "error" for f in findings)
+    indexed = {d["source"]: d for d in rag.list_documents()}
+    missing = ev.missing_files(scored, indexed)
+    notes = [*goldset.messages, *warnings]
+    if missing:
+        notes.append("Documents named in the goldset but not in the index: " + ", ".join(missing))
+    left_out_rows = tuple(LeftOut(q.query_id, q.question, tuple(q.lines), tuple(left_out[q.query_id]))
+                          for q in goldset.questions if q.query_id in left_out)
+    degraded = ev.degraded_reasons(missing, sum(f.severity == "error" for f in findings), len(left_out))
     results = []
     for mode, rerank in configs:
         started = time.perf_counter()
-        result = evaluate_goldset(rag, scored, args, mode, rerank, identity)
-        result["seconds"] = time.perf_counter() - started
-        result["config"] = config_block(rag, args, mode, rerank, header) + tail
-        result["messages"] = goldset.messages + warnings + result.get("messages", [])
-        result["goldset"] = identity
-        result["left_out"] = [{"query_id": q.query_id, "question": q.question, "lines": list(q.lines),
-                               "reasons": left_out[q.query_id]} for q in goldset.questions if q.query_id in left_out]
-        result["degraded"] = degraded_reasons(result["missing_files"], lint_errors, len(left_out))
-        results.append(result)
-    if args.judge:
-        add_judge(results[0], scored, args)
-    return finish(results, args, previous, missing_rows)
+        hits = ev.retrieve_goldset(rag, scored, max(args.k_values), mode, rerank, progress=not args.quiet)
+        result = ev.evaluate_goldset(scored, hits, indexed, args.k_values, name=ev.config_name(mode, rerank),
+                                     title=identity, page_offset=args.page_offset, tolerance=args.page_tolerance)
+        results.append(dataclasses.replace(result, seconds=time.perf_counter() - started, goldset=identity,
+                                           config=tuple(config_block(rag, args, mode, rerank, header) + tail),
+                                           messages=tuple(notes), left_out=left_out_rows))
+    if args.judge:  # one configuration: --judge and --ablation exclude each other
+        results[0], judge_degraded = add_judge(results[0], hits, scored, args)
+        degraded += judge_degraded
+    return finish(results, args, previous, degraded, missing_rows)
 
 
 def left_out_questions(questions: Sequence[gs.GoldQuestion], docs: dict[str, Any],
@@ -746,51 +545,40 @@ def left_out_questions(questions: Sequence[gs.GoldQuestion], docs: dict[str, Any
     return out
 
 
-def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) -> list[str]:
-    """Why a goldset evaluation's numbers cannot be trusted as they stand (empty = they can)."""
-    reasons = []
-    if missing:
-        reasons.append(f"{plural(len(missing), 'expected file')} not in the index ({', '.join(missing)}): their "
-                       f"questions count as misses; index the files or fix the names")
-    if left_out:
-        reasons.append(f"{plural(left_out, 'question')} left out of the metrics for an invalid expected page (see "
-                       f"'Left out of the metrics')")
-    if lint_errors:
-        reasons.append(f"goldset lint found {plural(lint_errors, 'error')} (see Notes, or run --lint)")
-    return reasons
-
-
-def add_judge(result: dict, goldset: gs.Goldset, args: argparse.Namespace) -> None:
-    """Judge the first passages of every question and attach the section to the result; a judge that stopped
-    or returned unreadable replies degrades the run."""
+def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], questions: Sequence[gs.GoldQuestion],
+              args: argparse.Namespace) -> tuple[EvalResult, list[str]]:
+    """The result with the judge's verdicts on the first passages of every question, and why the judge degrades
+    the run (it stopped, or returned unreadable replies)."""
     from localrag import judge
 
     k = args.judge_k or judge.JUDGE_K
-    hits = result["hits"]
     items = [judge.JudgeItem(q.query_id, q.question,
-                             [judge.Passage(d.metadata["source"], int(d.metadata["page"]) + 1,
-                                            d.page_content) for d, _ in hits[q.query_id][:k]])
-             for q in goldset.questions]
+                                 [judge.Passage(d.metadata["source"], shown_page(int(d.metadata["page"])),
+                                                    d.page_content) for d, _ in hits[q.query_id][:k]])
+             for q in questions]
     run = judge.run_judge(items, args.judge, cache_path=args.judge_cache, max_new_calls=args.judge_max_calls,
-                          k=k, domain=args.judge_domain, progress=None if args.quiet else
-                          (lambda message: print(message, file=sys.stderr, flush=True)),
-                          warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
-                          flag="--judge")
+                              k=k, domain=args.judge_domain, progress=None if args.quiet else
+                              (lambda message: print(message, file=sys.stderr, flush=True)),
+                              warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
+                              flag="--judge")
     log(args, judge.judge_calls_line(run))
+    messages, degraded = list(result.messages), []
     if run.cache_warning:
-        result["messages"].append(run.cache_warning)
+        messages.append(run.cache_warning)
     if run.stopped:
         print(f"warning: judging stopped: {run.stopped}", file=sys.stderr)
-        result["messages"].append(f"Judging stopped early: {run.stopped}")
-        result["degraded"].append(f"the judge stopped before every question was judged: {run.stopped}")
+        messages.append(f"Judging stopped early: {run.stopped}")
+        degraded.append(f"the judge stopped before every question was judged: {run.stopped}")
     if run.unreadable:
-        result["degraded"].append(f"the judge's reply was unreadable for {plural(run.unreadable, 'question')} "
-                                  f"(see 'LLM judge'); check that {args.judge} answers in the requested JSON")
-    questions = {q.query_id: q.question for q in goldset.questions}
-    summary = judge.summarize_judge(run, result["ranks"], k)
-    result["judge"] = judge.judge_to_json(summary, run.verdicts, questions, result["ranks"])
-    result["judge_lines"] = eval_report.render_judge(result["judge"])
-    result["config"].append(("LLM judge", f"{args.judge}, first {k} passages"))
+        degraded.append(f"the judge's reply was unreadable for {plural(run.unreadable, 'question')} "
+                        f"(see 'LLM judge'); check that {args.judge} answers in the requested JSON")
+    by_id = {q.query_id: q.question for q in questions}
+    ranks = result.ranks
+    summary = judge.summarize_judge(run, ranks, k)
+    judged = judge.judge_to_json(summary, run.verdicts, by_id, ranks)
+    return dataclasses.replace(
+        result, messages=tuple(messages), config=(*result.config, ("LLM judge", f"{args.judge}, first {k} passages")),
+        judge_lines=tuple(eval_report.render_judge(judged)), judge=judged), degraded
 
 
 def dataset_index_path(args: argparse.Namespace) -> Path:
@@ -809,7 +597,7 @@ def dataset_index_path(args: argparse.Namespace) -> Path:
     return Path(DATASET_CACHE) / f"{Path(args.dataset).resolve().name}-{fingerprint}-{digest}"
 
 
-def run_dataset(args: argparse.Namespace) -> int:
+def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
     from localrag import datasets as beir_data
 
     try:
@@ -824,8 +612,7 @@ def run_dataset(args: argparse.Namespace) -> int:
         messages.append("These numbers come from a sample: " + sample_text)
     index = args.index or dataset_index_path(args)
     identity = f"dataset {Path(args.dataset).resolve().name} ({args.split})"
-    query_ids = [qid for qid in sorted(dataset.qrels) if qid in dataset.queries]
-    previous = previous_report(args, identity, query_ids)
+    previous = previous_report(args, identity, [q.query_id for q in ev.dataset_queries(dataset)])
     rag = open_rag(args, index)
     records = [{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
                for d in dataset.documents.values()]
@@ -840,15 +627,14 @@ def run_dataset(args: argparse.Namespace) -> int:
     results = []
     for mode, rerank in configs:
         started = time.perf_counter()
-        result = evaluate_dataset(rag, dataset, args, mode, rerank, identity)
-        result["seconds"] = time.perf_counter() - started
-        result["config"] = config_block(rag, args, mode, rerank, header) + [
-            (label, value.format(queries=result["num_queries"])) for label, value in tail]
-        result["messages"] = messages + result.get("messages", [])
-        result["goldset"] = identity
-        result["degraded"] = []  # a dataset's skipped lines are notes; only the gates fail a dataset run
-        results.append(result)
-    return finish(results, args, previous, missing_rows)
+        run = ev.retrieve_dataset(rag, dataset, max(args.k_values), mode, rerank, progress=not args.quiet)
+        result = ev.evaluate_dataset(dataset, run, args.k_values, name=ev.config_name(mode, rerank), title=identity)
+        config = config_block(rag, args, mode, rerank, header) + [
+            (label, value.format(queries=result.num_queries)) for label, value in tail]
+        results.append(dataclasses.replace(result, seconds=time.perf_counter() - started, goldset=identity,
+                                           config=tuple(config), messages=(*messages, *result.messages)))
+    # A dataset's skipped lines are notes; only the gates fail a dataset run.
+    return finish(results, args, previous, [], missing_rows, run=run)
 
 
 def ablation_configs(rag: LocalRAG) -> tuple[list[tuple[str, bool]], str]:
@@ -860,40 +646,41 @@ def ablation_configs(rag: LocalRAG) -> tuple[list[tuple[str, bool]], str]:
     return [(mode, False) for mode in local_rag.RETRIEVAL_MODES], f"every '+ rerank' row is missing ({why})"
 
 
-def finish(results: list[dict], args: argparse.Namespace, previous: tuple[dict | None, str, str],
-           missing_rows: str = "") -> int:
-    """Compare, check the gates, write the reports; the exit code (EXIT_OK or EXIT_FAILED)."""
+def finish(results: list[EvalResult], args: argparse.Namespace, previous: tuple[EvalResult | None, str, str],
+           degraded: Sequence[str], missing_rows: str = "",
+           run: Mapping[str, dict[str, float]] | None = None) -> list[EvalResult]:
+    """Compare, check the gates, write the reports (and the --run-file of a dataset `run`); the results with
+    their status."""
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
+    results = [dataclasses.replace(r, generated=generated) for r in results]
     if len(results) > 1:
-        return write_ablation(results, args, generated, missing_rows)
+        return write_ablation(results, args, degraded, missing_rows)
     result = results[0]
-    data, label, why_not = previous
-    if data is not None:
+    old, label, why_not = previous
+    if old is not None:
         # The previous report at the output path is overwritten now, so "rerun with --intersect" would compare
         # the run with itself: compare the common questions, or say why there is no comparison.
         implicit = not args.compare_to
         try:
-            result["compare"] = compare_results(data, json.loads(eval_report.to_json(result, generated)),
-                                                args.intersect or implicit, label, resamples=args.resamples)
+            result = dataclasses.replace(result, compare=ev.compare_results(
+                old, result, args.intersect or implicit, label, resamples=args.resamples))
         except EvalError as exc:
             if not implicit:
                 raise
             why_not = f"not compared with the {label}: {exc}"
             log(args, f"warning: {why_not}")
-            result.setdefault("messages", []).append(why_not[0].upper() + why_not[1:])
-    failed = gate_failures(result["metrics"], args.fail_under, args.fail_on_regression, result.get("compare"),
-                           why_not)
-    result["status"] = run_status(result["degraded"], failed, gate_descriptions(args))
-    write_outputs(result, args, generated)
-    if args.run_file and "run" in result:
+            result = dataclasses.replace(result, messages=(*result.messages, why_not[0].upper() + why_not[1:]))
+    failed = ev.gate_failures(result.metrics, args.fail_under, args.fail_on_regression, result.compare, why_not)
+    result = dataclasses.replace(result, status=ev.run_status(degraded, failed, gate_descriptions(args)))
+    write_outputs(result, args)
+    if args.run_file and run is not None:
         from localrag import datasets as beir_data
 
         try:
-            beir_data.write_trec_run(args.run_file, result["run"], tag=f"localrag-{result['name'].replace(' ', '')}")
+            beir_data.write_trec_run(args.run_file, run, tag=f"localrag-{result.name.replace(' ', '')}")
         except beir_data.RunFormatError as exc:
             raise EvalError(f"--run-file {args.run_file} not written (the reports are): {exc}") from None
-    print_summary(result, args)
-    return result["status"]["exit_code"]
+    return [result]
 
 
 def parse_fail_under(texts: Sequence[str], valid: Sequence[str]) -> list[tuple[str, float]]:
@@ -923,62 +710,26 @@ def gate_descriptions(args: argparse.Namespace) -> list[str]:
     gates = [f"{key} >= {threshold:g}" for key, threshold in args.fail_under]
     return gates + (["no metric worse than the compared report"] if args.fail_on_regression else [])
 
-
-def gate_failures(metrics: dict[str, float], fail_under: Sequence[tuple[str, float]], on_regression: bool,
-                  compare: dict | None, why_not: str) -> list[str]:
-    """Which gates failed: a metric under its --fail-under value; with --fail-on-regression, a metric whose
-    verdict (paired significance test, not the raw difference) is "worse", or no comparison to check."""
-    failed = [f"{eval_report.metric_label(key)} {metrics[key]:.4f} is under --fail-under {key}={threshold:g}"
-              for key, threshold in fail_under if metrics[key] < threshold]
-    if on_regression and compare is None:
-        failed.append(f"--fail-on-regression could not be checked: {why_not}")
-    elif on_regression:
-        failed += [f"{eval_report.metric_label(key)} is worse than the {compare['old_label']}: {c['old_mean']:.3f} -> "
-                   f"{c['new_mean']:.3f} (95% CI of the difference [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}], "
-                   f"p = {c['p_value']:.3f})"
-                   for key, c in compare["metrics"].items() if c["verdict"] == stats.VERDICT_WORSE]
-    return failed
-
-
-def run_status(degraded: Sequence[str], failed: Sequence[str], gates: Sequence[str]) -> dict[str, Any]:
-    """The status of an evaluated run: exit code 1 when a gate failed or the run is degraded, else 0."""
-    return {"exit_code": EXIT_FAILED if degraded or failed else EXIT_OK, "gates": list(gates),
-            "failed": list(failed), "degraded": list(degraded)}
-
-
-def write_ablation(results: list[dict], args: argparse.Namespace, generated: str, missing_rows: str = "") -> int:
-    """One table over all configurations plus one report per configuration beside the main report."""
-    present = [k for k in ABLATION_METRICS if any(k in r["metrics"] for r in results)]
-    deeper = [k for k in results[0]["metrics"] if k.startswith("hit@") and k not in present]
-    keys = present[:3] + deeper + present[3:]
-    rows = [{"name": r["name"], "metrics": {k: r["metrics"].get(k) for k in keys},
-             "seconds": f"{r['seconds']:.1f}"} for r in results]
+def write_ablation(results: list[EvalResult], args: argparse.Namespace, degraded: Sequence[str],
+                   missing_rows: str = "") -> list[EvalResult]:
+    """One table over all configurations (written and printed) plus one report per configuration beside it."""
+    results = [dataclasses.replace(r, status=ev.run_status(degraded, [], [])) for r in results]
     base = Path(args.report)
     for r in results:
-        r["status"] = run_status(r["degraded"], [], [])
-        stem = f"{base.stem}-{r['name'].replace(' + ', '-')}"
-        write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r, generated))
-        write_text_atomic(base.with_name(stem + ".json"), eval_report.to_json(r, generated))
-    first = results[0]
-    shared = [row for row in first["config"] if row[0] not in ("Retrieval mode", "Reranker", "Final order by")]
-    rows_line = f"Rows: {len(results)} configurations" + (f"; {missing_rows}" if missing_rows else "")
-    lines = [f"localRAG ablation: {first['title']}", *eval_report.render_status(first["status"]),
-             f"Generated: {generated}", rows_line, "", "Configuration",
-             *[f"  {label + ':':<{eval_report.LABEL_WIDTH}}{value}" for label, value in shared], "",
-             "Results (* = best in column; seconds = wall time of the row, not part of the comparison)",
-             *eval_report.render_table(rows, keys, extra=["seconds"]),
-             f"  total wall time of the {len(results)} rows: {sum(r['seconds'] for r in results):.1f} s", "",
-             f"Per-configuration reports: {display_path(base.with_name(base.stem + '-<configuration>.txt'))}"]
-    table_text = "\n".join(lines) + "\n"
+        stem = f"{base.stem}-{r.name.replace(' + ', '-')}"
+        write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r))
+        write_text_atomic(base.with_name(stem + ".json"), eval_report.render_json(r))
+    table_text = eval_report.render_ablation(results, missing_rows,
+                                             display_path(base.with_name(base.stem + "-<configuration>.txt")))
     write_text_atomic(base, table_text)
     if args.markdown:
+        rows, keys = eval_report.ablation_table(results)
         write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
-                                                                                        extra=["seconds"])) + "\n")
+                                                                            extra=["seconds"])) + "\n")
     print(table_text, end="")
-    print_status(first["status"], args)
-    total = sum(r["seconds"] for r in results)
-    log(args, f"Ablation: {len(results)} configurations in {total:.1f} s of retrieval")
-    return first["status"]["exit_code"]
+    print_status(results[0].status, args)
+    log(args, f"Ablation: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s of retrieval")
+    return results
 
 
 def index_docs(rag: LocalRAG) -> dict[str, Any]:
@@ -1096,45 +847,88 @@ def llm_question_asker(args: argparse.Namespace) -> tuple[Any, Any]:
 def run_compare(args: argparse.Namespace) -> int:
     old_path, new_path = args.compare
     old, new = load_json_report(old_path), load_json_report(new_path)
-    compare = compare_results(old, new, args.intersect, display_path(old_path), resamples=args.resamples)
+    compare = ev.compare_results(old, new, args.intersect, display_path(old_path), resamples=args.resamples)
     print(f"{display_path(new_path)} vs. {display_path(old_path)}")
     print("\n".join(eval_report.render_compare(compare)))
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    with contextlib.ExitStack() as args.held:  # index locks taken by open_rag, released when the run ends
-        return _main(args)
+def run_suite(args: argparse.Namespace) -> int:
+    """Every entry of the --suite file evaluated in this process, then the summary table; 1 if any failed."""
+    from localrag import suite as eval_suite
 
-
-def _main(args: argparse.Namespace) -> int:
     try:
-        args = resolve_args(args)
-        if args.compare:
-            return run_compare(args)
-        if args.suite:
-            from localrag import suite as eval_suite
+        return eval_suite.run_suite(args.suite, args.output_name,
+                                    lambda options, report: run_suite_entry(options, report, args))
+    except eval_suite.SuiteError as exc:
+        raise EvalError(str(exc)) from None
 
-            common = [flag for flag, on in (("--quiet", args.quiet), ("--rebuild", args.rebuild),
-                                            ("--no-sync", args.no_sync)) if on]
-            try:
-                return eval_suite.run_suite(args.suite, args.output_name, common, main)
-            except eval_suite.SuiteError as exc:
-                raise EvalError(str(exc)) from None
-        if args.dataset:
-            return run_dataset(args)
-        if args.lint:
-            return run_lint(args)
-        if args.generate is not None:
-            return run_generate(args)
-        return run_goldset(args)
-    except (EvalError, gs.GoldsetError, RAGError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("interrupted: reports already written are unchanged", file=sys.stderr)
-        return 130
+
+def run_suite_entry(options: Mapping[str, Any], report: Path, suite_args: argparse.Namespace) -> EvalResult | None:
+    """One suite entry: its options read as on the command line (plus --quiet, --rebuild and --no-sync of the
+    suite's command line), reports at `report`. None, with the reason on stderr, when it evaluated nothing."""
+    try:
+        args = build_parser().parse_args(option_flags(options))
+    except SystemExit:  # argparse printed why (an unknown key, a bad value); the other entries still run
+        return None
+    args.report, args.json = str(report), str(report.with_suffix(".json"))
+    for flag in ("quiet", "rebuild", "no_sync"):
+        setattr(args, flag, getattr(args, flag) or getattr(suite_args, flag))
+    results, _ = guarded(args, evaluate)
+    if results is None:
+        return None
+    print_outcome(results[0], args)
+    return results[0]
+
+
+def option_flags(options: Mapping[str, Any]) -> list[str]:
+    """Suite entry options as command-line flags: `key = true` is --key, false leaves it out, a list is joined
+    with commas (`k = [5, 10]` is --k 5,10)."""
+    flags: list[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, list):
+            flags += [flag, ",".join(str(v) for v in value)]
+        elif value is not False:
+            flags += [flag, str(value)]
+    return flags
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run what the resolved options ask for; the exit code."""
+    if args.compare:
+        return run_compare(args)
+    if args.suite:
+        return run_suite(args)
+    if args.lint:
+        return run_lint(args)
+    if args.generate is not None:
+        return run_generate(args)
+    results = evaluate(args)
+    if len(results) == 1:  # an ablation printed its table
+        print_summary(results[0], args)
+    return results[0].status.exit_code
+
+
+def guarded(args: argparse.Namespace, run: Callable[[argparse.Namespace], T]) -> tuple[T | None, int]:
+    """(run(resolved args), EXIT_OK), or (None, exit code) with the error on stderr. Index locks taken by
+    open_rag are held until run returns."""
+    with contextlib.ExitStack() as args.held:
+        try:
+            return run(resolve_args(args)), EXIT_OK
+        except (EvalError, gs.GoldsetError, RAGError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return None, EXIT_USAGE
+        except KeyboardInterrupt:
+            print("interrupted: reports already written are unchanged", file=sys.stderr)
+            return None, 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    code, failure = guarded(build_parser().parse_args(argv), run_command)
+    return failure if code is None else code
 
 
 if __name__ == "__main__":

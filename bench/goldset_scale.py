@@ -122,6 +122,7 @@ def lint_table(chunks, docs, sizes: list[int], old_max: int, seed: int) -> list[
 def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[str, float]]:
     """Exit code and seconds per phase of one `eval_retrieval.main` run, phases timed by wrapping its steps."""
     import eval_retrieval as er
+    from localrag import evaluate as ev
     from localrag import goldset as gs
 
     seconds: dict[str, float] = {}
@@ -143,7 +144,8 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
     timed(er, "sync_pdf_index", "sync check")
     timed(er, "lint_findings", "lint")
     timed(er, "left_out_questions", "page check")
-    timed(er, "evaluate_goldset", "retrieval (embed, retrieve, score)")
+    timed(ev, "retrieve_goldset", "retrieval (embed, retrieve, score)")
+    timed(ev, "evaluate_goldset", "retrieval (embed, retrieve, score)")
     timed(er, "write_outputs", "write reports")
     started = time.perf_counter()
     code = er.main(["--goldset", str(goldset), "--index", index, "--docs", docs, "--no-rerank", "--no-compare",

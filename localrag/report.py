@@ -1,8 +1,8 @@
-"""Render evaluation results as the committed plain-text report, Markdown tables and JSON.
+"""Render evaluation results (`EvalResult`) as the committed plain-text report, Markdown tables and JSON.
 
-Everything here is a pure function of a result dict built by eval_retrieval.py; only the "Generated:" line
-holds the time, so two runs of one configuration on one index differ in that line alone. The lines above it
-give the status: the exit code and, when it is 1, each failed gate and why the run is degraded.
+Everything here is a pure function of a result; only the "Generated:" line holds the time, so two runs of one
+configuration on one index differ in that line alone. The lines above it give the status: the exit code and,
+when it is 1, each failed gate and why the run is degraded.
 """
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ from typing import Any, Mapping, Sequence
 
 from localrag.judge import OK, cut, status_note
 from localrag.metrics import parse_metric_key
+from localrag.result import Comparison, EvalResult, LeftOut, NotFound, Status
 
 QUESTION_WIDTH = 70  # characters of a question shown per report line
 LABEL_WIDTH = 20  # width of the label column in the configuration block
+JUDGE_LABEL_WIDTH = 20  # width of the labels in the judge's summary block
+JUDGE_QUESTION_CHARS = 60  # characters of a question shown on a judge line
 DASH = "–"  # shown instead of a rank when nothing acceptable was retrieved
+ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
 
 
 def metric_label(key: str) -> str:
@@ -22,6 +26,10 @@ def metric_label(key: str) -> str:
     name, k = parse_metric_key(key)
     label = {"hit": "Hit", "recall": "Recall", "precision": "P", "ndcg": "NDCG", "mrr": "MRR"}[name]
     return label if k is None else f"{label}@{k}"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def shorten(text: str, width: int = QUESTION_WIDTH) -> str:
@@ -45,114 +53,113 @@ def location_text(loc: Mapping[str, Any]) -> str:
     return f"{loc['source']} p. {loc['page']}" + (f"-{loc['last_page']}" if loc.get("last_page") else "")
 
 
-def render_status(status: Mapping[str, Any]) -> list[str]:
+def render_status(status: Status) -> list[str]:
     """The status lines at the top of a report: the exit code and why (failed gates, degradations)."""
-    if status["exit_code"] == 0:
-        gates = f"every gate passed ({'; '.join(status['gates'])})" if status["gates"] else "no gate set"
+    if status.exit_code == 0:
+        gates = f"every gate passed ({'; '.join(status.gates)})" if status.gates else "no gate set"
         return [f"Status: exit 0, evaluated; {gates}"]
-    what = " and ".join(text for text, items in (("a gate failed", status["failed"]),
-                                                 ("the run is degraded", status["degraded"])) if items)
-    return ([f"Status: exit {status['exit_code']}, evaluated but {what}"]
-            + [f"  gate failed: {m}" for m in status["failed"]] + [f"  degraded: {m}" for m in status["degraded"]])
+    what = " and ".join(text for text, items in (("a gate failed", status.failed),
+                                                 ("the run is degraded", status.degraded)) if items)
+    return ([f"Status: exit {status.exit_code}, evaluated but {what}"]
+            + [f"  gate failed: {m}" for m in status.failed] + [f"  degraded: {m}" for m in status.degraded])
 
 
-def render_left_out(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+def render_left_out(entries: Sequence[LeftOut]) -> list[str]:
     """Questions not scored because an expected page is invalid, each with its goldset lines and why."""
     lines = [f"Left out of the metrics ({len(entries)}; not counted in any average)"]
     for entry in entries:
-        where = f"line{'s' if len(entry['lines']) > 1 else ''} {', '.join(map(str, entry['lines']))}"
-        lines.append(f"  - {shorten(entry['question'])} ({where})")
-        lines += [f"    {reason}" for reason in entry["reasons"]]
+        where = f"line{'s' if len(entry.lines) > 1 else ''} {', '.join(map(str, entry.lines))}"
+        lines.append(f"  - {shorten(entry.question)} ({where})")
+        lines += [f"    {reason}" for reason in entry.reasons]
     return lines
 
 
 # ----------------------------------------------------------------------------- text report
 
-def render_text(result: Mapping[str, Any], generated: str) -> str:
+def render_text(result: EvalResult) -> str:
     """The whole plain-text report."""
-    lines = [f"localRAG retrieval evaluation: {result['title']}", *render_status(result["status"]),
-             f"Generated: {generated}", ""]
-    lines += ["Configuration"] + [f"  {label + ':':<{LABEL_WIDTH}}{value}" for label, value in result["config"]]
-    if result.get("messages"):
-        lines += ["", "Notes"] + [f"  {m}" for m in result["messages"]]
+    lines = [f"localRAG retrieval evaluation: {result.title}", *render_status(result.status),
+             f"Generated: {result.generated}", ""]
+    lines += ["Configuration"] + [f"  {label + ':':<{LABEL_WIDTH}}{value}" for label, value in result.config]
+    if result.messages:
+        lines += ["", "Notes"] + [f"  {m}" for m in result.messages]
     lines += ["", *render_metrics(result)]
-    if result.get("left_out"):
-        lines += ["", *render_left_out(result["left_out"])]
-    if result.get("per_corpus"):
+    if result.left_out:
+        lines += ["", *render_left_out(result.left_out)]
+    if result.per_corpus:
         lines += ["", *render_per_corpus(result)]
-    if result.get("compare"):
-        lines += ["", *render_compare(result["compare"])]
-    if result.get("judge_lines"):
-        lines += ["", *result["judge_lines"]]
+    if result.compare:
+        lines += ["", *render_compare(result.compare)]
+    if result.judge_lines:
+        lines += ["", *result.judge_lines]
     lines += ["", *render_per_query(result)]
-    if result.get("not_found"):
-        lines += ["", *render_not_found(result["not_found"])]
+    if result.not_found:
+        lines += ["", *render_not_found(result.not_found)]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_metrics(result: Mapping[str, Any]) -> list[str]:
-    n = result["num_queries"]
+def render_metrics(result: EvalResult) -> list[str]:
+    n = result.num_queries
     lines = ["Results"]
-    if result["kind"] == "goldset":
+    if result.kind == "goldset":
         lines.append(f"  (Hit@k: share of questions with an acceptable location among the first k results; with one "
-                     f"expected location per question it equals Recall@k. MRR over the first {result['depth']}.)")
+                     f"expected location per question it equals Recall@k. MRR over the first {result.depth}.)")
     else:
         lines.append(f"  (document level: chunks collapsed to documents by best rank, then cut at k; "
-                     f"MRR over the first {result['depth']} documents)")
-    counts = result.get("counts", {})
-    width = max(len(metric_label(key)) for key in result["metrics"]) + 2
-    for key, value in result["metrics"].items():
-        extra = f"  ({counts[key]} of {n})" if key in counts else ""
+                     f"MRR over the first {result.depth} documents)")
+    width = max(len(metric_label(key)) for key in result.metrics) + 2
+    for key, value in result.metrics.items():
+        extra = f"  ({result.counts[key]} of {n})" if key in result.counts else ""
         lines.append(f"  {metric_label(key):<{width}}{fmt(value)}{extra}")
     return lines
 
 
-def render_per_corpus(result: Mapping[str, Any]) -> list[str]:
-    keys = list(result["metrics"])
-    width = max(len("corpus"), *(len(c) for c in result["per_corpus"]))
+def render_per_corpus(result: EvalResult) -> list[str]:
+    keys = list(result.metrics)
+    width = max(len("corpus"), *(len(c) for c in result.per_corpus))
     header = f"  {'corpus':<{width}}  {'n':>4}" + "".join(f"  {metric_label(k):>8}" for k in keys)
     lines = ["Per corpus", header]
-    for corpus, entry in result["per_corpus"].items():
-        lines.append(f"  {corpus:<{width}}  {entry['n']:>4}" + "".join(f"  {fmt(entry['metrics'][k]):>8}" for k in keys))
+    for corpus, entry in result.per_corpus.items():
+        lines.append(f"  {corpus:<{width}}  {entry.n:>4}" + "".join(f"  {fmt(entry.metrics[k]):>8}" for k in keys))
     return lines
 
 
-def render_per_query(result: Mapping[str, Any]) -> list[str]:
-    rows = sorted(result["per_query"], key=lambda q: (q["rank"] is None, q["rank"] or 0, q["question"]))
-    with_corpus = any(q.get("corpus") for q in rows)
+def render_per_query(result: EvalResult) -> list[str]:
+    rows = sorted(result.per_query, key=lambda q: (q.rank is None, q.rank or 0, q.question))
+    with_corpus = any(q.corpus for q in rows)
     lines = [f"Per question ({len(rows)}, sorted by rank, then question)"]
     for q in rows:
-        corpus = f"  {q.get('corpus') or '':<12}" if with_corpus else ""
-        lines.append(f"  {rank_text(q['rank']):>4}{corpus}  {shorten(q['question'])}")
+        corpus = f"  {q.corpus:<12}" if with_corpus else ""
+        lines.append(f"  {rank_text(q.rank):>4}{corpus}  {shorten(q.question)}")
     return lines
 
 
-def render_not_found(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+def render_not_found(entries: Sequence[NotFound]) -> list[str]:
     lines = [f"Never found ({len(entries)})"]
     for entry in entries:
-        lines.append(f"  - {shorten(entry['question'])}")
-        lines.append(f"    expected: {'; '.join(location_text(loc) for loc in entry['locations'])}")
-        lines += [f"    hint: {hint}" for hint in entry["hints"]]
+        lines.append(f"  - {shorten(entry.question)}")
+        lines.append(f"    expected: {'; '.join(location_text(loc) for loc in entry.locations)}")
+        lines += [f"    hint: {hint}" for hint in entry.hints]
     return lines
 
 
-def render_compare(compare: Mapping[str, Any]) -> list[str]:
+def render_compare(compare: Comparison) -> list[str]:
     """The comparison block: one line per metric with CI, p-value and verdict, then moved questions."""
-    lines = [f"Compared to {compare['old_label']} ({compare['n']} common questions"
-             + (f"; {compare['note']}" if compare.get("note") else "") + ")"]
+    lines = [f"Compared to {compare.old_label} ({compare.n} common questions"
+             + (f"; {compare.note}" if compare.note else "") + ")"]
     lines.append(f"  {'metric':<10}{'old':>7}{'new':>7}{'diff':>8}  {'95% CI of diff':<18}{'p':>7}  verdict")
-    for key, c in compare["metrics"].items():
-        ci = f"[{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]"
+    for key, c in compare.metrics.items():
+        ci = f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
         needed = ""
-        if c["verdict"].startswith("no detectable") and c.get("needed_n") and c["diff"] != 0:
-            needed = f" (about {c['needed_n']} questions would detect {c['diff']:+.3f})"
-        lines.append(f"  {metric_label(key):<10}{c['old_mean']:>7.3f}{c['new_mean']:>7.3f}{c['diff']:>+8.3f}  "
-                     f"{ci:<18}{c['p_value']:>7.3f}  {c['verdict']}{needed}")
-    lines.append(f"  (paired bootstrap CI, {compare['resamples']:,} resamples, seed {compare['seed']}; two-sided "
+        if c.verdict.startswith("no detectable") and c.needed_n and c.diff != 0:
+            needed = f" (about {c.needed_n} questions would detect {c.diff:+.3f})"
+        lines.append(f"  {metric_label(key):<10}{c.old_mean:>7.3f}{c.new_mean:>7.3f}{c.diff:>+8.3f}  "
+                     f"{ci:<18}{c.p_value:>7.3f}  {c.verdict}{needed}")
+    lines.append(f"  (paired bootstrap CI, {compare.resamples:,} resamples, seed {compare.seed}; two-sided "
                  f"paired randomization test)")
-    for title, moved in (("Better", compare["improved"]), ("Worse", compare["worsened"])):
+    for title, moved in (("Better", compare.improved), ("Worse", compare.worsened)):
         lines.append(f"  {title} ({len(moved)}):" + ("" if moved else " none"))
-        lines += [f"    {rank_text(m['old_rank']):>4} -> {rank_text(m['new_rank']):<4} {shorten(m['question'], 60)}"
+        lines += [f"    {rank_text(m.old_rank):>4} -> {rank_text(m.new_rank):<4} {shorten(m.question, 60)}"
                   for m in moved]
     return lines
 
@@ -185,34 +192,49 @@ def render_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], *, labe
     return out
 
 
-def render_markdown(result: Mapping[str, Any]) -> str:
+def render_markdown(result: EvalResult) -> str:
     """A pasteable Markdown summary of one evaluation: configuration and one metrics row."""
-    lines = [f"### {result['title']}", "", "| setting | value |", "|---|---|"]
-    lines += [f"| {label} | {str(value).replace('|', '/')} |" for label, value in result["config"]]
-    lines += ["", *render_table([{"name": result["name"], "metrics": result["metrics"]}], list(result["metrics"]),
+    lines = [f"### {result.title}", "", "| setting | value |", "|---|---|"]
+    lines += [f"| {label} | {str(value).replace('|', '/')} |" for label, value in result.config]
+    lines += ["", *render_table([{"name": result.name, "metrics": result.metrics}], list(result.metrics),
                                 markdown=True)]
     return "\n".join(lines) + "\n"
 
 
-def to_json(result: Mapping[str, Any], generated: str) -> str:
-    """JSON with config, metrics and per_query (plus whatever else the run produced)."""
-    payload = {"generated": generated, "title": result["title"], "kind": result["kind"],
-               **({"goldset": result["goldset"]} if result.get("goldset") else {}),
-               **({"status": result["status"]} if result.get("status") else {}),
-               "config": {label: value for label, value in result["config"]},
-               "metrics": result["metrics"], "num_queries": result["num_queries"],
-               "per_query": result["per_query"]}
-    for key in ("counts", "per_corpus", "not_found", "left_out", "judge", "compare", "messages"):
-        if result.get(key):
-            payload[key] = result[key]
-    return json.dumps(payload, ensure_ascii=False, indent=1) + "\n"
+def render_json(result: EvalResult) -> str:
+    """The JSON report: config, metrics and per_query, plus whatever else the run produced."""
+    return json.dumps(result.to_json(), ensure_ascii=False, indent=1) + "\n"
+
+
+# ----------------------------------------------------------------------------- ablation
+
+def ablation_table(results: Sequence[EvalResult]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(rows, metric keys) of the ablation table: one row per configuration, with its wall time."""
+    present = [k for k in ABLATION_METRICS if any(k in r.metrics for r in results)]
+    deeper = [k for k in results[0].metrics if k.startswith("hit@") and k not in present]
+    keys = present[:3] + deeper + present[3:]
+    rows = [{"name": r.name, "metrics": {k: r.metrics.get(k) for k in keys}, "seconds": f"{r.seconds:.1f}"}
+            for r in results]
+    return rows, keys
+
+
+def render_ablation(results: Sequence[EvalResult], missing_rows: str, per_config_reports: str) -> str:
+    """The ablation report: the settings all rows share, then one table row per configuration."""
+    first = results[0]
+    rows, keys = ablation_table(results)
+    shared = [row for row in first.config if row[0] not in ("Retrieval mode", "Reranker", "Final order by")]
+    rows_line = f"Rows: {len(results)} configurations" + (f"; {missing_rows}" if missing_rows else "")
+    lines = [f"localRAG ablation: {first.title}", *render_status(first.status),
+             f"Generated: {first.generated}", rows_line, "", "Configuration",
+             *[f"  {label + ':':<{LABEL_WIDTH}}{value}" for label, value in shared], "",
+             "Results (* = best in column; seconds = wall time of the row, not part of the comparison)",
+             *render_table(rows, keys, extra=["seconds"]),
+             f"  total wall time of the {len(results)} rows: {sum(r.seconds for r in results):.1f} s", "",
+             f"Per-configuration reports: {per_config_reports}"]
+    return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------- LLM judge
-
-JUDGE_LABEL_WIDTH = 20  # width of the labels in the judge's summary block
-JUDGE_QUESTION_CHARS = 60  # characters of a question shown on a judge line
-
 
 def judge_summary_line(label: str, value: str) -> str:
     """One aligned line of the judge's summary block."""

@@ -161,6 +161,11 @@ def test_compare_input_errors(tmp_path, capsys):
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
     code, _, err = run(capsys, "--compare", good, tmp_path / "broken.json")
     assert code == 2 and err.startswith(f"error: {tmp_path / 'broken.json'} is not a JSON report of this tool (")
+    rankless = fake_report({"q1": 1})
+    del rankless["per_query"][0]["rank"]
+    code, _, err = run(capsys, "--compare", good, write_json(tmp_path / "rankless.json", rankless))
+    assert (code, err) == (2, f"error: {tmp_path / 'rankless.json'} is not a JSON report of this tool (the field "
+                              f"'rank' is missing); write one with --json FILE\n")
     code, _, err = run(capsys, "--compare", good, good, "--resamples", "0")
     assert (code, err) == (2, "error: --resamples must be 1 or more, got 0\n")
 

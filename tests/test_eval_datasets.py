@@ -27,6 +27,7 @@ from langchain_core.documents import Document
 
 from localrag import datasets
 import eval_retrieval as er
+from localrag import evaluate as ev
 import local_rag
 from localrag import metrics as rm
 from local_rag import LocalRAG
@@ -138,11 +139,11 @@ def test_collapse_keeps_each_document_once_at_its_best_chunk():
 
     hits = [(chunk("A", 1), 0.9), (chunk("A", 0), 0.8), (chunk("B", 0), 0.7), (chunk("A", 2), 0.6),
             (chunk("C", 0), 0.5)]
-    assert er.collapse_to_documents(hits, depth=5) == {"A": 0.9, "B": 0.7, "C": 0.5}
-    assert er.collapse_to_documents(hits, depth=2) == {"A": 0.9, "B": 0.7}  # A's 3 chunks fill one place
+    assert ev.collapse_to_documents(hits, depth=5) == {"A": 0.9, "B": 0.7, "C": 0.5}
+    assert ev.collapse_to_documents(hits, depth=2) == {"A": 0.9, "B": 0.7}  # A's 3 chunks fill one place
     # PDF chunks have no doc_id: the source names the document.
     pdf = Document(page_content="x", metadata={"source": "a.pdf", "page": 3})
-    assert er.collapse_to_documents([(pdf, 1.0), (pdf, 0.5)], depth=3) == {"a.pdf": 1.0}
+    assert ev.collapse_to_documents([(pdf, 1.0), (pdf, 0.5)], depth=3) == {"a.pdf": 1.0}
 
 
 # ----------------------------------------------------------------------------- rankings and metrics
@@ -156,7 +157,7 @@ def test_chunks_of_one_document_count_once(dataset):
     # doc1's two chunks are the two best chunks; at document level doc1 takes rank 1 only and doc2 rank 2.
     assert [(d.metadata["doc_id"], d.metadata["chunk"]) for d, _ in hits[:3]] == [("doc1", 1), ("doc1", 0),
                                                                                   ("doc2", 0)]
-    assert list(er.collapse_to_documents(hits, 5)) == HYBRID_TOP["q1"]
+    assert list(ev.collapse_to_documents(hits, 5)) == HYBRID_TOP["q1"]
 
 
 def test_exact_document_rankings(hybrid_run):

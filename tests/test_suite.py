@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from localrag import report as eval_report
 import eval_retrieval as er
+from localrag import report as eval_report
 from localrag import suite as eval_suite
+from localrag.result import EXIT_OK, EvalResult, Status
 
 # Goldset over the tiny corpus (conftest.TINY_CORPUS). BM25 orders (0-based pages):
 #   "How do crops react to rainfall?"                   [weather p0, options p0]  -> weather page 1 at rank 1
@@ -202,17 +203,40 @@ def test_all_entries_failing_still_writes_a_summary(gold_entry, tmp_path, capsys
                                 "Failed entries (see the messages above): only"]
 
 
-def test_stale_json_report_does_not_pass_for_a_result(tmp_path, capsys, monkeypatch):
-    # An entry that exits 0 but writes no JSON report must fail, even with an old report at the path.
+def test_entries_are_results_of_the_function_handed_in(tmp_path, capsys):
+    # The suite calls the function with each entry's options (TOML-typed, suite keys left out) and report path;
+    # the summary comes from the results it returns, never from a report on disk: a stale report at an entry's
+    # path does not pass for a result, and an entry without a result fails.
     out_dir = tmp_path / "reports"
     out_dir.mkdir()
-    (out_dir / "quiet.json").write_text('{"metrics": {"mrr": 1.0}, "num_queries": 1}', encoding="utf-8")
-    suite = write_suite(tmp_path / "suite.toml", '[[entry]]\nname = "quiet"\ngoldset = "g.csv"\n')
-    code = eval_suite.run_suite(suite, None, [], lambda argv: 0, output_dir=out_dir)
-    _, err = capsys.readouterr()
+    (out_dir / "quiet-new.json").write_text('{"metrics": {"mrr": 1.0}, "num_queries": 1}', encoding="utf-8")
+    custom = tmp_path / "custom" / "typed.txt"
+    suite = write_suite(tmp_path / "suite.toml", '[[entry]]\nname = "quiet"\ngoldset = "g.csv"\n',
+                        f'[[entry]]\nname = "typed"\ngoldset = "g.csv"\nk = [1, 3]\nno_rerank = true\n'
+                        f'max_queries = 7\nreport = "{custom.as_posix()}"\njson = "ignored.json"\n')
+    calls = []
+
+    def evaluate(options, report):
+        calls.append((options, report))
+        if report.stem.startswith("quiet"):
+            return None
+        return EvalResult("goldset", "goldset g.csv", {"hit@1": 0.25, "mrr": 0.5}, 4, (), status=Status(EXIT_OK))
+
+    code = eval_suite.run_suite(suite, "new", evaluate, output_dir=out_dir)
+    out, _ = capsys.readouterr()
     assert code == 1
-    assert (f"error: entry 'quiet' wrote no readable JSON report at {out_dir / 'quiet.json'} (the run did not "
-            f"write it)") in err
+    assert calls == [({"goldset": "g.csv"}, out_dir / "quiet-new.txt"),
+                     ({"goldset": "g.csv", "k": [1, 3], "no_rerank": True, "max_queries": 7},
+                      custom.with_name("typed-new.txt"))]
+    assert table_rows(out) == {"typed": ["0.500", "4", custom.with_name("typed-new.txt").as_posix()]}
+    assert out.splitlines()[-1] == "Failed entries (see the messages above): quiet"
+
+
+def test_entry_options_are_read_as_command_line_flags():
+    # True is a bare flag, False leaves it out, a list is comma-joined, anything else is its text.
+    assert er.option_flags({"mode": "dense", "no_rerank": True, "rebuild": False, "k": [1, 3],
+                            "max_queries": 7, "fail_under": "hit@5=0.9"}) == [
+        "--mode", "dense", "--no-rerank", "--k", "1,3", "--max-queries", "7", "--fail-under", "hit@5=0.9"]
 
 
 BAD_SUITES = [

@@ -1,0 +1,283 @@
+"""Score retrieval and compare runs: goldsets by file and page, BEIR datasets at document level.
+
+Retrieval goes through the retriever handed in (the `LocalRAG` of local_rag.py, the one the chat uses); scoring
+turns what it retrieved into an `EvalResult`, which keeps no retrieved chunk. Comparisons, gates and the status
+of a run work on results directly.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Iterable, Mapping, Protocol, Sequence
+
+from localrag import goldset as gs
+from localrag import metrics as rm
+from localrag import stats
+from localrag.report import metric_label, plural
+from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, MetricComparison, NotFound,
+                             QuestionResult, RankMove, Status)
+
+TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
+DATASET_OVERFETCH = 1.5  # chunks fetched per wanted document, times the corpus's chunks per document; doubled
+# per query until collapsing to documents fills the depth or the index has no more chunks
+COMPARE_SEED = 0  # seed of the comparison statistics
+
+Hit = tuple[Any, float]  # a retrieved chunk (metadata "source", "page", for datasets "doc_id") and its score
+
+
+class EvalError(Exception):
+    """Bad input; main() prints the message and exits non-zero."""
+
+
+class Retriever(Protocol):
+    """What the evaluation uses of a retriever (`LocalRAG` in local_rag.py)."""
+
+    info: dict
+
+    def prepare_query(self, query: str) -> str: ...
+
+    def embed_queries(self, queries: Sequence[str]) -> None: ...
+
+    def retrieve(self, query: str, k: int, mode: str, rerank: bool) -> list[Hit]: ...
+
+
+def config_name(mode: str, rerank: bool) -> str:
+    """A configuration's name in reports and tables: 'hybrid', 'dense + rerank'."""
+    return f"{mode}{' + rerank' if rerank else ''}"
+
+
+def metric_keys(kind: str, ks: Sequence[int]) -> list[str]:
+    """The metric keys of a report ("goldset" or "dataset" kind) for cutoffs ks, in report order."""
+    if kind == "dataset":
+        return [k for k in rm.metric_keys(ks) if not k.startswith("precision")]  # P@k adds little for retrieval
+    return [f"hit@{k}" for k in ks] + ["mrr"]
+
+
+def progress_bar(items: Sequence, show: bool, desc: str) -> Iterable:
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit="q", file=sys.stderr, disable=not show, leave=False)
+
+
+# ----------------------------------------------------------------------------- goldsets
+
+def goldset_metrics(ranks: dict[str, int | None], ks: Sequence[int]) -> tuple[dict, dict, dict]:
+    """(means, counts, per-query values) of Hit@k and MRR from first-match ranks (None = not found)."""
+    per_query = {qid: {**{f"hit@{k}": rm.hit_at_k_from_rank(r, k) for k in ks},
+                       "mrr": rm.reciprocal_rank_from_rank(r)} for qid, r in ranks.items()}
+    keys = metric_keys("goldset", ks)
+    means = {key: math.fsum(v[key] for v in per_query.values()) / len(per_query) for key in keys}
+    counts = {f"hit@{k}": sum(1 for r in ranks.values() if r is not None and r <= k) for k in ks}
+    return means, counts, per_query
+
+
+def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], depth: int, mode: str, rerank: bool,
+                     progress: bool) -> dict[str, list[Hit]]:
+    """query_id -> the first `depth` chunks retrieved for the question, best first."""
+    rag.embed_queries([rag.prepare_query(q.question) for q in questions])
+    return {q.query_id: rag.retrieve(q.question, k=depth, mode=mode, rerank=rerank)
+            for q in progress_bar(questions, progress, f"Questions ({mode}{', rerank' if rerank else ''})")}
+
+
+def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Sequence[Hit]],
+                     indexed: Mapping[str, dict], ks: Sequence[int], *, name: str, title: str, page_offset: int,
+                     tolerance: int) -> EvalResult:
+    """Score every question's hits by file and page; `indexed` (file -> list_documents entry) explains misses."""
+    retrieved = {qid: [(d.metadata["source"], int(d.metadata["page"])) for d, _ in chunks]
+                 for qid, chunks in hits.items()}
+    ranks = {q.query_id: gs.first_match_rank([(src, [page]) for src, page in retrieved[q.query_id]], q.locations,
+                                             page_offset=page_offset, tolerance=tolerance) for q in questions}
+    means, counts, per_query_values = goldset_metrics(ranks, ks)
+    per_query = tuple(
+        QuestionResult(q.query_id, q.question, ranks[q.query_id], per_query_values[q.query_id], q.corpus or "",
+                       tuple(location_json(loc) for loc in q.locations),
+                       tuple({"source": d.metadata["source"], "page": int(d.metadata["page"]) + page_offset,
+                              "score": round(float(score), 6)} for d, score in hits[q.query_id][:TOP_IN_JSON]))
+        for q in questions)
+    per_corpus = {}
+    corpora = sorted({q.corpus for q in questions if q.corpus})
+    if len(corpora) > 1:
+        for corpus in corpora:
+            sub = {q.query_id: ranks[q.query_id] for q in questions if q.corpus == corpus}
+            c_means, c_counts, _ = goldset_metrics(sub, ks)
+            per_corpus[corpus] = CorpusResult(len(sub), c_means, c_counts)
+    not_found = tuple(
+        NotFound(q.question, tuple(location_json(loc) for loc in q.locations),
+                 tuple(not_found_hints(q, retrieved[q.query_id], indexed, page_offset, tolerance)))
+        for q in sorted(questions, key=lambda q: q.question) if ranks[q.query_id] is None)
+    return EvalResult("goldset", title, means, len(questions), per_query, name=name, depth=max(ks), counts=counts,
+                      per_corpus=per_corpus, not_found=not_found)
+
+
+def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, int]], indexed: dict[str, dict],
+                    page_offset: int, tolerance: int) -> list[str]:
+    """Why a question may have been missed: a goldset lint error on its location (named in the notes, pointed to
+    here), its file retrieved on other pages, or its file not retrieved at all."""
+    from localrag import lint as goldset_lint
+
+    hints = []
+    files = goldset_lint.IndexedFiles({name: goldset_lint.DocInfo(entry["pages"], frozenset(entry["empty_pages"]))
+                                       for name, entry in indexed.items()}, page_offset=page_offset)
+    for loc in question.locations:
+        if files.diagnose(loc) is not None:  # goldset lint runs before every evaluation and states it in the notes
+            hints.append(f"{loc.source}: see the goldset lint error for {goldset_lint.where_text(question.lines)} "
+                         f"in Notes")
+            continue
+        name = files.name_of(loc.source)
+        seen = [(rank, page) for rank, (src, page) in enumerate(retrieved, 1) if gs.same_file(src, name)]
+        if seen and loc.page is not None:
+            shown = ", ".join(f"p. {page + page_offset} at rank {rank}" for rank, page in seen[:3])
+            hints.append(f"{name} was retrieved ({shown}) but not within ±{tolerance} of page {loc.page_text()}: "
+                         f"is the expected page right?")
+        elif not seen:
+            hints.append(f"{name} is indexed but none of its chunks came within the first {len(retrieved)}: the "
+                         f"question may use other words than the page")
+    return hints
+
+
+# ----------------------------------------------------------------------------- configuration block
+
+def location_json(loc: gs.Location) -> dict[str, Any]:
+    """A goldset location in the JSON report: source and page, plus last_page for a range."""
+    return {"source": loc.source, "page": loc.page, **({"last_page": loc.last_page} if loc.last_page else {})}
+
+
+def missing_files(questions: Sequence[gs.GoldQuestion], indexed: Iterable[str]) -> list[str]:
+    """Expected files (as the goldset writes them) that are not in the index, sorted."""
+    names = {gs.normalize_source(name) for name in indexed} - {""}
+    return sorted({loc.source for q in questions for loc in q.locations
+                   if gs.normalize_source(loc.source) not in names})
+
+
+# ----------------------------------------------------------------------------- datasets
+
+def dataset_queries(dataset) -> list:
+    """The queries of a BEIR dataset that have qrels, by query id."""
+    return [dataset.queries[qid] for qid in sorted(dataset.qrels) if qid in dataset.queries]
+
+
+def retrieve_dataset(rag: Retriever, dataset, depth: int, mode: str, rerank: bool,
+                     progress: bool) -> dict[str, dict[str, float]]:
+    """The run: query_id -> {doc_id: score} of the first `depth` documents retrieved for the query."""
+    queries = dataset_queries(dataset)
+    rag.embed_queries([rag.prepare_query(q.question) for q in queries])
+    return {q.query_id: retrieve_documents(rag, q.question, depth, mode, rerank)
+            for q in progress_bar(queries, progress, f"Queries ({mode}{', rerank' if rerank else ''})")}
+
+
+def retrieve_documents(rag: Retriever, question: str, depth: int, mode: str, rerank: bool) -> dict[str, float]:
+    """The first `depth` distinct documents: over-fetch chunks, and fetch more while documents are missing."""
+    counts = rag.info.get("counts", {})
+    per_doc = counts.get("chunks", 1) / max(1, counts.get("files", 1))
+    k = math.ceil(depth * per_doc * DATASET_OVERFETCH)
+    while True:
+        hits = rag.retrieve(question, k=k, mode=mode, rerank=rerank)
+        docs = collapse_to_documents(hits, depth)
+        if len(docs) >= depth or len(hits) < k:  # enough documents, or the retriever has nothing more
+            return docs
+        k *= 2
+
+
+def collapse_to_documents(hits: Sequence[Hit], depth: int) -> dict[str, float]:
+    """Chunks (best first) -> {doc_id: score of its best chunk}, first `depth` documents; no document twice."""
+    out: dict[str, float] = {}
+    for doc, score in hits:
+        doc_id = doc.metadata.get("doc_id", doc.metadata["source"])
+        if doc_id not in out:
+            out[doc_id] = float(score)
+            if len(out) == depth:
+                break
+    return out
+
+
+def evaluate_dataset(dataset, run: Mapping[str, dict[str, float]], ks: Sequence[int], *, name: str,
+                     title: str) -> EvalResult:
+    """Document-level scores of a run over a BEIR dataset (documents collapsed from chunks, cut at k)."""
+    depth = max(ks)
+    qrels = {q.query_id: dataset.qrels[q.query_id] for q in dataset_queries(dataset)}
+    evaluated = rm.evaluate(qrels, run, ks, depth=depth)
+    shown = metric_keys("dataset", ks)
+    per_query = []
+    for qid, values in evaluated["per_query"].items():
+        ranked = rm.rank_run(run.get(qid, {}))
+        per_query.append(QuestionResult(
+            qid, dataset.queries[qid].question, rm.first_relevant_rank([qrels[qid].get(d, 0) > 0 for d in ranked]),
+            {k: values[k] for k in shown}, "",
+            tuple({"doc_id": d, "grade": g} for d, g in sorted(qrels[qid].items()) if g > 0),
+            tuple({"doc_id": d, "score": round(run[qid][d], 6)} for d in ranked[:TOP_IN_JSON])))
+    skipped = evaluated["num_skipped_no_relevant"]
+    messages = (f"{skipped} {'query' if skipped == 1 else 'queries'} without any relevant document "
+                f"{'was' if skipped == 1 else 'were'} skipped",) if skipped else ()
+    return EvalResult("dataset", title, {k: evaluated["mean"][k] for k in shown}, evaluated["num_queries"],
+                      tuple(per_query), name=name, depth=depth, messages=messages)
+
+
+# ----------------------------------------------------------------------------- comparison
+
+def compare_results(old: EvalResult, new: EvalResult, intersect: bool, old_label: str, resamples: int,
+                    seed: int = COMPARE_SEED) -> Comparison:
+    """Paired comparison of two results over their questions, metric by metric."""
+    old_q = {q.query_id: q for q in old.per_query}
+    new_q = {q.query_id: q for q in new.per_query}
+    common, note = common_questions(old_q, new_q, intersect)
+    metrics = {}
+    for key in (k for k in new.metrics if k in old.metrics):
+        c = stats.compare_metric({q: old_q[q].metrics[key] for q in common},
+                                 {q: new_q[q].metrics[key] for q in common}, resamples=resamples, seed=seed)
+        metrics[key] = MetricComparison(c["n"], c["old_mean"], c["new_mean"], c["diff"], tuple(c["ci"]),
+                                        c["p_value"], c["verdict"], c["needed_n"])
+    improved, worsened = rm.changed_queries({q: old_q[q].rank for q in common}, {q: new_q[q].rank for q in common})
+    as_moves = lambda moved: tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank) for m in moved)
+    return Comparison(old_label, len(common), note, metrics, resamples, seed, as_moves(improved), as_moves(worsened))
+
+
+def common_questions(old_ids: Iterable[str], new_ids: Iterable[str], intersect: bool) -> tuple[list[str], str]:
+    """(sorted common question ids, note) of two runs; EvalError if they differ without intersect, or share none."""
+    old_ids, new_ids = set(old_ids), set(new_ids)
+    common = sorted(old_ids & new_ids)
+    note = ""
+    if old_ids != new_ids:
+        if not intersect:
+            raise EvalError(f"the two runs cover different questions ({len(old_ids)} and {len(new_ids)}, "
+                            f"{len(common)} in common); pass --intersect to compare the common questions only")
+        note = f"questions differ: {len(old_ids)} old, {len(new_ids)} new; only the common ones are compared"
+    if not common:
+        raise EvalError("the two runs have no question in common; nothing to compare")
+    return common, note
+
+
+# ----------------------------------------------------------------------------- gates and status
+
+def gate_failures(metrics: Mapping[str, float], fail_under: Sequence[tuple[str, float]], on_regression: bool,
+                  compare: Comparison | None, why_not: str) -> list[str]:
+    """Which gates failed: a metric under its --fail-under value; with --fail-on-regression, a metric whose
+    verdict (paired significance test, not the raw difference) is "worse", or no comparison to check."""
+    failed = [f"{metric_label(key)} {metrics[key]:.4f} is under --fail-under {key}={threshold:g}"
+              for key, threshold in fail_under if metrics[key] < threshold]
+    if on_regression and compare is None:
+        failed.append(f"--fail-on-regression could not be checked: {why_not}")
+    elif on_regression:
+        failed += [f"{metric_label(key)} is worse than the {compare.old_label}: {c.old_mean:.3f} -> "
+                   f"{c.new_mean:.3f} (95% CI of the difference [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}], "
+                   f"p = {c.p_value:.3f})"
+                   for key, c in compare.metrics.items() if c.verdict == stats.VERDICT_WORSE]
+    return failed
+
+
+def run_status(degraded: Sequence[str], failed: Sequence[str], gates: Sequence[str]) -> Status:
+    """The status of an evaluated run: exit code 1 when a gate failed or the run is degraded, else 0."""
+    return Status(EXIT_FAILED if degraded or failed else EXIT_OK, tuple(gates), tuple(failed), tuple(degraded))
+
+
+def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) -> list[str]:
+    """Why a goldset evaluation's numbers cannot be trusted as they stand (empty = they can)."""
+    reasons = []
+    if missing:
+        reasons.append(f"{plural(len(missing), 'expected file')} not in the index ({', '.join(missing)}): their "
+                       f"questions count as misses; index the files or fix the names")
+    if left_out:
+        reasons.append(f"{plural(left_out, 'question')} left out of the metrics for an invalid expected page (see "
+                       f"'Left out of the metrics')")
+    if lint_errors:
+        reasons.append(f"goldset lint found {plural(lint_errors, 'error')} (see Notes, or run --lint)")
+    return reasons

@@ -1,0 +1,246 @@
+"""The result of one evaluation, as the reports show it and the JSON report holds it.
+
+Every value is plain data (text, numbers, tuples, dicts): no retriever object or retrieved chunk lives in a
+result. `to_json()` gives the JSON report's content with its keys in the order the report has always written
+them; `from_json()` reads a report written earlier (to compare a run with it). A few fields exist only while
+the run lasts (marked "not in the JSON report"), so a result read back from disk has their defaults.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+# Exit codes: evaluated and every gate passed; evaluated (report written) but a gate failed or the run is degraded;
+# usage or input error, nothing evaluated.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+Json = dict[str, Any]  # a JSON object as json.loads returns it
+
+
+@dataclass(frozen=True)
+class Status:
+    """How an evaluated run ended: its exit code, the gates it checked, the gates that failed and why the run
+    is degraded."""
+
+    exit_code: int
+    gates: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    degraded: tuple[str, ...] = ()
+
+    def to_json(self) -> Json:
+        return {"exit_code": self.exit_code, "gates": list(self.gates), "failed": list(self.failed),
+                "degraded": list(self.degraded)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Status:
+        return cls(data["exit_code"], tuple(data["gates"]), tuple(data["failed"]), tuple(data["degraded"]))
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    """One question's outcome. `locations` are the expected ones ({source, page[, last_page]} for a goldset,
+    {doc_id, grade} for a dataset), `top` the first retrieved ({source, page, score} or {doc_id, score})."""
+
+    query_id: str
+    question: str
+    rank: int | None  # of the first acceptable hit; None when none was retrieved
+    metrics: dict[str, float]
+    corpus: str = ""
+    locations: tuple[Json, ...] = ()
+    top: tuple[Json, ...] = ()
+
+    def to_json(self) -> Json:
+        return {"query_id": self.query_id, "question": self.question, "corpus": self.corpus,
+                "locations": list(self.locations), "rank": self.rank, "metrics": self.metrics, "top": list(self.top)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QuestionResult:
+        return cls(data["query_id"], data.get("question", ""), data["rank"], dict(data["metrics"]),
+                   data.get("corpus", ""), tuple(data.get("locations", ())), tuple(data.get("top", ())))
+
+
+@dataclass(frozen=True)
+class CorpusResult:
+    """The metrics of the questions of one corpus (goldsets that name several)."""
+
+    n: int
+    metrics: dict[str, float]
+    counts: dict[str, int]
+
+    def to_json(self) -> Json:
+        return {"n": self.n, "metrics": self.metrics, "counts": self.counts}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CorpusResult:
+        return cls(data["n"], dict(data["metrics"]), dict(data["counts"]))
+
+
+@dataclass(frozen=True)
+class NotFound:
+    """A question no acceptable hit was retrieved for, with hints why."""
+
+    question: str
+    locations: tuple[Json, ...]
+    hints: tuple[str, ...]
+
+    def to_json(self) -> Json:
+        return {"question": self.question, "locations": list(self.locations), "hints": list(self.hints)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NotFound:
+        return cls(data["question"], tuple(data["locations"]), tuple(data["hints"]))
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A question left out of the metrics (an invalid expected page), with its goldset lines and why."""
+
+    query_id: str
+    question: str
+    lines: tuple[int, ...]
+    reasons: tuple[str, ...]
+
+    def to_json(self) -> Json:
+        return {"query_id": self.query_id, "question": self.question, "lines": list(self.lines),
+                "reasons": list(self.reasons)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LeftOut:
+        return cls(data["query_id"], data["question"], tuple(data["lines"]), tuple(data["reasons"]))
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One metric of two runs over their common questions: means, paired CI and p-value of the difference."""
+
+    n: int
+    old_mean: float
+    new_mean: float
+    diff: float
+    ci: tuple[float, float]
+    p_value: float
+    verdict: str
+    needed_n: int | None  # questions that would detect the difference; None when there is none to detect
+
+    def to_json(self) -> Json:
+        return {"n": self.n, "old_mean": self.old_mean, "new_mean": self.new_mean, "diff": self.diff,
+                "ci": list(self.ci), "p_value": self.p_value, "verdict": self.verdict, "needed_n": self.needed_n}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MetricComparison:
+        low, high = data["ci"]
+        return cls(data["n"], data["old_mean"], data["new_mean"], data["diff"], (low, high), data["p_value"],
+                   data["verdict"], data["needed_n"])
+
+
+@dataclass(frozen=True)
+class RankMove:
+    """A question whose first acceptable rank changed between two runs (None = not found)."""
+
+    query_id: str
+    question: str
+    old_rank: int | None
+    new_rank: int | None
+
+    def to_json(self) -> Json:
+        return {"query_id": self.query_id, "question": self.question, "old_rank": self.old_rank,
+                "new_rank": self.new_rank}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RankMove:
+        return cls(data["query_id"], data["question"], data["old_rank"], data["new_rank"])
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run compared with an earlier one (`old_label` names it), metric by metric, plus the moved questions."""
+
+    old_label: str
+    n: int  # common questions compared
+    note: str  # why fewer questions than either run has were compared; "" when all were
+    metrics: dict[str, MetricComparison]
+    resamples: int
+    seed: int
+    improved: tuple[RankMove, ...]
+    worsened: tuple[RankMove, ...]
+
+    def to_json(self) -> Json:
+        return {"old_label": self.old_label, "n": self.n, "note": self.note,
+                "metrics": {key: c.to_json() for key, c in self.metrics.items()}, "resamples": self.resamples,
+                "seed": self.seed, "improved": [m.to_json() for m in self.improved],
+                "worsened": [m.to_json() for m in self.worsened]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
+        return cls(data["old_label"], data["n"], data["note"],
+                   {key: MetricComparison.from_json(c) for key, c in data["metrics"].items()}, data["resamples"],
+                   data["seed"], tuple(map(RankMove.from_json, data["improved"])),
+                   tuple(map(RankMove.from_json, data["worsened"])))
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One evaluated configuration over a goldset (kind "goldset") or a BEIR dataset (kind "dataset")."""
+
+    kind: str
+    title: str
+    metrics: dict[str, float]  # mean per metric key, in report order
+    num_queries: int
+    per_query: tuple[QuestionResult, ...]
+    name: str = ""  # the configuration, e.g. "hybrid + rerank" (not in the JSON report)
+    depth: int = 0  # results retrieved per question (not in the JSON report)
+    goldset: str = ""  # what was evaluated: "goldset eval/goldset.csv", "dataset scifact (test)"
+    generated: str = ""  # when the reports were written
+    status: Status | None = None
+    config: tuple[tuple[str, str], ...] = ()  # (label, value) rows of the configuration block
+    counts: dict[str, int] = field(default_factory=dict)  # questions found per Hit@k (goldsets)
+    per_corpus: dict[str, CorpusResult] = field(default_factory=dict)
+    not_found: tuple[NotFound, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+    judge: Json | None = None  # the LLM judge's section as the judge module writes it
+    judge_lines: tuple[str, ...] = ()  # that section as text (not in the JSON report)
+    compare: Comparison | None = None
+    messages: tuple[str, ...] = ()  # notes shown above the results
+    seconds: float = 0.0  # wall time of retrieval and scoring (not in the JSON report)
+
+    @property
+    def ranks(self) -> dict[str, int | None]:
+        """query_id -> first acceptable rank (None = not found)."""
+        return {q.query_id: q.rank for q in self.per_query}
+
+    @property
+    def identity(self) -> str:
+        """What the run evaluated; a report older than the goldset field gives its title."""
+        return self.goldset or self.title
+
+    def to_json(self) -> Json:
+        """The JSON report: every key in its fixed place, optional sections only when they hold something."""
+        payload: Json = {"generated": self.generated, "title": self.title, "kind": self.kind,
+                         **({"goldset": self.goldset} if self.goldset else {}),
+                         **({"status": self.status.to_json()} if self.status else {}),
+                         "config": dict(self.config), "metrics": self.metrics, "num_queries": self.num_queries,
+                         "per_query": [q.to_json() for q in self.per_query]}
+        optional = {"counts": self.counts,
+                    "per_corpus": {corpus: entry.to_json() for corpus, entry in self.per_corpus.items()},
+                    "not_found": [entry.to_json() for entry in self.not_found],
+                    "left_out": [entry.to_json() for entry in self.left_out],
+                    "judge": self.judge, "compare": self.compare.to_json() if self.compare else None,
+                    "messages": list(self.messages)}
+        payload.update((key, value) for key, value in optional.items() if value)
+        return payload
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvalResult:
+        """A result from a JSON report; KeyError, TypeError or ValueError when `data` is not one."""
+        status, compare = data.get("status"), data.get("compare")
+        return cls(kind=data.get("kind", ""), title=data.get("title", ""), metrics=dict(data["metrics"]),
+                   num_queries=data.get("num_queries", len(data["per_query"])),
+                   per_query=tuple(map(QuestionResult.from_json, data["per_query"])),
+                   goldset=data.get("goldset", ""), generated=data.get("generated", ""),
+                   status=Status.from_json(status) if status else None,
+                   config=tuple(data.get("config", {}).items()), counts=dict(data.get("counts", {})),
+                   per_corpus={c: CorpusResult.from_json(e) for c, e in data.get("per_corpus", {}).items()},
+                   not_found=tuple(map(NotFound.from_json, data.get("not_found", ()))),
+                   left_out=tuple(map(LeftOut.from_json, data.get("left_out", ()))), judge=data.get("judge"),
+                   compare=Comparison.from_json(compare) if compare else None,
+                   messages=tuple(data.get("messages", ())))

@@ -1,0 +1,55 @@
+"""localrag/result.py: the JSON report is `EvalResult.to_json()`, and `from_json` reads it back unchanged."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from conftest import ROOT
+
+from localrag import report as eval_report
+from localrag.result import (Comparison, CorpusResult, EvalResult, LeftOut, MetricComparison, NotFound,
+                             QuestionResult, RankMove, Status)
+
+FULL = EvalResult(
+    kind="goldset", title="goldset gold.csv", metrics={"hit@5": 0.5, "mrr": 0.25}, num_queries=2,
+    per_query=(QuestionResult("q1", "What is vega?", 2, {"hit@5": 1.0, "mrr": 0.5}, "options",
+                              ({"source": "options.pdf", "page": 2, "last_page": 3},),
+                              ({"source": "options.pdf", "page": 1, "score": 0.5},)),
+               QuestionResult("q2", "What is rain?", None, {"hit@5": 0.0, "mrr": 0.0}, "weather",
+                              ({"source": "weather.pdf", "page": None},), ())),
+    name="hybrid", depth=20, goldset="goldset gold.csv", generated="2025-01-01 00:00:00",
+    status=Status(1, ("hit@5 >= 0.9",), ("Hit@5 0.5000 is under --fail-under hit@5=0.9",), ("degraded",)),
+    config=(("Goldset", "gold.csv (3 questions)"), ("Reranker", "off")), counts={"hit@5": 1},
+    per_corpus={"options": CorpusResult(1, {"hit@5": 1.0, "mrr": 0.5}, {"hit@5": 1}),
+                "weather": CorpusResult(1, {"hit@5": 0.0, "mrr": 0.0}, {"hit@5": 0})},
+    not_found=(NotFound("What is rain?", ({"source": "weather.pdf", "page": None},), ("a hint",)),),
+    left_out=(LeftOut("q3", "Where is page 99?", (4, 5), ("options.pdf has 2 pages",)),),
+    judge={"model": "stub", "questions": 2},
+    compare=Comparison("previous report old.json", 2, "", {
+        "hit@5": MetricComparison(2, 0.0, 0.5, 0.5, (0.0, 1.0), 1.0, "no detectable difference", 12)},
+        10_000, 0, (RankMove("q1", "What is vega?", None, 2),), ()),
+    messages=("a note",), seconds=1.5, judge_lines=("LLM judge",))
+
+
+def test_json_keys_keep_the_report_order():
+    assert list(FULL.to_json()) == ["generated", "title", "kind", "goldset", "status", "config", "metrics",
+                                    "num_queries", "per_query", "counts", "per_corpus", "not_found", "left_out",
+                                    "judge", "compare", "messages"]
+    assert list(FULL.to_json()["per_query"][0]) == ["query_id", "question", "corpus", "locations", "rank",
+                                                    "metrics", "top"]
+    # Optional sections appear only when they hold something.
+    bare = EvalResult("dataset", "dataset d (test)", {"mrr": 1.0}, 1, ())
+    assert list(bare.to_json()) == ["generated", "title", "kind", "config", "metrics", "num_queries", "per_query"]
+
+
+def test_from_json_reads_back_everything_the_json_holds():
+    text = eval_report.render_json(FULL)
+    back = EvalResult.from_json(json.loads(text))
+    # Only the fields that exist while a run lasts are lost.
+    assert back == dataclasses.replace(FULL, name="", depth=0, seconds=0.0, judge_lines=())
+    assert eval_report.render_json(back) == text
+
+
+def test_the_committed_report_reads_back_byte_identical():
+    text = (ROOT / "eval" / "baseline.json").read_text(encoding="utf-8")
+    assert eval_report.render_json(EvalResult.from_json(json.loads(text))) == text
