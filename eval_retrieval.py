@@ -483,14 +483,18 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     warnings = sync_pdf_index(rag, args)
     docs = index_docs(rag)
     findings = lint_findings(rag, goldset, docs, progress=not args.quiet)
-    # Lint runs before every evaluation; reader messages are already listed, so they are left out of the notes.
-    for finding in findings:
-        if not finding.message.startswith("reader: "):
-            where = (f"line{'s' if len(finding.lines) > 1 else ''} {', '.join(map(str, finding.lines))}: "
-                     if finding.lines else "")
-            warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
-            log(args, f"warning: {warnings[-1]}")
     left_out = left_out_questions(goldset.questions, docs)
+    # Lint runs before every evaluation. Each finding is stated once: reader messages are already listed, and an
+    # invalid page is listed under 'Left out of the metrics' with its question.
+    stated = {(line, reason) for q in goldset.questions if q.query_id in left_out
+              for line in q.lines for reason in left_out[q.query_id]}
+    for finding in findings:
+        if finding.message.startswith("reader: ") or any((line, finding.message) in stated for line in finding.lines):
+            continue
+        where = (f"line{'s' if len(finding.lines) > 1 else ''} {', '.join(map(str, finding.lines))}: "
+                 if finding.lines else "")
+        warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
+        log(args, f"warning: {warnings[-1]}")
     scored = [q for q in goldset.questions if q.query_id not in left_out]
     if not scored:
         raise EvalError(f"every question of {display_path(args.goldset)} has an invalid expected page (see the "
@@ -504,9 +508,7 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     configs, missing_rows = ablation_configs(rag) if args.ablation else ([(args.mode, rag.reranker is not None)], "")
     indexed = {d["source"]: d for d in rag.list_documents()}
     missing = ev.missing_files(scored, indexed)
-    notes = [*goldset.messages, *warnings]
-    if missing:
-        notes.append("Documents named in the goldset but not in the index: " + ", ".join(missing))
+    notes = [*goldset.messages, *warnings]  # a missing file is in the notes as a lint error on its line
     left_out_rows = tuple(LeftOut(q.query_id, q.question, tuple(q.lines), tuple(left_out[q.query_id]))
                           for q in goldset.questions if q.query_id in left_out)
     degraded = ev.degraded_reasons(missing, sum(f.severity == "error" for f in findings), len(left_out))
@@ -553,14 +555,14 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
 
     k = args.judge_k or judge.JUDGE_K
     items = [judge.JudgeItem(q.query_id, q.question,
-                                 [judge.Passage(d.metadata["source"], shown_page(int(d.metadata["page"])),
-                                                    d.page_content) for d, _ in hits[q.query_id][:k]])
+                             [judge.Passage(d.metadata["source"], shown_page(int(d.metadata["page"])),
+                                            d.page_content) for d, _ in hits[q.query_id][:k]])
              for q in questions]
     run = judge.run_judge(items, args.judge, cache_path=args.judge_cache, max_new_calls=args.judge_max_calls,
-                              k=k, domain=args.judge_domain, progress=None if args.quiet else
-                              (lambda message: print(message, file=sys.stderr, flush=True)),
-                              warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
-                              flag="--judge")
+                          k=k, domain=args.judge_domain, progress=None if args.quiet else
+                          (lambda message: print(message, file=sys.stderr, flush=True)),
+                          warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
+                          flag="--judge")
     log(args, judge.judge_calls_line(run))
     messages, degraded = list(result.messages), []
     if run.cache_warning:

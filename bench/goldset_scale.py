@@ -13,7 +13,6 @@ timed from outside.
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import re
 import sys
@@ -22,6 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from localrag import goldset as gs  # noqa: E402
+from localrag.pages import shown_page  # noqa: E402
 
 OUT_DIR = ROOT / "bench" / "out"  # synthetic goldsets and reports (ignored by git)
 WORD = re.compile(r"[^\W\d_]{3,}")  # words a question may borrow from its chunk
@@ -49,8 +51,7 @@ def index_chunks(index: str) -> list[tuple[str, int, str]]:
     from local_rag import LocalRAG
 
     rag = LocalRAG(index, reranker_model=None, quiet=True)
-    data = rag.vectorstore._collection.get(include=["documents", "metadatas"])
-    return [(m["source"], int(m["page"]) + 1, text) for text, m in zip(data["documents"], data["metadatas"])]
+    return [(m["source"], shown_page(int(m["page"])), text) for _, text, m in rag.indexed_chunks()]
 
 
 def synthetic_rows(chunks: list[tuple[str, int, str]], n: int, seed: int) -> list[tuple[str, str, int]]:
@@ -74,10 +75,7 @@ def synthetic_rows(chunks: list[tuple[str, int, str]], n: int, seed: int) -> lis
 
 def write_goldset(path: Path, rows: list[tuple[str, str, int]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["question", "expected_source", "expected_page"])
-        writer.writerows(rows)
+    gs.write_goldset_csv(path, (gs.GoldsetRow(question, "", source, page, "") for question, source, page in rows))
     return path
 
 
@@ -97,7 +95,6 @@ def lint_seconds(questions, docs, old: bool) -> tuple[float, list]:
 
 
 def lint_table(chunks, docs, sizes: list[int], old_max: int, seed: int) -> list[str]:
-    from localrag import goldset as gs
 
     lines = ["Lint of the goldset (seconds; near-duplicates: new = only pairs sharing two of their rarest words, "
              "old = every pair)", f"  {'questions':>10}  {'findings':>8}  {'new':>8}  {'old':>10}  {'speed-up':>8}"]
@@ -123,7 +120,6 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
     """Exit code and seconds per phase of one `eval_retrieval.main` run, phases timed by wrapping its steps."""
     import eval_retrieval as er
     from localrag import evaluate as ev
-    from localrag import goldset as gs
 
     seconds: dict[str, float] = {}
 
