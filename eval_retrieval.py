@@ -41,6 +41,8 @@ DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between
 DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
 COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
 GENERATED_PATH = "eval/goldset_generated.csv"  # where --generate writes its goldset
+JUDGE_CACHE_PATH = "eval/judge_cache.json"  # the LLM judge's (and --llm's) cache of replies
+SUITE_OUTPUT_DIR = "eval/suite_reports"  # where --suite writes entry reports and the summary
 DATASET_REPORT_DIR = "eval/dataset_reports"  # default reports of --dataset runs, named after dataset and split
 GOLDSET_REPORT_SUFFIX = ".report"  # another goldset's default report: beside it, <goldset name>.report.txt
 
@@ -200,8 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                "in localrag/judge.py, 5)")
     jd.add_argument("--judge-max-calls", type=int, default=None, help="at most N new (uncached) judge calls in "
                                                                       "this run (default: no limit)")
-    jd.add_argument("--judge-cache", default=None, help="judge cache file (default: JUDGE_CACHE_PATH in "
-                                                        "localrag/judge.py, eval/judge_cache.json)")
+    jd.add_argument("--judge-cache", default=None, help=f"judge cache file (default: {JUDGE_CACHE_PATH})")
     jd.add_argument("--judge-domain", default=None, help="field of the documents, to sharpen the prompt, e.g. "
                                                          "'option pricing' (default: JUDGE_DOMAIN, empty)")
     gl = p.add_argument_group("goldset tools", "grow and check goldsets")
@@ -333,8 +334,6 @@ def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(flag, path) of every file an evaluation reads and a report must not replace."""
-    from localrag import judge
-
     inputs = [("--compare-to", args.compare_to)]
     if args.dataset:
         inputs += [("--dataset", str(Path(args.dataset) / name))
@@ -342,7 +341,7 @@ def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     else:
         inputs.append(("--goldset", args.goldset))
     if args.judge:
-        inputs.append(("--judge-cache", args.judge_cache or judge.JUDGE_CACHE_PATH))
+        inputs.append(("--judge-cache", args.judge_cache or JUDGE_CACHE_PATH))
     return [(flag, path) for flag, path in inputs if path]
 
 
@@ -558,8 +557,8 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
                              [judge.Passage(d.metadata["source"], shown_page(int(d.metadata["page"])),
                                             d.page_content) for d, _ in hits[q.query_id][:k]])
              for q in questions]
-    run = judge.run_judge(items, args.judge, cache_path=args.judge_cache, max_new_calls=args.judge_max_calls,
-                          k=k, domain=args.judge_domain, progress=None if args.quiet else
+    run = judge.run_judge(items, args.judge, cache_path=args.judge_cache or JUDGE_CACHE_PATH,
+                          max_new_calls=args.judge_max_calls, k=k, domain=args.judge_domain, progress=None if args.quiet else
                           (lambda message: print(message, file=sys.stderr, flush=True)),
                           warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
                           flag="--judge")
@@ -817,7 +816,7 @@ def llm_question_asker(args: argparse.Namespace) -> tuple[Any, Any]:
         llm.check_environment(os.environ, flag)
     except llm.ChatError as exc:
         raise EvalError(str(exc)) from None
-    cache, cache_warning = judge.open_cache(args.judge_cache or judge.JUDGE_CACHE_PATH)
+    cache, cache_warning = judge.open_cache(args.judge_cache or JUDGE_CACHE_PATH)
     if cache_warning:
         print(f"warning: {cache_warning}", file=sys.stderr)
     # The judge's server and cache (--judge-cache) serve the questions too, so messages name the judge.
@@ -861,7 +860,8 @@ def run_suite(args: argparse.Namespace) -> int:
 
     try:
         return eval_suite.run_suite(args.suite, args.output_name,
-                                    lambda options, report: run_suite_entry(options, report, args))
+                                    lambda options, report: run_suite_entry(options, report, args),
+                                    output_dir=SUITE_OUTPUT_DIR)
     except eval_suite.SuiteError as exc:
         raise EvalError(str(exc)) from None
 

@@ -40,7 +40,6 @@ from localrag.llm import (
 # Passages shown to the judge per question (the first k retrieved).
 JUDGE_K = 5
 # Cache of verdicts, committed next to the report so reruns are free.
-JUDGE_CACHE_PATH = "eval/judge_cache.json"
 # Field of the documents, e.g. "Franz Kafka literature" or "option pricing"; "" for none.
 JUDGE_DOMAIN = ""
 # Passages longer than this are cut (characters, after collapsing whitespace).
@@ -123,10 +122,9 @@ class JudgeRun:
 # -- cache --------------------------------------------------------------------------------
 
 
-def open_cache(path: str | os.PathLike[str] | None = None) -> tuple[ReplyCache, str | None]:
-    """The judge cache at `path` (default JUDGE_CACHE_PATH) and, if its file was corrupt
-    and moved aside, a warning that says where."""
-    cache = ReplyCache(JUDGE_CACHE_PATH if path is None else path)
+def open_cache(path: str | os.PathLike[str]) -> tuple[ReplyCache, str | None]:
+    """The judge cache at `path` and, if its file was corrupt and moved aside, a warning that says where."""
+    cache = ReplyCache(path)
     if cache.corrupt_backup is None:
         return cache, None
     return cache, (
@@ -258,7 +256,7 @@ def run_judge(
     items: Iterable[JudgeItem],
     model: str,
     *,
-    cache_path: str | os.PathLike[str] | None = None,
+    cache_path: str | os.PathLike[str],
     max_new_calls: int | None = None,
     chat: Any = None,
     progress: Progress | None = None,

@@ -15,7 +15,6 @@ from localrag import report as eval_report
 from localrag.files import write_text_atomic
 from localrag.result import EXIT_OK, EvalResult
 
-SUITE_OUTPUT_DIR = "eval/suite_reports"  # where entry reports and the summary go
 SUITE_METRICS = ["hit@5", "hit@10", "ndcg@10", "recall@100", "mrr"]  # summary columns, when an entry has them
 RESERVED = {"name", "report", "json"}  # entry keys of the suite itself, not eval_retrieval.py options
 # Flags that make no sense inside an entry: other suites, or runs that write no JSON report with one metrics row.
@@ -73,10 +72,10 @@ def report_path(entry: dict[str, Any], output_dir: Path, suffix: str) -> Path:
 
 
 def run_suite(path: str | Path, output_name: str | None, evaluate: EvaluateEntry,
-              output_dir: str | Path | None = None) -> int:
+              output_dir: str | Path) -> int:
     """Run every entry through `evaluate`; write the summary table; non-zero if any entry failed."""
     entries = load_suite(path)
-    out = Path(SUITE_OUTPUT_DIR if output_dir is None else output_dir)  # read at call time, so tests can move it
+    out = Path(output_dir)
     suffix = f"-{output_name}" if output_name else ""
     rows, failed, degraded = [], [], []
     for entry in entries:

@@ -140,7 +140,7 @@ def test_two_entries_write_reports_and_summary(gold_entry, beir_dir, tmp_path, c
 def test_output_name_names_reports_and_summary(gold_entry, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # were the patch ignored, eval/suite_reports would land here, not in the repo
     out_dir = tmp_path / "reports"
-    monkeypatch.setattr(eval_suite, "SUITE_OUTPUT_DIR", str(out_dir))
+    monkeypatch.setattr(er, "SUITE_OUTPUT_DIR", str(out_dir))
     # The second entry has its own report path: the output name goes before its extension, too.
     custom = tmp_path / "custom" / "kept.txt"
     suite = write_suite(tmp_path / "suite.toml", gold_entry(),
@@ -163,7 +163,7 @@ def test_output_name_names_reports_and_summary(gold_entry, tmp_path, capsys, mon
 
 def test_failing_entries_are_listed_and_the_others_reported(gold_entry, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # were the patch ignored, eval/suite_reports would land here, not in the repo
-    monkeypatch.setattr(eval_suite, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
+    monkeypatch.setattr(er, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
     missing = tmp_path / "nowhere.csv"
     typo = gold_entry("typo").replace('mode = "bm25"', 'modee = "bm25"')  # an option eval_retrieval does not know
     suite = write_suite(tmp_path / "suite.toml", gold_entry("no-goldset", missing), gold_entry(), typo)
@@ -181,7 +181,7 @@ def test_failing_entries_are_listed_and_the_others_reported(gold_entry, tmp_path
 
 def test_an_entry_failing_its_gate_is_reported_and_listed(gold_entry, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(eval_suite, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
+    monkeypatch.setattr(er, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
     gated = gold_entry("gated") + 'fail_under = "hit@5=0.9"\n'  # Hit@5 is 0.667: exit 1, report written
     suite = write_suite(tmp_path / "suite.toml", gold_entry(), gated)
     code, out, _ = run(capsys, "--suite", suite, "--quiet")
@@ -195,7 +195,7 @@ def test_an_entry_failing_its_gate_is_reported_and_listed(gold_entry, tmp_path, 
 
 def test_all_entries_failing_still_writes_a_summary(gold_entry, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # were the patch ignored, eval/suite_reports would land here, not in the repo
-    monkeypatch.setattr(eval_suite, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
+    monkeypatch.setattr(er, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
     suite = write_suite(tmp_path / "suite.toml", gold_entry("only", tmp_path / "nowhere.csv"))
     code, out, _ = run(capsys, "--suite", suite, "--quiet")
     assert code == 1
@@ -264,7 +264,7 @@ BAD_SUITES = [
 @pytest.mark.parametrize(("text", "message"), BAD_SUITES)
 def test_bad_suite_files_exit_2(text, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # were the patch ignored, eval/suite_reports would land here, not in the repo
-    monkeypatch.setattr(eval_suite, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
+    monkeypatch.setattr(er, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
     path = tmp_path / "suite.toml"
     if text is not None:
         path.write_text(text, encoding="utf-8")
