@@ -23,10 +23,11 @@ from localrag import goldset as gs
 from localrag import report as eval_report
 from localrag.evaluate import EvalError, metric_keys
 from localrag import cli
+from localrag import diagnose
 from localrag.files import write_text_atomic
 from localrag.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
-from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult, LeftOut, Status
+from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult, LeftOut, QuestionResult, Status
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
 GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parent / "eval" / "goldset_template.csv"  # copied to start a goldset
@@ -45,6 +46,8 @@ JUDGE_CACHE_PATH = "eval/judge_cache.json"  # the LLM judge's (and --llm's) cach
 SUITE_OUTPUT_DIR = "eval/suite_reports"  # where --suite writes entry reports and the summary
 DATASET_REPORT_DIR = "eval/dataset_reports"  # default reports of --dataset runs, named after dataset and split
 GOLDSET_REPORT_SUFFIX = ".report"  # another goldset's default report: beside it, <goldset name>.report.txt
+DIAGNOSTIC_DEPTH = 100  # how deep the dense and BM25 lists are searched for stage ranks ("just outside the pool")
+DETAILS_SUFFIX = ".details.md"  # the details file beside a goldset report: eval/baseline.txt -> baseline.details.md
 
 T = TypeVar("T")
 
@@ -148,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                      f"{DATASET_REPORT_DIR}/NAME-SPLIT.txt)")
     gold.add_argument("--json", default=None, help="JSON report (default: the report path with .json)")
     gold.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
+    gold.add_argument("--explain", default=None, metavar="QUESTION",
+                      help="print, for one question of the goldset (its text or query id) or any other question, "
+                           "where the expected location ranked at each stage and the passages retrieved; no "
+                           "evaluation, no report written (default: off)")
+    gold.add_argument("--diagnostic-depth", type=int, default=DIAGNOSTIC_DEPTH,
+                      help=f"how deep the dense and BM25 lists are searched for the stage ranks, beyond the "
+                           f"candidates the later stages see; never changes the results (default: "
+                           f"{DIAGNOSTIC_DEPTH})")
     gold.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr; warnings and a "
                                                            "failed status are still shown")
     idx = p.add_argument_group("index")
@@ -254,14 +265,19 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         raise EvalError(f"--page-tolerance must be 0 or more, got {args.page_tolerance}")
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
     for flag, value in (("--max-queries", args.max_queries), ("--max-corpus-docs", args.max_corpus_docs),
-                        ("--judge-k", args.judge_k), ("--resamples", args.resamples)):
+                        ("--judge-k", args.judge_k), ("--resamples", args.resamples),
+                        ("--diagnostic-depth", args.diagnostic_depth)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
     actions = [flag for flag, on in (("--dataset", args.dataset), ("--lint", args.lint),
                                      ("--generate", args.generate is not None), ("--suite", args.suite),
-                                     ("--compare", args.compare)) if on]
+                                     ("--compare", args.compare), ("--explain", args.explain is not None),
+                                     ("--ablation", args.ablation and args.explain is not None),
+                                     ("--judge", args.judge and args.explain is not None)) if on]
     if len(actions) > 1:
         raise EvalError(f"{' and '.join(actions)} cannot be combined; run them one at a time")
+    if args.explain is not None and not args.explain.strip():
+        raise EvalError("--explain needs a question or a query id of the goldset, got an empty text")
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
     check_gate_flags(args)
@@ -269,7 +285,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         args.report = default_report_path(args)
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
-    if not (args.lint or args.generate is not None or args.suite or args.compare):
+    if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
         check_output_paths(output_paths(args), input_paths(args))
     if args.judge:
         import os
@@ -295,7 +311,7 @@ def check_gate_flags(args: argparse.Namespace) -> None:
                                                                        args.fail_on_regression)) if on]
     other = [flag for flag, on in (("--ablation", args.ablation), ("--lint", args.lint),
                                    ("--generate", args.generate is not None), ("--suite", args.suite),
-                                   ("--compare", args.compare)) if on]
+                                   ("--compare", args.compare), ("--explain", args.explain is not None)) if on]
     if gated and other:
         raise EvalError(f"{' and '.join(gated)} gate one evaluation and do not work with {other[0]}; run the "
                         f"evaluation to gate on its own")
@@ -328,8 +344,22 @@ def default_report_path(args: argparse.Namespace) -> str:
 
 def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(flag, path) of every file an evaluation writes."""
+    details = None if args.dataset else details_path(args.report)
     return [(flag, path) for flag, path in (("--report", args.report), ("--json", args.json),
-                                            ("--markdown", args.markdown), ("--run-file", args.run_file)) if path]
+                                            ("--markdown", args.markdown), ("--run-file", args.run_file),
+                                            ("the details file of --report", details)) if path]
+
+
+def details_path(report: str | Path) -> str:
+    """The details file beside a goldset report: eval/baseline.txt -> eval/baseline.details.md."""
+    report = Path(report)
+    return str(report.with_name(report.stem + DETAILS_SUFFIX))
+
+
+def stage_cutoff(ks: Sequence[int]) -> int:
+    """The cutoff of "Where the misses are lost": the first that holds the RETRIEVAL_K passages the chat
+    gets, else the deepest."""
+    return min((k for k in ks if k >= local_rag.RETRIEVAL_K), default=max(ks))
 
 
 def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -416,6 +446,10 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
 
 
 def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
+    """The details file (a goldset's), the report and the JSON report; the details first, so a report never
+    names a details file that is not there."""
+    if result.details:
+        write_text_atomic(details_path(args.report), diagnose.render_details(result, display_path(args.report)))
     write_text_atomic(args.report, eval_report.render_text(result))
     write_text_atomic(args.json, eval_report.render_json(result))
     if args.markdown:
@@ -514,9 +548,12 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     results = []
     for mode, rerank in configs:
         started = time.perf_counter()
-        hits = ev.retrieve_goldset(rag, scored, max(args.k_values), mode, rerank, progress=not args.quiet)
+        hits, traced = ev.retrieve_goldset(rag, scored, max(args.k_values), mode, rerank, progress=not args.quiet,
+                                           diagnostic_depth=args.diagnostic_depth, page_offset=args.page_offset,
+                                           tolerance=args.page_tolerance)
         result = ev.evaluate_goldset(scored, hits, indexed, args.k_values, name=ev.config_name(mode, rerank),
-                                     title=identity, page_offset=args.page_offset, tolerance=args.page_tolerance)
+                                     title=identity, page_offset=args.page_offset, tolerance=args.page_tolerance,
+                                     traced=traced, stage_k=stage_cutoff(args.k_values))
         results.append(dataclasses.replace(result, seconds=time.perf_counter() - started, goldset=identity,
                                            config=tuple(config_block(rag, args, mode, rerank, header) + tail),
                                            messages=tuple(notes), left_out=left_out_rows))
@@ -628,8 +665,10 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
     results = []
     for mode, rerank in configs:
         started = time.perf_counter()
-        run = ev.retrieve_dataset(rag, dataset, max(args.k_values), mode, rerank, progress=not args.quiet)
-        result = ev.evaluate_dataset(dataset, run, args.k_values, name=ev.config_name(mode, rerank), title=identity)
+        run, stages = ev.retrieve_dataset(rag, dataset, max(args.k_values), mode, rerank, progress=not args.quiet,
+                                          diagnostic_depth=args.diagnostic_depth)
+        result = ev.evaluate_dataset(dataset, run, args.k_values, name=ev.config_name(mode, rerank), title=identity,
+                                     stages=stages, stage_k=stage_cutoff(args.k_values))
         config = config_block(rag, args, mode, rerank, header) + [
             (label, value.format(queries=result.num_queries)) for label, value in tail]
         results.append(dataclasses.replace(result, seconds=time.perf_counter() - started, goldset=identity,
@@ -654,6 +693,8 @@ def finish(results: list[EvalResult], args: argparse.Namespace, previous: tuple[
     their status."""
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
     results = [dataclasses.replace(r, generated=generated) for r in results]
+    if not args.dataset:  # a goldset's questions not at rank 1 get their passages in the details file
+        results = [dataclasses.replace(r, details=display_path(details_path(args.report))) for r in results]
     if len(results) > 1:
         return write_ablation(results, args, degraded, missing_rows)
     result = results[0]
@@ -718,6 +759,10 @@ def write_ablation(results: list[EvalResult], args: argparse.Namespace, degraded
     base = Path(args.report)
     for r in results:
         stem = f"{base.stem}-{r.name.replace(' + ', '-')}"
+        if r.details:
+            r = dataclasses.replace(r, details=display_path(details_path(base.with_name(stem + ".txt"))))
+            write_text_atomic(details_path(base.with_name(stem + ".txt")),
+                              diagnose.render_details(r, display_path(base.with_name(stem + ".txt"))))
         write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r))
         write_text_atomic(base.with_name(stem + ".json"), eval_report.render_json(r))
     table_text = eval_report.render_ablation(results, missing_rows,
@@ -854,6 +899,41 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_explain(args: argparse.Namespace) -> int:
+    """Print the details block of one question (of the goldset, by text or query id, or any other question)
+    for the configuration of `args`: nothing is evaluated or written."""
+    wanted = " ".join(args.explain.split())
+    explicit_goldset = not same_path(args.goldset, GOLDSET_PATH)
+    questions = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH).questions \
+        if explicit_goldset or Path(args.goldset).exists() else []
+    question = next((q for q in questions if q.query_id == wanted), None) or next(
+        (q for q in questions if " ".join(q.question.split()).casefold() == wanted.casefold()), None)
+    rag = open_rag(args, args.index or VECTORSTORE_PATH)
+    sync_pdf_index(rag, args)
+    rerank = rag.reranker is not None
+    text = question.question if question else wanted
+    trace = rag.retrieve_traced(text, k=max(args.k_values), mode=args.mode, rerank=rerank,
+                                depth=args.diagnostic_depth)
+    k = stage_cutoff(args.k_values)
+    if question is not None:
+        traced = ev.trace_goldset(trace, question.locations, args.page_offset, args.page_tolerance)
+        entry = QuestionResult(question.query_id, text, traced.stages.ranks["final"], {}, question.corpus or "",
+                               tuple(ev.location_json(loc) for loc in question.locations))
+        entry = ev.diagnosed(entry, trace.final, traced, k, args.page_offset, always=True)
+    else:
+        entry = QuestionResult("", text, None, {}, passages=tuple(ev.passage(hit, rank, text, args.page_offset)
+                                                          for rank, hit in enumerate(trace.final[:k], 1)))
+    lists = {name: [diagnose.passage_where(ev.passage(hit, rank, text, args.page_offset))
+                    for rank, hit in enumerate(hits[:diagnose.STAGE_LIST_SHOWN], 1)]
+             for name, hits in ev.stage_lists(trace).items()}
+    print(f"{rag.location if rag.chroma_url else display_path(rag.path)}: {rag.describe_order(args.mode, rerank)}, "
+          f"{args.mode} mode, {rag.candidate_k} candidates per retriever, lists searched {args.diagnostic_depth} "
+          f"deep" + ("" if question else f"; not a question or query id of {display_path(args.goldset)}"))
+    print()
+    print("\n".join(diagnose.render_question_block(entry, k, lists, in_goldset=question is not None)).rstrip())
+    return EXIT_OK
+
+
 def run_suite(args: argparse.Namespace) -> int:
     """Every entry of the --suite file evaluated in this process, then the summary table; 1 if any failed."""
     from localrag import suite as eval_suite
@@ -908,6 +988,8 @@ def run_command(args: argparse.Namespace) -> int:
         return run_lint(args)
     if args.generate is not None:
         return run_generate(args)
+    if args.explain is not None:
+        return run_explain(args)
     results = evaluate(args)
     if len(results) == 1:  # an ablation printed its table
         print_summary(results[0], args)

@@ -25,7 +25,7 @@ from localrag.models import resolve_embedding_model  # noqa: F401 - part of this
 from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                           source_name)
-from localrag.retriever import RETRIEVAL_MODES, Retriever, check_mode  # noqa: F401 - RETRIEVAL_MODES: face
+from localrag.retriever import RETRIEVAL_MODES, Retriever, Trace, check_mode  # noqa: F401 - RETRIEVAL_MODES: face
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
@@ -251,6 +251,12 @@ class LocalRAG:
         `mode` and `rerank` override this object's settings for one call (ablations share one loaded model).
         """
         return self.retriever.retrieve(query, k, mode, rerank)
+
+    def retrieve_traced(self, query: str, k: int = RETRIEVAL_K, mode: str | None = None,
+                        rerank: bool | None = None, depth: int = 0) -> Trace:
+        """`retrieve`'s list together with every stage's list (dense, BM25, fusion, reranker), the dense and
+        BM25 lists deepened to `depth` for diagnosis; see `Retriever.retrieve_traced`."""
+        return self.retriever.retrieve_traced(query, k, mode, rerank, depth)
 
     def describe_order(self, mode: str | None = None, rerank: bool | None = None) -> str:
         """Which stage ordered the final list (and so what the returned score is)."""

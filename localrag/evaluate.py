@@ -6,16 +6,18 @@ of a run work on results directly.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from localrag import goldset as gs
 from localrag import metrics as rm
-from localrag import stats
+from localrag import diagnose, stats
 from localrag.report import metric_label, plural
 from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, MetricComparison, NotFound,
-                             QuestionResult, RankMove, Status)
+                             Passage, QuestionResult, RankMove, StageRanks, Status)
 
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
 DATASET_OVERFETCH = 1.5  # chunks fetched per wanted document, times the corpus's chunks per document; doubled
@@ -39,6 +41,22 @@ class Retriever(Protocol):
     def embed_queries(self, queries: Sequence[str]) -> None: ...
 
     def retrieve(self, query: str, k: int, mode: str, rerank: bool) -> list[Hit]: ...
+
+    def retrieve_traced(self, query: str, k: int, mode: str, rerank: bool, depth: int) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Traced:
+    """What a question's retrieval trace leaves once matched: its stage ranks and the first acceptable chunk
+    any stage's list held, as (stage, rank, (chunk, score)), or None."""
+
+    stages: StageRanks
+    gold: tuple[str, int, Hit] | None
+
+
+# The stage whose chunk the details file shows as the expected passage: the final list first, then the latest
+# stage that held it; between the dense and BM25 lists the one that ranked it higher.
+GOLD_STAGE_ORDER = ("final", "rerank", "rrf", "union")
 
 
 def config_name(mode: str, rerank: bool) -> str:
@@ -72,27 +90,73 @@ def goldset_metrics(ranks: dict[str, int | None], ks: Sequence[int]) -> tuple[di
 
 
 def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], depth: int, mode: str, rerank: bool,
-                     progress: bool) -> dict[str, list[Hit]]:
-    """query_id -> the first `depth` chunks retrieved for the question, best first."""
+                     progress: bool, *, diagnostic_depth: int, page_offset: int,
+                     tolerance: int) -> tuple[dict[str, list[Hit]], dict[str, Traced]]:
+    """(query_id -> the first `depth` chunks retrieved for the question, best first; query_id -> where its
+    expected location ranked at every stage, the dense and BM25 lists searched `diagnostic_depth` deep)."""
     rag.embed_queries([rag.prepare_query(q.question) for q in questions])
-    return {q.query_id: rag.retrieve(q.question, k=depth, mode=mode, rerank=rerank)
-            for q in progress_bar(questions, progress, f"Questions ({mode}{', rerank' if rerank else ''})")}
+    hits, traced = {}, {}
+    for q in progress_bar(questions, progress, f"Questions ({mode}{', rerank' if rerank else ''})"):
+        trace = rag.retrieve_traced(q.question, k=depth, mode=mode, rerank=rerank, depth=diagnostic_depth)
+        hits[q.query_id] = trace.final
+        traced[q.query_id] = trace_goldset(trace, q.locations, page_offset, tolerance)
+    return hits, traced
+
+
+def stage_lists(trace: Any) -> dict[str, list[Hit]]:
+    """A trace's lists in pipeline order, the final list last."""
+    return {**trace.stages, "final": trace.final}
+
+
+def trace_goldset(trace: Any, locations: Sequence[gs.Location], page_offset: int, tolerance: int) -> Traced:
+    """Where the first acceptable location (file and page, within the tolerance) ranked in each list of a trace."""
+    lists = stage_lists(trace)
+    ranks = {name: gs.first_match_rank([(d.metadata["source"], [int(d.metadata["page"])]) for d, _ in hits],
+                                       locations, page_offset=page_offset, tolerance=tolerance)
+             for name, hits in lists.items()}
+    pools = {name: min(trace.pool, len(lists[name])) for name in diagnose.RETRIEVERS if name in lists}
+    return Traced(StageRanks(ranks, {name: len(hits) for name, hits in lists.items()}, pools, trace.pool),
+                  gold_hit(lists, ranks))
+
+
+def gold_hit(lists: Mapping[str, Sequence[Hit]], ranks: Mapping[str, int | None]) -> tuple[str, int, Hit] | None:
+    """(stage, rank, hit) of the expected chunk as the details file shows it (see GOLD_STAGE_ORDER)."""
+    retrievers = sorted((name for name in diagnose.RETRIEVERS if ranks.get(name) is not None),
+                        key=lambda name: ranks[name])
+    for name in (*GOLD_STAGE_ORDER, *retrievers):
+        if ranks.get(name) is not None:
+            return name, ranks[name], lists[name][ranks[name] - 1]
+    return None
+
+
+def passage(hit: Hit, rank: int, question: str, page_offset: int, stage: str = "final") -> Passage:
+    """A retrieved chunk as the details file shows it, with an excerpt around the question's words."""
+    doc, score = hit
+    page = doc.metadata.get("page")
+    return Passage(rank, doc.metadata.get("doc_id", doc.metadata["source"]),
+                   None if page is None or "doc_id" in doc.metadata else int(page) + page_offset,
+                   round(float(score), 6), diagnose.excerpt(doc.page_content, question), stage)
 
 
 def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Sequence[Hit]],
                      indexed: Mapping[str, dict], ks: Sequence[int], *, name: str, title: str, page_offset: int,
-                     tolerance: int) -> EvalResult:
-    """Score every question's hits by file and page; `indexed` (file -> list_documents entry) explains misses."""
+                     tolerance: int, traced: Mapping[str, Traced] | None = None, stage_k: int = 0) -> EvalResult:
+    """Score every question's hits by file and page; `indexed` (file -> list_documents entry) explains misses.
+
+    With `traced` (from retrieve_goldset) every question carries its stage ranks, and each one not at rank 1
+    its first `stage_k` passages and expected passage for the details file."""
     retrieved = {qid: [(d.metadata["source"], int(d.metadata["page"])) for d, _ in chunks]
                  for qid, chunks in hits.items()}
     ranks = {q.query_id: gs.first_match_rank([(src, [page]) for src, page in retrieved[q.query_id]], q.locations,
                                              page_offset=page_offset, tolerance=tolerance) for q in questions}
     means, counts, per_query_values = goldset_metrics(ranks, ks)
     per_query = tuple(
-        QuestionResult(q.query_id, q.question, ranks[q.query_id], per_query_values[q.query_id], q.corpus or "",
-                       tuple(location_json(loc) for loc in q.locations),
-                       tuple({"source": d.metadata["source"], "page": int(d.metadata["page"]) + page_offset,
-                              "score": round(float(score), 6)} for d, score in hits[q.query_id][:TOP_IN_JSON]))
+        diagnosed(QuestionResult(q.query_id, q.question, ranks[q.query_id], per_query_values[q.query_id],
+                                 q.corpus or "", tuple(location_json(loc) for loc in q.locations),
+                                 tuple({"source": d.metadata["source"], "page": int(d.metadata["page"]) + page_offset,
+                                        "score": round(float(score), 6)}
+                                       for d, score in hits[q.query_id][:TOP_IN_JSON])),
+                  hits[q.query_id], (traced or {}).get(q.query_id), stage_k, page_offset)
         for q in questions)
     per_corpus = {}
     corpora = sorted({q.corpus for q in questions if q.corpus})
@@ -106,7 +170,24 @@ def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Se
                  tuple(not_found_hints(q, retrieved[q.query_id], indexed, page_offset, tolerance)))
         for q in sorted(questions, key=lambda q: q.question) if ranks[q.query_id] is None)
     return EvalResult("goldset", title, means, len(questions), per_query, name=name, depth=max(ks), counts=counts,
-                      per_corpus=per_corpus, not_found=not_found)
+                      per_corpus=per_corpus, not_found=not_found, stage_k=stage_k if traced else 0)
+
+
+def diagnosed(q: QuestionResult, hits: Sequence[Hit], traced: Traced | None, k: int, page_offset: int,
+              always: bool = False) -> QuestionResult:
+    """The question with its stage ranks, and, when it is not at rank 1 (or `always`), its first k passages and
+    the expected passage (which its stage ranks place)."""
+    if traced is None:
+        return q
+    if not (always or diagnose.needs_details(q)):
+        return dataclasses.replace(q, stages=traced.stages)
+    gold = None
+    if traced.gold is not None:
+        stage, rank, hit = traced.gold
+        gold = passage(hit, rank, q.question, page_offset, stage)
+    return dataclasses.replace(q, stages=traced.stages, gold=gold,
+                               passages=tuple(passage(hit, rank, q.question, page_offset)
+                                              for rank, hit in enumerate(hits[:k], start=1)))
 
 
 def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, int]], indexed: dict[str, dict],
@@ -156,26 +237,49 @@ def dataset_queries(dataset) -> list:
     return [dataset.queries[qid] for qid in sorted(dataset.qrels) if qid in dataset.queries]
 
 
-def retrieve_dataset(rag: Retriever, dataset, depth: int, mode: str, rerank: bool,
-                     progress: bool) -> dict[str, dict[str, float]]:
-    """The run: query_id -> {doc_id: score} of the first `depth` documents retrieved for the query."""
+def retrieve_dataset(rag: Retriever, dataset, depth: int, mode: str, rerank: bool, progress: bool, *,
+                     diagnostic_depth: int = 0) -> tuple[dict[str, dict[str, float]], dict[str, StageRanks]]:
+    """(the run: query_id -> {doc_id: score} of the first `depth` documents retrieved for the query;
+    query_id -> where its first relevant document ranked at every stage, by document)."""
     queries = dataset_queries(dataset)
     rag.embed_queries([rag.prepare_query(q.question) for q in queries])
-    return {q.query_id: retrieve_documents(rag, q.question, depth, mode, rerank)
-            for q in progress_bar(queries, progress, f"Queries ({mode}{', rerank' if rerank else ''})")}
+    run, stages = {}, {}
+    for q in progress_bar(queries, progress, f"Queries ({mode}{', rerank' if rerank else ''})"):
+        run[q.query_id], trace = retrieve_documents(rag, q.question, depth, mode, rerank, diagnostic_depth)
+        stages[q.query_id] = document_stage_ranks(trace, dataset.qrels[q.query_id], depth)
+    return run, stages
 
 
-def retrieve_documents(rag: Retriever, question: str, depth: int, mode: str, rerank: bool) -> dict[str, float]:
-    """The first `depth` distinct documents: over-fetch chunks, and fetch more while documents are missing."""
+def retrieve_documents(rag: Retriever, question: str, depth: int, mode: str, rerank: bool,
+                       diagnostic_depth: int = 0) -> tuple[dict[str, float], Any]:
+    """(the first `depth` distinct documents, the trace of the retrieval that gave them): over-fetch chunks,
+    and fetch more while documents are missing."""
     counts = rag.info.get("counts", {})
     per_doc = counts.get("chunks", 1) / max(1, counts.get("files", 1))
     k = math.ceil(depth * per_doc * DATASET_OVERFETCH)
     while True:
-        hits = rag.retrieve(question, k=k, mode=mode, rerank=rerank)
-        docs = collapse_to_documents(hits, depth)
-        if len(docs) >= depth or len(hits) < k:  # enough documents, or the retriever has nothing more
-            return docs
+        trace = rag.retrieve_traced(question, k=k, mode=mode, rerank=rerank, depth=diagnostic_depth)
+        docs = collapse_to_documents(trace.final, depth)
+        if len(docs) >= depth or len(trace.final) < k:  # enough documents, or the retriever has nothing more
+            return docs, trace
         k *= 2
+
+
+def document_order(hits: Sequence[Hit]) -> list[str]:
+    """The distinct documents of chunks (best first), each at the rank of its best chunk."""
+    return list(dict.fromkeys(doc.metadata.get("doc_id", doc.metadata["source"]) for doc, _ in hits))
+
+
+def document_stage_ranks(trace: Any, qrels: Mapping[str, int], depth: int) -> StageRanks:
+    """Where the first relevant document ranked in each list of a trace, lists collapsed to documents (the
+    final one cut at `depth`, as scored)."""
+    lists = {name: document_order(hits) for name, hits in stage_lists(trace).items()}
+    lists["final"] = lists["final"][:depth]
+    ranks = {name: next((rank for rank, d in enumerate(docs, 1) if qrels.get(d, 0) > 0), None)
+             for name, docs in lists.items()}
+    pools = {name: len(document_order(trace.stages[name][:trace.pool])) for name in diagnose.RETRIEVERS
+             if name in trace.stages}
+    return StageRanks(ranks, {name: len(docs) for name, docs in lists.items()}, pools, trace.pool)
 
 
 def collapse_to_documents(hits: Sequence[Hit], depth: int) -> dict[str, float]:
@@ -191,8 +295,9 @@ def collapse_to_documents(hits: Sequence[Hit], depth: int) -> dict[str, float]:
 
 
 def evaluate_dataset(dataset, run: Mapping[str, dict[str, float]], ks: Sequence[int], *, name: str,
-                     title: str) -> EvalResult:
-    """Document-level scores of a run over a BEIR dataset (documents collapsed from chunks, cut at k)."""
+                     title: str, stages: Mapping[str, StageRanks] | None = None, stage_k: int = 0) -> EvalResult:
+    """Document-level scores of a run over a BEIR dataset (documents collapsed from chunks, cut at k), with
+    each query's stage ranks when `stages` (from retrieve_dataset) holds them."""
     depth = max(ks)
     qrels = {q.query_id: dataset.qrels[q.query_id] for q in dataset_queries(dataset)}
     evaluated = rm.evaluate(qrels, run, ks, depth=depth)
@@ -204,12 +309,14 @@ def evaluate_dataset(dataset, run: Mapping[str, dict[str, float]], ks: Sequence[
             qid, dataset.queries[qid].question, rm.first_relevant_rank([qrels[qid].get(d, 0) > 0 for d in ranked]),
             {k: values[k] for k in shown}, "",
             tuple({"doc_id": d, "grade": g} for d, g in sorted(qrels[qid].items()) if g > 0),
-            tuple({"doc_id": d, "score": round(run[qid][d], 6)} for d in ranked[:TOP_IN_JSON])))
+            tuple({"doc_id": d, "score": round(run[qid][d], 6)} for d in ranked[:TOP_IN_JSON]),
+            (stages or {}).get(qid)))
     skipped = evaluated["num_skipped_no_relevant"]
     messages = (f"{skipped} {'query' if skipped == 1 else 'queries'} without any relevant document "
                 f"{'was' if skipped == 1 else 'were'} skipped",) if skipped else ()
     return EvalResult("dataset", title, {k: evaluated["mean"][k] for k in shown}, evaluated["num_queries"],
-                      tuple(per_query), name=name, depth=depth, messages=messages)
+                      tuple(per_query), name=name, depth=depth, messages=messages,
+                      stage_k=stage_k if stages else 0)
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -227,8 +334,11 @@ def compare_results(old: EvalResult, new: EvalResult, intersect: bool, old_label
         metrics[key] = MetricComparison(c["n"], c["old_mean"], c["new_mean"], c["diff"], tuple(c["ci"]),
                                         c["p_value"], c["verdict"], c["needed_n"])
     improved, worsened = rm.changed_queries({q: old_q[q].rank for q in common}, {q: new_q[q].rank for q in common})
-    as_moves = lambda moved: tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank) for m in moved)
-    return Comparison(old_label, len(common), note, metrics, resamples, seed, as_moves(improved), as_moves(worsened))
+    improved = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank) for m in improved)
+    # A worse question had an old rank: the stage of the new run that pushed it below that rank lost it.
+    worsened = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank,
+                              diagnose.lost_at(new_q[m.qid].stages, m.old_rank)) for m in worsened)
+    return Comparison(old_label, len(common), note, metrics, resamples, seed, improved, worsened)
 
 
 def common_questions(old_ids: Iterable[str], new_ids: Iterable[str], intersect: bool) -> tuple[list[str], str]:

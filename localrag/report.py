@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from localrag import diagnose
 from localrag.judge import OK, cut, status_note
 from localrag.metrics import parse_metric_key
-from localrag.result import Comparison, EvalResult, LeftOut, NotFound, Status
+from localrag.result import Comparison, EvalResult, LeftOut, NotFound, QuestionResult, Status
 
 QUESTION_WIDTH = 70  # characters of a question shown per report line
 LABEL_WIDTH = 20  # width of the label column in the configuration block
@@ -19,6 +20,7 @@ JUDGE_LABEL_WIDTH = 20  # width of the labels in the judge's summary block
 JUDGE_QUESTION_CHARS = 60  # characters of a question shown on a judge line
 DASH = "–"  # shown instead of a rank when nothing acceptable was retrieved
 ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
+EXPECTED_SHOWN = 3  # expected locations named on a per-question line (a dataset query may have dozens)
 
 
 def metric_label(key: str) -> str:
@@ -46,8 +48,9 @@ def rank_text(rank: int | None) -> str:
 
 
 def location_text(loc: Mapping[str, Any]) -> str:
+    """An expected or retrieved location: 'a.pdf p. 3', 'a.pdf p. 3-5', 'a.pdf', 'doc7 (grade 2)', 'doc7'."""
     if "doc_id" in loc:
-        return f"{loc['doc_id']} (grade {loc['grade']})"
+        return f"{loc['doc_id']} (grade {loc['grade']})" if "grade" in loc else loc["doc_id"]
     if loc.get("page") is None:
         return loc["source"]
     return f"{loc['source']} p. {loc['page']}" + (f"-{loc['last_page']}" if loc.get("last_page") else "")
@@ -92,6 +95,9 @@ def render_text(result: EvalResult) -> str:
         lines += ["", *render_compare(result.compare)]
     if result.judge_lines:
         lines += ["", *result.judge_lines]
+    losses = diagnose.render_losses(result)
+    if losses:
+        lines += ["", *losses]
     lines += ["", *render_per_query(result)]
     if result.not_found:
         lines += ["", *render_not_found(result.not_found)]
@@ -125,13 +131,30 @@ def render_per_corpus(result: EvalResult) -> list[str]:
 
 
 def render_per_query(result: EvalResult) -> list[str]:
+    """One line per question (rank, corpus, question), then where it was expected and, when it is not at rank
+    1, what ranked first; a question lost within the categories' cutoff says at which stage."""
     rows = sorted(result.per_query, key=lambda q: (q.rank is None, q.rank or 0, q.question))
     with_corpus = any(q.corpus for q in rows)
     lines = [f"Per question ({len(rows)}, sorted by rank, then question)"]
+    indent = " " * (8 + (14 if with_corpus else 0))
     for q in rows:
         corpus = f"  {q.corpus:<12}" if with_corpus else ""
         lines.append(f"  {rank_text(q.rank):>4}{corpus}  {shorten(q.question)}")
+        lines.append(f"{indent}{where_line(q, result.stage_k)}")
     return lines
+
+
+def where_line(q: QuestionResult, k: int) -> str:
+    """'expected: a.pdf p. 3 · first: b.pdf p. 9 · lost: fusion (RRF)' for one question."""
+    shown = [location_text(loc) for loc in q.locations[:EXPECTED_SHOWN]]
+    more = f" and {len(q.locations) - EXPECTED_SHOWN} more" if len(q.locations) > EXPECTED_SHOWN else ""
+    parts = [f"expected: {'; '.join(shown) or 'nothing'}{more}"]
+    if q.rank != 1:
+        parts.append(f"first: {location_text(q.top[0]) if q.top else 'nothing retrieved'}")
+    reason = diagnose.loss_reason(q.stages, k) if q.stages is not None and k else ""
+    if reason:
+        parts.append(f"lost at k = {k}: {reason}")
+    return " · ".join(parts)
 
 
 def render_not_found(entries: Sequence[NotFound]) -> list[str]:
@@ -159,8 +182,10 @@ def render_compare(compare: Comparison) -> list[str]:
                  f"paired randomization test)")
     for title, moved in (("Better", compare.improved), ("Worse", compare.worsened)):
         lines.append(f"  {title} ({len(moved)}):" + ("" if moved else " none"))
-        lines += [f"    {rank_text(m.old_rank):>4} -> {rank_text(m.new_rank):<4} {shorten(m.question, 60)}"
-                  for m in moved]
+        for m in moved:
+            lines.append(f"    {rank_text(m.old_rank):>4} -> {rank_text(m.new_rank):<4} {shorten(m.question, 60)}")
+            if m.lost_at:
+                lines.append(f"                 lost at: {m.lost_at}")
     return lines
 
 

@@ -37,6 +37,43 @@ class Status:
 
 
 @dataclass(frozen=True)
+class StageRanks:
+    """Where a question's first acceptable location ranked in each stage's list (None: not in it), in pipeline
+    order: "dense" and/or "bm25", "rrf" or "union" when the mode fuses, "rerank" when a reranker ran, "final".
+
+    Ranks count chunks for goldsets and documents for datasets. `lengths`: how far each list reached (the dense
+    and BM25 lists to the diagnostic depth); `pools`: how many entries of the dense and BM25 lists were the
+    candidates the later stages saw, `pool` chunks per retriever; a rank beyond its pool is just outside it.
+    """
+
+    ranks: dict[str, int | None]
+    lengths: dict[str, int]
+    pools: dict[str, int]
+    pool: int
+
+    def to_json(self) -> Json:
+        return {"ranks": self.ranks, "lengths": self.lengths, "pools": self.pools, "pool": self.pool}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StageRanks:
+        return cls(dict(data["ranks"]), dict(data["lengths"]), dict(data["pools"]), data["pool"])
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A retrieved chunk as the details file shows it: its rank in a stage's list, file or document, 1-based
+    page (None for datasets), the score of the stage that ordered it and an excerpt (Markdown, query words in
+    bold)."""
+
+    rank: int
+    source: str
+    page: int | None
+    score: float
+    excerpt: str
+    stage: str = "final"
+
+
+@dataclass(frozen=True)
 class QuestionResult:
     """One question's outcome. `locations` are the expected ones ({source, page[, last_page]} for a goldset,
     {doc_id, grade} for a dataset), `top` the first retrieved ({source, page, score} or {doc_id, score})."""
@@ -48,15 +85,21 @@ class QuestionResult:
     corpus: str = ""
     locations: tuple[Json, ...] = ()
     top: tuple[Json, ...] = ()
+    stages: StageRanks | None = None  # None in reports older than stage ranks
+    passages: tuple[Passage, ...] = ()  # the first retrieved, for the details file (not in the JSON report)
+    gold: Passage | None = None  # the first acceptable chunk any stage's list held (not in the JSON report)
 
     def to_json(self) -> Json:
         return {"query_id": self.query_id, "question": self.question, "corpus": self.corpus,
-                "locations": list(self.locations), "rank": self.rank, "metrics": self.metrics, "top": list(self.top)}
+                "locations": list(self.locations), "rank": self.rank, "metrics": self.metrics, "top": list(self.top),
+                **({"stages": self.stages.to_json()} if self.stages else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> QuestionResult:
+        stages = data.get("stages")
         return cls(data["query_id"], data.get("question", ""), data["rank"], dict(data["metrics"]),
-                   data.get("corpus", ""), tuple(data.get("locations", ())), tuple(data.get("top", ())))
+                   data.get("corpus", ""), tuple(data.get("locations", ())), tuple(data.get("top", ())),
+                   StageRanks.from_json(stages) if stages else None)
 
 
 @dataclass(frozen=True)
@@ -141,14 +184,15 @@ class RankMove:
     question: str
     old_rank: int | None
     new_rank: int | None
+    lost_at: str = ""  # for a worse question: the stage that pushed it below its old rank
 
     def to_json(self) -> Json:
         return {"query_id": self.query_id, "question": self.question, "old_rank": self.old_rank,
-                "new_rank": self.new_rank}
+                "new_rank": self.new_rank, **({"lost_at": self.lost_at} if self.lost_at else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RankMove:
-        return cls(data["query_id"], data["question"], data["old_rank"], data["new_rank"])
+        return cls(data["query_id"], data["question"], data["old_rank"], data["new_rank"], data.get("lost_at", ""))
 
 
 @dataclass(frozen=True)
@@ -202,6 +246,8 @@ class EvalResult:
     compare: Comparison | None = None
     messages: tuple[str, ...] = ()  # notes shown above the results
     seconds: float = 0.0  # wall time of retrieval and scoring (not in the JSON report)
+    stage_k: int = 0  # the cutoff of "Where the misses are lost"; 0 when the questions have no stage ranks
+    details: str = ""  # the details file beside the report, as the report names it; "" when none was written
 
     @property
     def ranks(self) -> dict[str, int | None]:
@@ -225,7 +271,7 @@ class EvalResult:
                     "not_found": [entry.to_json() for entry in self.not_found],
                     "left_out": [entry.to_json() for entry in self.left_out],
                     "judge": self.judge, "compare": self.compare.to_json() if self.compare else None,
-                    "messages": list(self.messages)}
+                    "messages": list(self.messages), "stage_k": self.stage_k, "details": self.details}
         payload.update((key, value) for key, value in optional.items() if value)
         return payload
 
@@ -243,4 +289,5 @@ class EvalResult:
                    not_found=tuple(map(NotFound.from_json, data.get("not_found", ()))),
                    left_out=tuple(map(LeftOut.from_json, data.get("left_out", ()))), judge=data.get("judge"),
                    compare=Comparison.from_json(compare) if compare else None,
-                   messages=tuple(data.get("messages", ())))
+                   messages=tuple(data.get("messages", ())), stage_k=data.get("stage_k", 0),
+                   details=data.get("details", ""))

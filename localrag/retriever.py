@@ -6,6 +6,7 @@ so what the evaluation measures is what the chat gets.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from langchain_core.documents import Document
@@ -15,6 +16,24 @@ from localrag.fusion import rrf_fuse, union_ids
 from localrag.index import Index
 
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")  # the orders `Retriever.candidates` knows
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One retrieval with the lists behind it. `stages`: stage name -> its ordered (chunk, score) list, in
+    pipeline order: "dense" and/or "bm25", "rrf" or "union" when the mode fuses, "rerank" when a reranker ran.
+    The first `pool` entries of the dense and BM25 lists are the candidates the later stages saw."""
+
+    final: list[tuple[Document, float]]
+    stages: dict[str, list[tuple[Document, float]]]
+    pool: int
+
+
+def _deepened(pool: list[tuple[Document, float]], deeper: list[tuple[Document, float]],
+              depth: int) -> list[tuple[Document, float]]:
+    """The pool's list, then the hits of a deeper search of the same retriever that it lacks, `depth` in all."""
+    seen = {doc.id for doc, _ in pool}
+    return (pool + [(doc, score) for doc, score in deeper if doc.id not in seen])[:depth]
 
 
 def check_mode(mode: str) -> str:
@@ -100,24 +119,37 @@ class Retriever:
 
     def candidates(self, query: str, k: int, mode: str | None = None) -> list[tuple[Document, float]]:
         """The mode's ordered list before reranking, at least `k` long when the index allows."""
+        return self._candidate_stages(query, k, mode)[0]
+
+    def _candidate_stages(self, query: str, k: int, mode: str | None) -> tuple[list[tuple[Document, float]],
+                                                                               dict[str, list], int]:
+        """(the mode's ordered list before reranking, stage name -> that stage's list, candidates per retriever).
+
+        Stages in pipeline order: "dense" and/or "bm25", then "rrf" (hybrid) or "union" when the mode fuses.
+        """
         mode = check_mode(mode or self.retrieval_mode)
         depth = max(k, self.candidate_k)
         if mode == "dense":
-            return self._dense(query, depth)
+            dense = self._dense(query, depth)
+            return dense, {"dense": dense}, depth
         bm25 = self._bm25_hits(query, depth)
         if mode == "bm25":
             docs = self._documents([i for i, _ in bm25])
-            return [(docs[i], score) for i, score in bm25 if i in docs]
+            found = [(docs[i], score) for i, score in bm25 if i in docs]
+            return found, {"bm25": found}, depth
         dense = self._dense(query, depth)
         by_id = {doc.id: doc for doc, _ in dense}
         by_id.update(self._documents([i for i, _ in bm25 if i not in by_id]))
+        stages = {"dense": dense, "bm25": [(by_id[i], score) for i, score in bm25 if i in by_id]}
         if mode == "hybrid":
             fused = rrf_fuse([[d.id for d, _ in dense], [i for i, _ in bm25]], k=self.rrf_k)
-            return [(by_id[i], score) for i, score in fused if i in by_id]
+            stages["rrf"] = [(by_id[i], score) for i, score in fused if i in by_id]
+            return stages["rrf"], stages, depth
         order = [i for i in union_ids([d.id for d, _ in dense], [i for i, _ in bm25]) if i in by_id]
         # Union: the concatenation is the ordering stage, so its score is 1 / position: dense and BM25 scores
         # live on different scales and, mixed, would disagree with the order.
-        return [(by_id[i], 1.0 / position) for position, i in enumerate(order, start=1)]
+        stages["union"] = [(by_id[i], 1.0 / position) for position, i in enumerate(order, start=1)]
+        return stages["union"], stages, depth
 
     def rerank(self, query: str, candidates: Sequence[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """Order candidates by cross-encoder score; each (model, query, chunk) pair is scored once per object."""
@@ -148,6 +180,31 @@ class Retriever:
         if use_rerank:
             found = self.rerank(query, found)
         return found[:k]
+
+    def retrieve_traced(self, query: str, k: int, mode: str | None = None, rerank: bool | None = None,
+                        depth: int = 0) -> Trace:
+        """`retrieve`'s list (the same one, from the same candidate lists) together with every stage's list.
+
+        `depth` deepens the dense and BM25 lists for diagnosis only: they keep the candidates fusion and the
+        reranker saw, followed by the further hits of a second search `depth` deep, so a gold chunk just
+        outside the pool shows. (The second search never replaces the pool: an approximate nearest-neighbour
+        search `depth` deep may order its top differently from one `candidate_k` deep.)
+        """
+        query = self.prepare_query(query)
+        use_rerank = self.reranker is not None if rerank is None else rerank
+        if use_rerank and self.reranker is None:
+            raise RAGError(f"reranking was requested but is off ({self.reranker_off_reason})")
+        found, stages, pool = self._candidate_stages(query, k, mode)
+        if use_rerank:
+            found = stages["rerank"] = self.rerank(query, found)
+        if depth > pool:
+            if "dense" in stages:
+                stages["dense"] = _deepened(stages["dense"], self._dense(query, depth), depth)
+            if "bm25" in stages:
+                hits = self._bm25_hits(query, depth)
+                docs = self._documents([i for i, _ in hits])
+                stages["bm25"] = _deepened(stages["bm25"], [(docs[i], s) for i, s in hits if i in docs], depth)
+        return Trace(found[:k], stages, pool)
 
     def describe_order(self, mode: str | None = None, rerank: bool | None = None) -> str:
         """Which stage ordered the final list (and so what the returned score is)."""

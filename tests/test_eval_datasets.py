@@ -345,3 +345,18 @@ def test_missing_dataset_folder(tmp_path, capsys):
     assert (code, out) == (2, "")
     assert err.startswith(f"error: Dataset folder not found: {tmp_path / 'nope'}\nExpected a BEIR folder:")
     assert not (tmp_path / "r.txt").exists()
+
+
+def test_stage_ranks_count_documents(hybrid_run):
+    # q7: dense [doc9, doc11, ...] and BM25 [doc11, doc9, ...] by document (see the module docstring); the
+    # relevant doc11 is 2nd in the dense list, 1st in BM25, 2nd after the RRF tie and in the final list.
+    payload = json.loads(hybrid_run["json"].read_text(encoding="utf-8"))
+    stages = {q["query_id"]: q["stages"] for q in payload["per_query"]}
+    assert stages["q7"]["ranks"] == {"dense": 2, "bm25": 1, "rrf": 2, "final": 2}
+    assert stages["q7"]["lengths"]["final"] == 5  # the final list as scored, cut at the deepest k
+    assert all(s["ranks"]["final"] == q["rank"] for s, q in zip(stages.values(), payload["per_query"]))
+    assert payload["stage_k"] == 5  # the first cutoff that holds the chat's 5 passages
+    report = hybrid_run["report"].read_text(encoding="utf-8")
+    assert "Where the misses are lost (at k = 5; 6 questions with stage ranks)" in report
+    assert "  found within 5                                      6" in report
+    assert not list(hybrid_run["report"].parent.glob("*.details.md"))  # passages are shown for goldsets only

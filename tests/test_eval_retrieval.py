@@ -163,12 +163,31 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
     assert block(report, "Per question") == [
         "Per question (7, sorted by rank, then question)",
         "     1  How do crops react to rainfall?",
+        "        expected: weather",
         "     1  How sensitive is the option value to volatility?",
+        "        expected: options.pdf p. 2",
         "     1  What is the Black-Scholes-Merton price of a European call?",
+        "        expected: options.pdf_ p. 2",
         "     1  What is vega?",
+        "        expected: Greeks.pdf p. 3; options.pdf p. 2",
         "     1  Which page has no text layer?",
+        "        expected: scan.pdf p. 2",
         "     1  Wie reagiert die Familie auf Gregor Samsa?",
+        f"        expected: {NFD_LITERATUR} p. 1",  # as the goldset writes it
         "     –  What does the scanned appendix contain?",
+        "        expected: scans.pdf p. 1 · first: scan.pdf p. 1 · lost at k = 5: in no candidate list",
+    ]
+    # scans.pdf is not indexed: no list can hold it, so the one miss is a recall problem.
+    assert block(report, "Where the misses are lost") == [
+        "Where the misses are lost (at k = 5; 7 questions with stage ranks)",
+        "  found within 5                                      6",
+        "  in a candidate list, below 5 after fusion (RRF)     0",
+        "  pushed below 5 by the reranker                      –  (no reranker in this run)",
+        "  outside every candidate list                        1  (0 of them just outside: beyond the candidates "
+        "but within the first 5 of a list)",
+        "  Candidate-pool ceiling: 6 of 7 (0.857) have an acceptable location among the candidates (30 chunks per "
+        "retriever, dense and BM25): the best any reranker could reach at this depth",
+        f"  Stage ranks and passages of every question not at rank 1: {tmp_path / 'report.details.md'}",
     ]
     assert block(report, "Never found") == [
         "Never found (1)",
@@ -204,12 +223,19 @@ def test_tolerance_zero_moves_ranks(gold_args, tmp_path, capsys):
     assert block(report, "Per question") == [
         "Per question (7, sorted by rank, then question)",
         "     1  How do crops react to rainfall?",
+        "        expected: weather",
         "     1  What is the Black-Scholes-Merton price of a European call?",
+        "        expected: options.pdf_ p. 2",
         "     1  Wie reagiert die Familie auf Gregor Samsa?",
+        f"        expected: {NFD_LITERATUR} p. 1",  # as the goldset writes it
         "     2  How sensitive is the option value to volatility?",
+        "        expected: options.pdf p. 2 · first: options.pdf p. 1",
         "     3  What is vega?",
+        "        expected: Greeks.pdf p. 3; options.pdf p. 2 · first: options.pdf p. 1",
         "     –  What does the scanned appendix contain?",
+        "        expected: scans.pdf p. 1 · first: scan.pdf p. 1 · lost at k = 5: in no candidate list",
         "     –  Which page has no text layer?",
+        "        expected: scan.pdf p. 2 · first: scan.pdf p. 1 · lost at k = 5: in no candidate list",
     ]
     assert block(report, "Never found")[-3:] == [
         "  - Which page has no text layer?",
@@ -275,8 +301,12 @@ def test_german_goldset_semicolon_bm25_per_corpus(gold_args, tmp_path, capsys):
     assert block(report, "Per question") == [
         "Per question (3, sorted by rank, then question)",
         "     1  literatur     Wie reagiert die Familie auf Gregor Samsa?",
+        "                      expected: Literatur_Übersicht.pdf p. 1",
         "     2  wetter        How do crops react to rainfall?",
+        "                      expected: options.pdf p. 1 · first: weather.pdf p. 1",
         "     –  finanzen      What is vega?",
+        "                      expected: weather.pdf p. 1 · first: options.pdf p. 1 · lost at k = 5: in no candidate "
+        "list",
     ]
     assert block(report, "Never found") == [
         "Never found (1)",
@@ -330,8 +360,11 @@ def test_report_deterministic_without_compare(gold_args, tmp_path, capsys):
     first = (tmp_path / "a.txt").read_text(encoding="utf-8")
     second = (tmp_path / "b.txt").read_text(encoding="utf-8")
     assert sum(line.startswith("Generated: ") for line in first.splitlines()) == 1
-    assert without_generated(first) == without_generated(second)
+    # Each report names its own details file; nothing else but the Generated line may differ.
+    assert without_generated(first.replace("a.details.md", "b.details.md")) == without_generated(second)
     assert "Compared to" not in first
+    details = [(tmp_path / name).read_text(encoding="utf-8") for name in ("a.details.md", "b.details.md")]
+    assert without_generated(details[0].replace("a.txt", "b.txt")) == without_generated(details[1])
 
 
 def test_report_with_compare_is_stable_from_the_second_run(gold_args, tmp_path, capsys):
@@ -632,6 +665,6 @@ def test_sample_corpus_end_to_end(tmp_path, capsys):
     for title in ("Configuration", "Results", "Per question"):
         assert block(report, title)
     assert block(report, "Per question")[0] == f"Per question ({n}, sorted by rank, then question)"
-    assert len(block(report, "Per question")) == n + 1
+    assert len(block(report, "Per question")) == 2 * n + 1  # the question, then where it was expected
     assert f"  Questions:          {n}" in block(report, "Configuration")
     assert json.loads((tmp_path / "baseline.json").read_text(encoding="utf-8"))["num_queries"] == n

@@ -7,14 +7,19 @@ import json
 from conftest import ROOT
 
 from localrag import report as eval_report
-from localrag.result import (Comparison, CorpusResult, EvalResult, LeftOut, MetricComparison, NotFound,
-                             QuestionResult, RankMove, Status)
+from localrag.result import (Comparison, CorpusResult, EvalResult, LeftOut, MetricComparison, NotFound, Passage,
+                             QuestionResult, RankMove, StageRanks, Status)
+
+STAGES = StageRanks({"dense": 1, "bm25": 41, "rrf": 2, "final": 2}, {"dense": 100, "bm25": 100, "rrf": 52, "final": 20},
+                    {"dense": 30, "bm25": 30}, 30)
 
 FULL = EvalResult(
     kind="goldset", title="goldset gold.csv", metrics={"hit@5": 0.5, "mrr": 0.25}, num_queries=2,
     per_query=(QuestionResult("q1", "What is vega?", 2, {"hit@5": 1.0, "mrr": 0.5}, "options",
                               ({"source": "options.pdf", "page": 2, "last_page": 3},),
-                              ({"source": "options.pdf", "page": 1, "score": 0.5},)),
+                              ({"source": "options.pdf", "page": 1, "score": 0.5},), STAGES,
+                              (Passage(1, "options.pdf", 1, 0.5, "**vega** text"),),
+                              Passage(2, "options.pdf", 2, 0.25, "gold text", "rrf")),
                QuestionResult("q2", "What is rain?", None, {"hit@5": 0.0, "mrr": 0.0}, "weather",
                               ({"source": "weather.pdf", "page": None},), ())),
     name="hybrid", depth=20, goldset="goldset gold.csv", generated="2025-01-01 00:00:00",
@@ -27,16 +32,18 @@ FULL = EvalResult(
     judge={"model": "stub", "questions": 2},
     compare=Comparison("previous report old.json", 2, "", {
         "hit@5": MetricComparison(2, 0.0, 0.5, 0.5, (0.0, 1.0), 1.0, "no detectable difference", 12)},
-        10_000, 0, (RankMove("q1", "What is vega?", None, 2),), ()),
-    messages=("a note",), seconds=1.5, judge_lines=("LLM judge",))
+        10_000, 0, (RankMove("q1", "What is vega?", None, 2),),
+        (RankMove("q2", "What is rain?", 1, None, "in no candidate list (dense – (not within 100))"),)),
+    messages=("a note",), seconds=1.5, judge_lines=("LLM judge",), stage_k=5, details="eval/gold.details.md")
 
 
 def test_json_keys_keep_the_report_order():
     assert list(FULL.to_json()) == ["generated", "title", "kind", "goldset", "status", "config", "metrics",
                                     "num_queries", "per_query", "counts", "per_corpus", "not_found", "left_out",
-                                    "judge", "compare", "messages"]
+                                    "judge", "compare", "messages", "stage_k", "details"]
     assert list(FULL.to_json()["per_query"][0]) == ["query_id", "question", "corpus", "locations", "rank",
-                                                    "metrics", "top"]
+                                                    "metrics", "top", "stages"]
+    assert "stages" not in FULL.to_json()["per_query"][1]  # a question without stage ranks (an older report)
     # Optional sections appear only when they hold something.
     bare = EvalResult("dataset", "dataset d (test)", {"mrr": 1.0}, 1, ())
     assert list(bare.to_json()) == ["generated", "title", "kind", "config", "metrics", "num_queries", "per_query"]
@@ -45,8 +52,9 @@ def test_json_keys_keep_the_report_order():
 def test_from_json_reads_back_everything_the_json_holds():
     text = eval_report.render_json(FULL)
     back = EvalResult.from_json(json.loads(text))
-    # Only the fields that exist while a run lasts are lost.
-    assert back == dataclasses.replace(FULL, name="", depth=0, seconds=0.0, judge_lines=())
+    # Only the fields that exist while a run lasts are lost: the passages live in the details file.
+    per_query = tuple(dataclasses.replace(q, passages=(), gold=None) for q in FULL.per_query)
+    assert back == dataclasses.replace(FULL, name="", depth=0, seconds=0.0, judge_lines=(), per_query=per_query)
     assert eval_report.render_json(back) == text
 
 

@@ -150,10 +150,12 @@ def test_output_name_names_reports_and_summary(gold_entry, tmp_path, capsys, mon
         assert code == 0
         assert out.splitlines()[0] == f"localRAG suite: {suite.as_posix()} ({output_name})"
     assert sorted(p.name for p in out_dir.iterdir()) == [
-        "gold-bm25-after.json", "gold-bm25-after.txt", "gold-bm25-before.json", "gold-bm25-before.txt",
+        "gold-bm25-after.details.md", "gold-bm25-after.json", "gold-bm25-after.txt",
+        "gold-bm25-before.details.md", "gold-bm25-before.json", "gold-bm25-before.txt",
         "summary-after.md", "summary-after.txt", "summary-before.md", "summary-before.txt"]
     assert sorted(p.name for p in custom.parent.iterdir()) == [
-        "kept-after.json", "kept-after.txt", "kept-before.json", "kept-before.txt"]
+        "kept-after.details.md", "kept-after.json", "kept-after.txt",
+        "kept-before.details.md", "kept-before.json", "kept-before.txt"]
     before = json.loads((out_dir / "gold-bm25-before.json").read_text(encoding="utf-8"))
     after = json.loads((out_dir / "gold-bm25-after.json").read_text(encoding="utf-8"))
     assert before["metrics"] == after["metrics"]

@@ -1,0 +1,297 @@
+"""Why a question missed: which stage lost its right passage, and what ranked above it.
+
+Stage ranks (`StageRanks`, recorded by the evaluation for every question) say where the first acceptable
+location ranked in the dense and BM25 candidate lists, after fusion, after the reranker and in the final list.
+Everything here is a pure function of results: the "Where the misses are lost" section of the report, the
+stage a worse question was lost at in a comparison, and the Markdown details file with the passages behind
+every question not at rank 1 (the block `eval_retrieval.py --explain` prints for one question).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Sequence
+
+from localrag.bm25 import TOKEN_PATTERN, normalize
+from localrag.pages import strip_chunk_header
+from localrag.result import EvalResult, Passage, QuestionResult, StageRanks
+
+EXCERPT_CHARS = 300  # characters of a passage shown in the details file, whitespace collapsed
+EXCERPT_LEAD = 60  # characters shown before the first query word of the excerpt's window
+STAGE_LIST_SHOWN = 10  # entries of each stage's list that --explain prints
+DASH = "–"  # a stage whose list did not hold the expected location
+# Frequent English and German words of four letters or more that would mark half of every excerpt.
+UNMARKED_WORDS = frozenset("""about also been does from have into more most only over some such than that their them
+then there these they this those very were what when where which while whom whose will with would your aber alle
+auch beim dass dein denn dessen dieser diese dieses durch eine einem einen einer eines gibt habe haben hatte kann
+können mich nach nicht noch oder sehr sein seine sich sind soll über unter viel wann warum welche welcher welches
+werden wird wurde wurden zwischen""".split())
+
+# The categories of "Where the misses are lost", in the order the section lists them.
+FOUND, ORDER, RERANKER, CANDIDATES = "found", "order", "reranker", "candidates"
+STAGE_LABELS = {"dense": "dense", "bm25": "BM25", "rrf": "RRF", "union": "union", "rerank": "reranker",
+                "final": "final"}
+RETRIEVERS = ("dense", "bm25")  # the stages whose first `pools` entries are the candidates
+UNKNOWN_STAGE = "stage unknown (older report)"  # a worse question of a report without stage ranks
+
+_WORD = re.compile(TOKEN_PATTERN)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")
+
+
+def in_pool(stages: StageRanks) -> bool:
+    """Whether an acceptable location was among the candidates of the dense or the BM25 list."""
+    return any(stages.ranks.get(name) is not None and stages.ranks[name] <= size
+               for name, size in stages.pools.items())
+
+
+def just_outside(stages: StageRanks) -> bool:
+    """Whether a dense or BM25 list held an acceptable location only beyond its candidates (diagnostic depth)."""
+    return not in_pool(stages) and any(stages.ranks.get(name) is not None for name in stages.pools)
+
+
+def before_rerank(stages: StageRanks) -> str:
+    """The stage whose order the reranker (or, without one, the final cut) took: the fusion or the one list."""
+    names = [name for name in stages.ranks if name not in ("rerank", "final")]
+    return names[-1]
+
+
+def loss_stage(stages: StageRanks, cutoff: int) -> str:
+    """Where the first acceptable location fell below `cutoff`: FOUND (it did not: final rank <= cutoff),
+    CANDIDATES (in no candidate list), RERANKER (within cutoff before reranking, below after) or ORDER (in a
+    candidate list, but the fusion, or a single retriever's own order, put it below cutoff)."""
+    final = stages.ranks.get("final")
+    if final is not None and final <= cutoff:
+        return FOUND
+    if not in_pool(stages):
+        return CANDIDATES
+    if "rerank" in stages.ranks:
+        before = stages.ranks[before_rerank(stages)]
+        if before is not None and before <= cutoff:
+            return RERANKER
+    return ORDER
+
+
+def lists_within(stages: StageRanks, cutoff: int) -> list[str]:
+    """The dense and BM25 lists that held an acceptable location within `cutoff` (in a fusing mode)."""
+    if len(stages.pools) < 2:
+        return []
+    return [name for name in RETRIEVERS if stages.ranks.get(name) is not None and stages.ranks[name] <= cutoff]
+
+
+def loss_reason(stages: StageRanks, cutoff: int) -> str:
+    """Why a question is not within `cutoff`, in a few words: 'fusion (RRF); dense had it at 1', 'below 5 in
+    every candidate list', 'the reranker', 'in no candidate list'; '' when it is within."""
+    category = loss_stage(stages, cutoff)
+    if category == ORDER:
+        had = lists_within(stages, cutoff)
+        if had:
+            return f"{order_label(stages)}; " + ", ".join(f"{STAGE_LABELS[name]} had it at {stages.ranks[name]}"
+                                                          for name in had)
+        if len(stages.pools) > 1:
+            return f"below {cutoff} in every candidate list"
+        return order_label(stages)
+    return {FOUND: "", RERANKER: "the reranker", CANDIDATES: "in no candidate list"}[category]
+
+
+def order_label(stages: StageRanks) -> str:
+    """What ordered the candidates before any reranker, in words: 'fusion (RRF)', 'the dense order'."""
+    stage = before_rerank(stages)
+    if stage == "rrf":
+        return "fusion (RRF)"
+    if stage == "union":
+        return "the union order (dense first, then new BM25 hits)"
+    return f"the {STAGE_LABELS[stage]} order (no fusion in this mode)"
+
+
+def stage_text(stages: StageRanks) -> str:
+    """'dense 3 · BM25 41 (beyond its 30 candidates) · RRF 7 · final 7'; '–' with how far a list reached."""
+    parts = []
+    for name, rank in stages.ranks.items():
+        label = STAGE_LABELS.get(name, name)
+        if rank is None:
+            parts.append(f"{label} {DASH} (not within {stages.lengths.get(name, 0)})")
+        elif name in stages.pools and rank > stages.pools[name]:
+            parts.append(f"{label} {rank} (beyond its {stages.pools[name]} candidates)")
+        else:
+            parts.append(f"{label} {rank}")
+    return " · ".join(parts)
+
+
+def lost_at(stages: StageRanks | None, cutoff: int) -> str:
+    """For a question that got worse: the stage that pushed it below its old rank `cutoff`, with its ranks."""
+    if stages is None:
+        return UNKNOWN_STAGE
+    return f"{loss_reason(stages, cutoff) or f'still within {cutoff}'} ({stage_text(stages)})"
+
+
+def loss_counts(per_query: Sequence[QuestionResult], k: int) -> dict[str, int]:
+    """Counts of the questions with stage ranks by category at cutoff k, plus: `questions` (with stage ranks),
+    `in_pool` (the candidate-pool ceiling), `just_outside` (of CANDIDATES: in a list beyond its candidates),
+    `order_dense`/`order_bm25` (of ORDER: within k in that single list), `order_any` (of ORDER: within k in
+    some single list, so the fusion itself lost it)."""
+    counts = dict.fromkeys([FOUND, ORDER, RERANKER, CANDIDATES, "questions", "in_pool", "just_outside",
+                            "order_dense", "order_bm25", "order_any"], 0)
+    for q in per_query:
+        if q.stages is None:
+            continue
+        category = loss_stage(q.stages, k)
+        counts["questions"] += 1
+        counts[category] += 1
+        counts["in_pool"] += in_pool(q.stages)
+        counts["just_outside"] += category == CANDIDATES and just_outside(q.stages)
+        if category == ORDER:
+            had = lists_within(q.stages, k)
+            counts["order_any"] += bool(had)
+            for name in had:
+                counts[f"order_{name}"] += 1
+    return counts
+
+
+def render_losses(result: EvalResult) -> list[str]:
+    """The "Where the misses are lost" section: one line per category at k = result.stage_k, the
+    candidate-pool ceiling, and the details file; [] when no question has stage ranks."""
+    with_stages = [q for q in result.per_query if q.stages is not None]
+    if not with_stages or result.stage_k < 1:
+        return []
+    k, first = result.stage_k, with_stages[0].stages
+    c = loss_counts(with_stages, k)
+    n = c["questions"]
+    unit = "documents" if result.kind == "dataset" else "chunks"
+    retrievers = " and ".join(STAGE_LABELS[name] for name in first.pools)
+    order = ""
+    if len(first.pools) > 1 and c[ORDER]:
+        order = (f"  (fusion lost {c['order_any']} that a single list had within {k}: dense {c['order_dense']}, "
+                 f"BM25 {c['order_bm25']}; {c[ORDER] - c['order_any']} below {k} in every list)")
+    rerank = (str(c[RERANKER]), "") if "rerank" in first.ranks else (DASH, "  (no reranker in this run)")
+    outside = f"  ({c['just_outside']} of them just outside: beyond the candidates but within the first " \
+              f"{max(first.lengths[name] for name in first.pools)} of a list)" if c[CANDIDATES] else ""
+    rows = [(f"found within {k}", str(c[FOUND]), ""),
+            (f"in a candidate list, below {k} after {order_label(first).split(' (no')[0]}", str(c[ORDER]), order),
+            (f"pushed below {k} by the reranker", *rerank),
+            ("outside every candidate list", str(c[CANDIDATES]), outside)]
+    width = max(len(label) for label, _, _ in rows) + 2
+    lines = [f"Where the misses are lost (at k = {k}; {n} question{'s' if n != 1 else ''} with stage ranks)"]
+    lines += [f"  {label:<{width}}{value:>4}{extra}" for label, value, extra in rows]
+    lines.append(f"  Candidate-pool ceiling: {c['in_pool']} of {n} ({c['in_pool'] / n:.3f}) have an acceptable "
+                 f"{'document' if unit == 'documents' else 'location'} among the candidates ({first.pool} chunks "
+                 f"per retriever, {retrievers}): the best any reranker could reach at this depth")
+    if result.details:
+        lines.append(f"  Stage ranks and passages of every question not at rank 1: {result.details}")
+    return lines
+
+
+# ----------------------------------------------------------------------------- passages
+
+def query_terms(query: str) -> set[str]:
+    """The query's words worth marking: BM25 tokens with a digit, or of 4 letters or more and not frequent."""
+    return {t for t in _WORD.findall(normalize(query))
+            if (len(t) >= 4 and t not in UNMARKED_WORDS) or any(ch.isdigit() for ch in t)}
+
+
+def escape_markdown(text: str) -> str:
+    """Text that renders as itself in Markdown, also at the start of a line ('1.' or '-' start no list)."""
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    return re.sub(r"^(\d+)([.)])", r"\1\\\2", re.sub(r"^([-+=])", r"\\\1", text))
+
+
+def excerpt(text: str, query: str, width: int = EXCERPT_CHARS) -> str:
+    """About `width` characters of a chunk (header dropped, whitespace collapsed) around the densest run of
+    the query's words, Markdown-escaped, those words in **bold**, '…' where it was cut."""
+    text = " ".join(strip_chunk_header(text).split())
+    terms = query_terms(query)
+    hits = [(m.start(), m.end()) for m in _WORD.finditer(text) if normalize(m.group()) in terms]
+    start = 0
+    if hits and len(text) > width:
+        # The window after some hit's lead that holds the most hits; the earliest such window on ties.
+        best, last = (0, 0), 0
+        for i, (pos, _) in enumerate(hits):
+            while last < len(hits) and hits[last][1] <= pos - min(EXCERPT_LEAD, pos) + width:
+                last += 1
+            if last - i > best[0]:
+                best = (last - i, pos)
+        start = max(0, best[1] - EXCERPT_LEAD)
+        start = min(start, max(0, len(text) - width))
+        if start:
+            space = text.find(" ", start)
+            start = space + 1 if 0 <= space < best[1] else start
+    end = min(len(text), start + width)
+    if end < len(text):
+        space = text.rfind(" ", start, end)
+        end = space if space > start else end
+    out, cursor = [], start
+    for hit_start, hit_end in hits:
+        if hit_start < start or hit_end > end:
+            continue
+        out += [escape_markdown(text[cursor:hit_start]), f"**{escape_markdown(text[hit_start:hit_end])}**"]
+        cursor = hit_end
+    out.append(escape_markdown(text[cursor:end]))
+    return ("…" if start else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+def passage_where(passage: Passage) -> str:
+    return passage.source if passage.page is None else f"{passage.source} p. {passage.page}"
+
+
+def location_text(loc: Mapping[str, Any]) -> str:
+    """An expected location: 'file.pdf p. 3', 'file.pdf p. 3-5', 'file.pdf' (any page), 'doc7 (grade 2)'."""
+    if "doc_id" in loc:
+        return f"{loc['doc_id']} (grade {loc['grade']})"
+    if loc.get("page") is None:
+        return f"{loc['source']} (any page)"
+    return f"{loc['source']} p. {loc['page']}" + (f"-{loc['last_page']}" if loc.get("last_page") else "")
+
+
+def render_question_block(q: QuestionResult, k: int, stage_lists: Mapping[str, Sequence[str]] | None = None,
+                          in_goldset: bool = True) -> list[str]:
+    """One question's Markdown block: rank, expected locations, stage ranks and the stage that lost it, the
+    first retrieved passages, the expected passage when a list held it; with `stage_lists` (--explain) the
+    first entries of every stage's list too."""
+    rank = "not in the goldset" if not in_goldset else \
+        (f"rank {q.rank}" if q.rank is not None else "never found")
+    lines = [f"## {rank}: {escape_markdown(' '.join(q.question.split()))}", ""]
+    if in_goldset:
+        corpus = f" · corpus {q.corpus}" if q.corpus else ""
+        lines.append(f"- query id `{q.query_id}`{corpus}")
+        lines.append(f"- expected: {'; '.join(escape_markdown(location_text(loc)) for loc in q.locations)}")
+    if q.stages is not None and in_goldset:
+        lines.append(f"- stage ranks: {stage_text(q.stages)}")
+        reason = loss_reason(q.stages, k)
+        lines.append(f"- at k = {k}: " + (f"lost: {reason}" if reason else f"found within {k}"))
+    lines += ["", f"First {len(q.passages)} retrieved (query words in bold):", ""]
+    for p in q.passages:
+        lines += [f"{p.rank}. {escape_markdown(passage_where(p))} · score {p.score:.4f}  ", f"   > {p.excerpt}", ""]
+    if not q.passages:
+        lines += ["(nothing was retrieved)", ""]
+    if in_goldset:
+        if q.gold is None:
+            lines += ["First acceptable passage: in no stage's list.", ""]
+        else:
+            where = f"rank {q.gold.rank} in the {STAGE_LABELS.get(q.gold.stage, q.gold.stage)} list"
+            lines += [f"First acceptable passage ({where}): {escape_markdown(passage_where(q.gold))} · score "
+                      f"{q.gold.score:.4f}  ", f"> {q.gold.excerpt}", ""]
+    if stage_lists:
+        lines += ["Stage lists (first entries):", ""]
+        lines += [f"- {STAGE_LABELS.get(name, name)}: {escape_markdown(', '.join(entries)) or '(empty)'}"
+                  for name, entries in stage_lists.items()]
+        lines.append("")
+    return lines
+
+
+def needs_details(q: QuestionResult) -> bool:
+    """Whether a question's passages go into the details file: rank worse than 1, or never found."""
+    return q.rank != 1
+
+
+def render_details(result: EvalResult, report: str) -> str:
+    """The Markdown details file: a block per question not at rank 1, in the report's per-question order.
+    Only the "Generated:" line changes between two runs of one configuration on one index."""
+    rows = sorted((q for q in result.per_query if needs_details(q)),
+                  key=lambda q: (q.rank is None, q.rank or 0, q.question))
+    mode = dict(result.config).get("Retrieval mode", result.name)
+    lines = [f"# Retrieval details: {escape_markdown(result.title)}", "", f"Generated: {result.generated}", "",
+             f"The questions of {escape_markdown(report)} whose first acceptable rank is worse than 1 or that were "
+             f"never found ({len(rows)} of {result.num_queries}), in the report's order: where the expected "
+             f"location ranked at each stage, the first {result.stage_k} passages retrieved and the first "
+             f"acceptable passage (expected file, page within the tolerance) when any stage's list held it. Retrieval mode: {escape_markdown(mode)}.", ""]
+    for q in rows:
+        lines += render_question_block(q, result.stage_k)
+    return "\n".join(lines).rstrip() + "\n"
