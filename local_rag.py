@@ -1,9 +1,10 @@
 """Shared local retriever: PDF pages -> chunks -> Chroma + BM25 -> dense / bm25 / hybrid / union -> rerank.
 
 `LocalRAG` is the one face of the retriever: add_pdfs.py builds the index through it (`sync`), the chat and the
-evaluation retrieve through it (`retrieve`), so what the evaluation measures is what the chat gets. The work is
-done in the package: localrag/index.py (manifest, store, lock, sync, BM25), localrag/retriever.py (dense, BM25,
-fusion, rerank), localrag/pdf.py (finding and reading PDFs) and localrag/models.py (loading the models). The
+evaluation retrieve through it (`retrieve`, or LangChain's faces of it: `as_retriever`, `as_tool`), so what the
+evaluation measures is what the chat gets. The work is done in the package: localrag/index.py (manifest, store,
+lock, sync, BM25), localrag/retriever.py (dense, BM25, fusion, rerank), localrag/chat.py (the LangChain
+retriever and tool), localrag/pdf.py (finding and reading PDFs) and localrag/models.py (loading the models). The
 settings below are read when they are used, and handed to the package from here: edit them here.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Iterable, Iterator, Sequence
 from langchain_core.documents import Document
 
 from localrag import embeddings as embedding_backends
-from localrag import models, pdf
+from localrag import chat, models, pdf
 from localrag.errors import RAGError
 from localrag.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
 from localrag.index import (COLLECTION_MARKER, INDEX_FORMAT, INDEX_INFO_FILE, LOCK_FILE,  # noqa: F401 - face
@@ -261,3 +262,36 @@ class LocalRAG:
     def describe_order(self, mode: str | None = None, rerank: bool | None = None) -> str:
         """Which stage ordered the final list (and so what the returned score is)."""
         return self.retriever.describe_order(mode, rerank)
+
+    # ------------------------------------------------------------------ LangChain faces (localrag/chat.py)
+
+    def _check_request(self, k: int, mode: str | None, rerank: bool | None) -> None:
+        """RAGError now, not at the first query, for no index, a bad k or mode, or reranking that is off."""
+        self.index.require_built()
+        if k < 1:
+            raise RAGError(f"k must be at least 1 chunk, got {k}")
+        if mode is not None:
+            check_mode(mode)
+        if rerank and self.reranker is None:
+            raise RAGError(f"reranking was requested but is off ({self.reranker_off_reason})")
+
+    def as_retriever(self, k: int = RETRIEVAL_K, mode: str | None = None,
+                     rerank: bool | None = None) -> chat.ShelfRetriever:
+        """A LangChain retriever whose invoke/batch/ainvoke run exactly `retrieve(query, k, mode, rerank)`.
+
+        Each Document carries its score in metadata["score"]; None for `mode`/`rerank` means this object's
+        settings. Raises RAGError when there is no index. (`vectorstore.as_retriever()` would skip BM25,
+        fusion and reranking.)
+        """
+        self._check_request(k, mode, rerank)
+        return chat.ShelfRetriever(rag=self, k=k, mode=mode, rerank=rerank)
+
+    def as_tool(self, k: int = RETRIEVAL_K, mode: str | None = None, rerank: bool | None = None, *,
+                name: str = chat.TOOL_NAME, excerpt_chars: int = chat.TOOL_EXCERPT_CHARS):
+        """A LangChain tool for agents over `retrieve`: its description names the indexed files; per hit it
+        returns file, 1-based page, section when known, score and an excerpt of at most `excerpt_chars`.
+
+        Raises RAGError when there is no index.
+        """
+        self._check_request(k, mode, rerank)
+        return chat.make_tool(self, sorted(self.files), k, mode, rerank, name=name, excerpt_chars=excerpt_chars)

@@ -23,7 +23,7 @@ from localrag import embeddings as embedding_backends
 from localrag.errors import RAGError
 from localrag.files import new_file_mode, write_json_atomic
 from localrag.pages import chunk_header, shown_page
-from localrag.pdf import PDF_LOADERS, ExtractedPdf, discover_pdfs
+from localrag.pdf import PDF_LOADERS, ExtractedPdf, discover_pdfs, read_outline, sections_by_page
 
 # Chroma phones home unless told not to; set before chromadb is imported (this module imports it when used).
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -32,13 +32,25 @@ INDEX_INFO_FILE = "index_info.json"  # the manifest inside a local index folder
 LOCK_FILE = ".localrag.lock"  # the writer lock inside a local index folder
 COLLECTION_MARKER = "localrag_format"  # collection metadata key that marks a collection localRAG made
 BM25_DIR = "bm25"  # folder of the saved BM25 arrays inside a local index folder
-INDEX_FORMAT = 1  # written into the manifest and the collection metadata
+# Written into the manifest and the collection metadata. 2: chunks carry page_number and section; a sync of an
+# older index adds them to its stored chunks in place (`Index._upgrade_chunks`), without embedding again.
+INDEX_FORMAT = 2
 # Settings whose change invalidates every stored chunk.
 REBUILD_SETTINGS = ("embedding_model", "embedding_backend", "chunk_size", "chunk_overlap", "pdf_loader",
                     "chunk_headers")
 # The versions recorded in the manifest of each build.
 RECORDED_PACKAGES = ("langchain-core", "langchain-community", "langchain-chroma", "chromadb", "sentence-transformers",
                      "transformers", "torch", "pypdf", "pypdfium2", "rank-bm25", "onnx", "onnxruntime")
+
+
+def citation_metadata(meta: dict, section: str | None) -> dict:
+    """`meta` with what a citation needs: `page_number` (1-based, as a PDF viewer shows it; `page` stays the
+    loaders' 0-based number) and, when known, `section` (Chroma metadata cannot hold None, so no key at all)."""
+    out = dict(meta, page_number=shown_page(int(meta["page"])))
+    out.pop("section", None)
+    if section:
+        out["section"] = section
+    return out
 
 
 def log(message: str, quiet: bool = False) -> None:
@@ -133,6 +145,7 @@ class SourceUnit:
     header: str | None = None  # chunk header; None means chunk_header(source, page)
     extra_metadata: dict = field(default_factory=dict)
     extraction_method: str = ""
+    outline: list[tuple[int, str]] = field(default_factory=list)  # (0-based start page, title) of the PDF's outline
 
 
 @dataclass
@@ -335,6 +348,16 @@ class Index:
         self._store = Chroma(collection_name=self.collection_name, embedding_function=self.embeddings,
                              client=self._chroma_client(),
                              collection_metadata={"hnsw:space": "cosine", COLLECTION_MARKER: INDEX_FORMAT})
+
+    def require_built(self) -> None:
+        """Raise a RAGError naming the index and the command that builds it when there is none to read.
+
+        Retrieving from nothing must not look like finding nothing (`vectorstore is None` asks without raising)."""
+        if self.info_problem:
+            raise self._manifest_error()
+        if self.vectorstore is None:
+            raise RAGError(f"there is no index at {self.location}; build it with `python add_pdfs.py PDF_FOLDER "
+                           f"{self._index_flag()}`, or give the path of an existing index", reason="no index")
 
     @property
     def location(self) -> str:
@@ -570,6 +593,7 @@ class Index:
         discovery = discover_pdfs(paths, docs_root)  # a missing path is refused before the index is touched
         with self.writing(wait), self._storage_errors():
             report = SyncReport()
+            older_format = self._older_format()
             started = time.perf_counter()
             report.skipped = discovery.skipped  # named once, by the caller (add_pdfs.py's output, the report)
             followed = sorted(str(Path(p).resolve()) for p in paths)
@@ -610,6 +634,9 @@ class Index:
                         report.removed.append(name)
                     self._delete_source(name)
                     failed_before.pop(name, None)
+            if older_format and report.unchanged:
+                self._upgrade_chunks({name: self._outline_of(name, discovery.found[name])
+                                      for name in report.unchanged}, older_format)
             self._write_info()
             units = self._pdf_units(todo, report, progress, extract)
             try:
@@ -627,6 +654,7 @@ class Index:
         with self.writing(wait), self._storage_errors():
             report = SyncReport()
             started = time.perf_counter()
+            older_format = self._older_format()
             self._prepare(report, rebuild)
             wanted: dict[str, SourceUnit] = {}
             for rec in records:
@@ -649,10 +677,41 @@ class Index:
                     continue
                 (report.updated if entry else report.added).append(name)
                 todo.append(unit)
+            if older_format and report.unchanged:
+                self._upgrade_chunks({name: [] for name in report.unchanged}, older_format)
             self._write_info()
             self._index_units(iter(todo), report, progress, len(todo), group_chunks, embed_batch)
             self._finish(report, started)
         return report
+
+    def _older_format(self) -> int | None:
+        """The INDEX_FORMAT of the stored index when older than this one's (chunks to upgrade), else None."""
+        stored = self.info.get("format", 1)
+        return stored if self.info.get("settings") and stored < INDEX_FORMAT else None
+
+    def _outline_of(self, source: str, path: Path) -> list[tuple[int, str]]:
+        """The outline of an indexed PDF, read as its pages were; [] with a note when the file cannot be read."""
+        try:
+            return read_outline(path, self.settings["pdf_loader"])
+        except Exception as exc:  # noqa: BLE001 - the file's text is indexed already; only its sections are lost
+            log(f"note: the outline of {source} could not be read ({type(exc).__name__}: {exc}); its chunks name no "
+                f"section until the file changes or the index is rebuilt (--rebuild)", self.quiet)
+            return []
+
+    def _upgrade_chunks(self, outlines: dict[str, list[tuple[int, str]]], old_format: int) -> None:
+        """Give the stored chunks of these sources, written by an older INDEX_FORMAT, this format's metadata in
+        place (page_number; section from the given outline): their texts and vectors stay, nothing is embedded."""
+        log(f"Upgrading the index from format {old_format} to {INDEX_FORMAT}: adding page numbers and sections to "
+            f"the chunks of {len(outlines)} unchanged file{'s' if len(outlines) != 1 else ''} (no embedding)",
+            self.quiet)
+        collection = self._store._collection
+        for source, outline in outlines.items():
+            found = collection.get(where={"source": source}, include=["metadatas"])
+            pages = [int(meta["page"]) for meta in found["metadatas"]]
+            sections = sections_by_page(outline, pages)
+            metas = [citation_metadata(meta, sections.get(page)) for meta, page in zip(found["metadatas"], pages)]
+            for start in range(0, len(metas), 5000):
+                collection.update(ids=found["ids"][start:start + 5000], metadatas=metas[start:start + 5000])
 
     @contextlib.contextmanager
     def _storage_errors(self) -> Iterator[None]:
@@ -781,7 +840,8 @@ class Index:
                     log(f"skipped {name}: {pdf.error}", self.quiet)
                     continue
                 self.info["failed"].pop(name, None)
-                yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader)
+                yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader,
+                                 outline=pdf.outline)
         finally:
             extracted.close()
             bar.close()
@@ -792,6 +852,7 @@ class Index:
         splitter = RecursiveCharacterTextSplitter(chunk_size=self.settings["chunk_size"],
                                                   chunk_overlap=self.settings["chunk_overlap"])
         ids, texts, metas, empty = [], [], [], []
+        sections = sections_by_page(unit.outline, [page for page, _, _ in unit.pages])
         for page, label, text in unit.pages:
             pieces = splitter.split_text(text) if text.strip() else []
             if not pieces:
@@ -800,9 +861,10 @@ class Index:
                 header = chunk_header(unit.source, page) if unit.header is None else unit.header
                 ids.append(chunk_id(unit.source, unit.file_hash, page, index))
                 texts.append((header if self.settings["chunk_headers"] else "") + piece)
-                metas.append({"source": unit.source, "page": page, "page_label": label, "file_hash": unit.file_hash,
-                              "chunk": index, "chunk_id": ids[-1], "embedding_model": self.embeddings.model_name,
-                              "extraction_method": unit.extraction_method, **unit.extra_metadata})
+                metas.append(citation_metadata({
+                    "source": unit.source, "page": page, "page_label": label, "file_hash": unit.file_hash,
+                    "chunk": index, "chunk_id": ids[-1], "embedding_model": self.embeddings.model_name,
+                    "extraction_method": unit.extraction_method, **unit.extra_metadata}, sections.get(page)))
         return ids, texts, metas, empty
 
     def _index_units(self, units: Iterator[SourceUnit], report: SyncReport, progress: bool, total: int,
@@ -843,7 +905,9 @@ class Index:
         entry = self.info.get("partial", {}).get(unit.source)
         if entry and entry["sha256"] == unit.file_hash:
             found = self._store._collection.get(where={"source": unit.source}, include=["metadatas"])
-            return {i for i, m in zip(found["ids"], found["metadatas"]) if m.get("file_hash") == unit.file_hash}
+            # A chunk an older format stored (no page_number) is written again, so the file ends up in one format.
+            return {i for i, m in zip(found["ids"], found["metadatas"])
+                    if m.get("file_hash") == unit.file_hash and "page_number" in m}
         self._delete_source(unit.source)  # an older version's chunks, or an unfinished one of other content
         return set()
 
@@ -940,7 +1004,7 @@ class Index:
         return self._fingerprint
 
     def _compute_fingerprint(self) -> str:
-        content = json.dumps({"settings": self.info.get("settings"),
+        content = json.dumps({"settings": self.info.get("settings"), "format": self.info.get("format", 1),
                               "files": {k: [v["sha256"], v["chunks"]] for k, v in sorted(self.files.items())}},
                              sort_keys=True)
         return hashlib.sha256(content.encode("utf-8")).hexdigest()
@@ -971,8 +1035,10 @@ class Index:
         if self.vectorstore is None:
             return []
         data = self.vectorstore._collection.get(include=["documents", "metadatas"])
-        return sorted((i, t, m) for i, t, m in zip(data["ids"], data["documents"], data["metadatas"])
-                      if self._indexed(m))
+        # Chunks of an older format (synced since by no version that writes page_number) get page_number here,
+        # derived exactly from `page`; their section stays unknown until a sync upgrades them (_upgrade_chunks).
+        return sorted((i, t, m if "page_number" in m else dict(m, page_number=shown_page(int(m["page"]))))
+                      for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if self._indexed(m))
 
     def orphan_count(self) -> int:
         """Stored chunks beyond those of the manifest's files; counted once per manifest state."""

@@ -2,8 +2,9 @@
 
 PDF loaders (LangChain's) number pages from 0; people, PDF viewers and goldsets from 1. Code that stores or
 compares pages uses the loaders' 0-based page; code that shows a page to people (shown_page) or reads one
-from them (PAGE_OFFSET) converts with what is here. Each chunk of the index starts with a header line naming its file and 1-based page,
-``[<source>, page <n>]``; chunk_header writes it and strip_chunk_header removes it again.
+from them (PAGE_OFFSET) converts with what is here. Each chunk of the index stores both: ``page`` (0-based) and
+``page_number`` (shown_page of it, what a citation gives), and starts with a header line naming its file and
+1-based page, ``[<source>, page <n>]``; chunk_header writes it and strip_chunk_header removes it again.
 """
 
 from __future__ import annotations

@@ -12,19 +12,21 @@ import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from localrag.errors import RAGError
 from localrag.pages import shown_page
 
 PDF_LOADERS = ("pypdf", "pypdfium2")  # the text extractors `extract_pdf` knows
+OUTLINE_MAX_DEPTH = 15  # outline (bookmark) levels read; pdfium's own default, deeper than any real document
 
 
 @dataclass
 class ExtractedPdf:
-    """Text of each page of one PDF, or why it could not be read."""
+    """Text of each page of one PDF, or why it could not be read, and its outline (bookmarks)."""
     pages: list[tuple[int, str, str]] = field(default_factory=list)  # (0-based page, page label, text)
     error: str | None = None
+    outline: list[tuple[int, str]] = field(default_factory=list)  # (0-based start page, title), document order
 
 
 def extract_pdf(path: str, loader: str) -> ExtractedPdf:
@@ -70,7 +72,7 @@ def _extract_pypdf(path: str) -> ExtractedPdf:
     finally:
         pypdf_logger.setLevel(level)
     return ExtractedPdf(pages=[(int(d.metadata["page"]), str(d.metadata.get("page_label", shown_page(int(d.metadata["page"])))),
-                                d.page_content) for d in docs])
+                                d.page_content) for d in docs], outline=_outline_pypdf(reader))
 
 
 def _extract_pypdfium2(path: str) -> ExtractedPdf:
@@ -82,13 +84,99 @@ def _extract_pypdfium2(path: str) -> ExtractedPdf:
     pdf = pypdfium2.PdfDocument(path)  # raises PdfiumError for corrupt or password-protected files
     try:
         labels = [pdf.get_page_label(i) or str(shown_page(i)) for i in range(len(pdf))]
+        outline = _outline_pypdfium2(pdf)
     finally:
         pdf.close()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         docs = PyPDFium2Loader(path, mode="page").load()
     return ExtractedPdf(pages=[(int(d.metadata["page"]), labels[int(d.metadata["page"])], d.page_content)
-                               for d in docs])
+                               for d in docs], outline=outline)
+
+
+def read_outline(path: str | Path, loader: str) -> list[tuple[int, str]]:
+    """The outline of one PDF as `extract_pdf` reads it with `loader`, without reading any page text."""
+    if loader == "pypdf":
+        from pypdf import PdfReader
+
+        reader = PdfReader(str(path))
+        if reader.is_encrypted:
+            reader.decrypt("")
+        return _outline_pypdf(reader)
+    import pypdfium2
+
+    pdf = pypdfium2.PdfDocument(str(path))
+    try:
+        return _outline_pypdfium2(pdf)
+    finally:
+        pdf.close()
+
+
+def _title(raw: Any) -> str:
+    return " ".join(str(raw or "").split())
+
+
+# An outline only names sections for citations; the indexed text does not depend on it. So a damaged outline
+# (or one entry of it) names no section instead of making the whole file unreadable.
+
+def _outline_pypdfium2(pdf) -> list[tuple[int, str]]:
+    """(0-based start page, title) of each outline entry in document order; entries without a page are left out."""
+    entries = []
+    try:
+        for item in pdf.get_toc(max_depth=OUTLINE_MAX_DEPTH):
+            dest = item.get_dest()
+            index = dest.get_index() if dest is not None else None
+            title = _title(item.get_title())
+            if index is not None and 0 <= index < len(pdf) and title:
+                entries.append((int(index), title))
+    except Exception:  # noqa: BLE001 - see above: a damaged outline names no section
+        return entries
+    return entries
+
+
+def _outline_pypdf(reader) -> list[tuple[int, str]]:
+    """Like `_outline_pypdfium2`, read with pypdf (nested lists hold an entry's children)."""
+    entries: list[tuple[int, str]] = []
+    pages = len(reader.pages)
+
+    def walk(items, depth: int) -> None:
+        for item in items:
+            if isinstance(item, list):
+                if depth + 1 < OUTLINE_MAX_DEPTH:
+                    walk(item, depth + 1)
+                continue
+            try:
+                index = reader.get_destination_page_number(item)
+            except Exception:  # noqa: BLE001 - see above: a broken entry names no section
+                index = None
+            title = _title(getattr(item, "title", None))
+            if index is not None and 0 <= index < pages and title:
+                entries.append((int(index), title))
+
+    try:
+        walk(reader.outline, 0)
+    except Exception:  # noqa: BLE001 - see above: a damaged outline names no section
+        pass
+    return entries
+
+
+def sections_by_page(outline: Sequence[tuple[int, str]], pages: Iterable[int]) -> dict[int, str]:
+    """For each 0-based page, the title of the deepest outline entry that starts on or before it.
+
+    Outline entries come in document order, a parent before its children, so among the entries with the latest
+    start page not after a page, the last one in that order is the deepest. Pages before the first entry are
+    left out (they have no section).
+    """
+    starts = sorted((start, order, title) for order, (start, title) in enumerate(outline))
+    out: dict[int, str] = {}
+    position, current = 0, None
+    for page in sorted(set(pages)):
+        while position < len(starts) and starts[position][0] <= page:
+            current = starts[position][2]
+            position += 1
+        if current is not None:
+            out[page] = current
+    return out
 
 
 def iter_extracted(paths: Sequence[Path], loader: str, workers: int) -> Iterator[ExtractedPdf]:

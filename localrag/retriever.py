@@ -118,7 +118,9 @@ class Retriever:
         return {i: Document(id=i, page_content=chunks[i][0], metadata=dict(chunks[i][1])) for i in ids if i in chunks}
 
     def candidates(self, query: str, k: int, mode: str | None = None) -> list[tuple[Document, float]]:
-        """The mode's ordered list before reranking, at least `k` long when the index allows."""
+        """The mode's ordered list before reranking, at least `k` long when the index allows.
+
+        Raises a RAGError naming the path and the command that builds it when there is no index."""
         return self._candidate_stages(query, k, mode)[0]
 
     def _candidate_stages(self, query: str, k: int, mode: str | None) -> tuple[list[tuple[Document, float]],
@@ -128,6 +130,7 @@ class Retriever:
         Stages in pipeline order: "dense" and/or "bm25", then "rrf" (hybrid) or "union" when the mode fuses.
         """
         mode = check_mode(mode or self.retrieval_mode)
+        self.index.require_built()
         depth = max(k, self.candidate_k)
         if mode == "dense":
             dense = self._dense(query, depth)

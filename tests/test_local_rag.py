@@ -132,15 +132,17 @@ def test_chunk_metadata_and_header(tiny_index, tiny_rag):
                               ("scan.pdf", 0), ("weather.pdf", 0)]
     ident, text, meta = chunks[("options.pdf", 1)]
     digest = sha256_of(docs / "options.pdf")
-    assert meta == {"source": "options.pdf", "page": 1, "page_label": "2", "file_hash": digest, "chunk": 0,
-                    "chunk_id": chunk_id("options.pdf", digest, 1, 0), "embedding_model": "all-MiniLM-L6-v2",
-                    "extraction_method": "pypdfium2"}
+    # No outline in these PDFs: no "section" key (Chroma metadata cannot hold None).
+    assert meta == {"source": "options.pdf", "page": 1, "page_number": 2, "page_label": "2", "file_hash": digest,
+                    "chunk": 0, "chunk_id": chunk_id("options.pdf", digest, 1, 0),
+                    "embedding_model": "all-MiniLM-L6-v2", "extraction_method": "pypdfium2"}
     assert ident == meta["chunk_id"]
     assert text.startswith("[options.pdf, page 2]\nEquation 21.23 gives the Black-Scholes-Merton price")
     for ident, text, meta in chunks.values():
         assert meta["embedding_model"] == "all-MiniLM-L6-v2"  # the display name, never a site-packages path
         assert meta["file_hash"] == sha256_of(docs / meta["source"])
         assert text.startswith(f"[{meta['source']}, page {meta['page'] + 1}]\n")
+        assert meta["page_number"] == meta["page"] + 1  # the header's number: what a PDF viewer shows
 
 
 def test_index_info_json(tiny_index):
