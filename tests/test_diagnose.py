@@ -57,6 +57,9 @@ class FakeIndex:
         self.embeddings = self
         self.dense_calls: list[int] = []
 
+    def require_built(self):
+        pass  # always built
+
     def embed_query(self, query):
         return query  # the "vector" names the query, so the fake search can look it up
 
