@@ -228,7 +228,30 @@ def compare_results(old: EvalResult, new: EvalResult, intersect: bool, old_label
                                         c["p_value"], c["verdict"], c["needed_n"])
     improved, worsened = rm.changed_queries({q: old_q[q].rank for q in common}, {q: new_q[q].rank for q in common})
     as_moves = lambda moved: tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank) for m in moved)
-    return Comparison(old_label, len(common), note, metrics, resamples, seed, as_moves(improved), as_moves(worsened))
+    changed, settings_note = settings_changes(old.settings, new.settings)
+    return Comparison(old_label, len(common), note, metrics, resamples, seed, as_moves(improved), as_moves(worsened),
+                      changed, settings_note)
+
+
+def settings_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[tuple[str, ...], str]:
+    """(the settings that differ, as "chunk_size 2000 → 800", in the new report's order; why that is unknown, or
+    ""). A report without machine-readable settings is named, never refused."""
+    missing = [which for which, settings in (("old", old), ("new", new)) if not settings]
+    if missing:
+        return (), (f"the {' and '.join(missing)} report{'s' if len(missing) > 1 else ''} record{'' if len(missing) > 1 else 's'} no "
+                    f"machine-readable settings (written before reports had them), so which settings differ is "
+                    f"unknown; compare their Configuration blocks")
+    shown = lambda settings, key: _setting_text(settings[key]) if key in settings else "unset"
+    keys = [*new, *(key for key in old if key not in new)]
+    return tuple(f"{key} {shown(old, key)} → {shown(new, key)}" for key in keys
+                 if key not in old or key not in new or old[key] != new[key]), ""
+
+
+def _setting_text(value: Any) -> str:
+    """A setting's value in a settings diff: text bare, booleans on/off, None as 'none'."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else str(value)
 
 
 def common_questions(old_ids: Iterable[str], new_ids: Iterable[str], intersect: bool) -> tuple[list[str], str]:
