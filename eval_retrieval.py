@@ -391,15 +391,16 @@ def default_report_path(args: argparse.Namespace, suffix: bool = True) -> str:
     settings given as flags add themselves to the name (eval/baseline.chunk_size-800.txt)."""
     # The index settings given name the report: a run of other settings never replaces the evaluated index's.
     suffix = settings_suffix(args) if suffix else ""
+    sweep = bool(getattr(args, "sweep_axes", None))  # set by resolve_args
     if args.dataset:
-        table = "-sweep" if args.sweep_axes else "-ablation" if args.ablation else ""
+        table = "-sweep" if sweep else "-ablation" if args.ablation else ""
         name = f"{Path(args.dataset).resolve().name}-{args.split}{table}{suffix}.txt"
         return str(Path(DATASET_REPORT_DIR) / name)
     if is_default_setup(args):
-        path = Path(SWEEP_REPORT_PATH if args.sweep_axes else ABLATION_REPORT_PATH if args.ablation else REPORT_PATH)
+        path = Path(SWEEP_REPORT_PATH if sweep else ABLATION_REPORT_PATH if args.ablation else REPORT_PATH)
         return str(path.with_name(path.stem + suffix + path.suffix))
     goldset = Path(args.goldset)
-    table = ".sweep" if args.sweep_axes else ".ablation" if args.ablation else GOLDSET_REPORT_SUFFIX
+    table = ".sweep" if sweep else ".ablation" if args.ablation else GOLDSET_REPORT_SUFFIX
     return str(goldset.with_name(f"{goldset.stem}{table}{suffix}.txt"))
 
 
