@@ -1025,6 +1025,8 @@ def finish(results: list[EvalResult], args: argparse.Namespace, previous: tuple[
     their status."""
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
     results = [dataclasses.replace(r, generated=generated) for r in results]
+    if not results:  # a sweep whose every row asked for a reranker that could not be loaded
+        raise EvalError(f"no row of the sweep could be evaluated: {missing_rows}")
     if args.sweep_axes:
         return write_sweep(results, args, degraded, missing_rows)
     if len(results) > 1:
