@@ -15,6 +15,7 @@ import sys
 import local_rag
 from local_rag import LocalRAG, RAGError
 from localrag import cli
+from localrag.index import parse_chunk_size
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,8 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
                                        "stored in the index; a change rebuilds it")
     chunks.add_argument("--loader", choices=local_rag.PDF_LOADERS, default=None,
                         help=f"PDF text extractor (default: the index's, else {local_rag.PDF_LOADER})")
-    chunks.add_argument("--chunk-size", type=int, default=None,
-                        help=f"characters per chunk (default: the index's, else {local_rag.CHUNK_SIZE})")
+    chunks.add_argument("--chunk-size", default=None,
+                        help=f"characters per chunk, or 'page' for one chunk per page without overlap (default: "
+                             f"the index's, else {local_rag.CHUNK_SIZE})")
+    chunks.add_argument("--page-chunk-limit", type=int, default=None,
+                        help=f"with --chunk-size page: a page longer than this many characters is split (default: "
+                             f"the index's, else {local_rag.PAGE_CHUNK_LIMIT})")
     chunks.add_argument("--chunk-overlap", type=int, default=None,
                         help=f"characters of overlap (default: the index's, else {local_rag.CHUNK_OVERLAP})")
     chunks.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
@@ -58,14 +63,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.chunk_size is not None and args.chunk_size < 1:
-        print(f"error: --chunk-size must be a positive number of characters, got {args.chunk_size}", file=sys.stderr)
+    try:
+        if args.chunk_size is not None:
+            args.chunk_size = parse_chunk_size(args.chunk_size)
+    except ValueError as exc:
+        print(f"error: --chunk-size {exc}", file=sys.stderr)
         return 2
     try:
         rag = LocalRAG(args.index, embedding_model=args.embedding_model, reranker_model=None,
                        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
                        chunk_headers=args.chunk_headers, embedding_backend=args.embedding_backend,
-                       quiet=args.quiet, chroma_url=args.chroma_url)
+                       page_chunk_limit=args.page_chunk_limit, quiet=args.quiet, chroma_url=args.chroma_url)
         paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]
         report = rag.sync(paths, rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
                           switch_folder=args.switch_folder, allow_empty=args.allow_empty)

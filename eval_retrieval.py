@@ -25,6 +25,7 @@ from localrag.evaluate import EvalError, metric_keys
 from localrag import cli
 from localrag import diagnose
 from localrag.files import write_text_atomic
+from localrag.index import PAGE_CHUNKS, parse_chunk_size
 from localrag.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
 from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult, LeftOut, QuestionResult, Status
@@ -39,6 +40,10 @@ DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
 USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each question
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
 DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between runs
+# Where indexes with other index settings than the evaluated one are kept (--index-cache), one folder per docs
+# folder and settings: `--chunk-size 800` builds one on first use and syncs it after, never the evaluated index.
+INDEX_CACHE = "eval/.cache/indexes"
+SWEEP_REPORT_PATH = "eval/sweep.txt"  # the --sweep table of the default goldset and index (reports beside it)
 DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
 COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
 GENERATED_PATH = "eval/goldset_generated.csv"  # where --generate writes its goldset
@@ -103,8 +108,7 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
             ("Index", f"{rag.location if rag.chroma_url else display_path(rag.path)} ({counts.get('files', 0)} files, {counts.get('pages', 0)} pages, "
                       f"{counts.get('chunks', 0)} chunks)"),
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
-            ("Chunking", f"{s['chunk_size']} characters, overlap {s['chunk_overlap']}, chunk headers "
-                         f"{'on' if s['chunk_headers'] else 'off'}"),
+            ("Chunking", f"{chunking_text(s)}, chunk headers {'on' if s['chunk_headers'] else 'off'}"),
             *([("PDF loader", s["pdf_loader"])] if not args.dataset else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"
@@ -112,6 +116,30 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
             ("Reranker", reranker),
             ("Final order by", rag.describe_order(mode, rerank))]
     return rows
+
+
+def chunking_text(settings: Mapping[str, Any]) -> str:
+    """How an index is chunked, in the configuration block's words."""
+    if settings["chunk_size"] == PAGE_CHUNKS:
+        return (f"whole pages (one chunk per page, no overlap; a page over {settings['page_chunk_limit']} "
+                f"characters is split)")
+    return f"{settings['chunk_size']} characters, overlap {settings['chunk_overlap']}"
+
+
+def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bool) -> dict[str, Any]:
+    """The configuration as machine-readable values (the JSON report's `settings`): what --compare diffs."""
+    s = rag.index.settings
+    index = rag.location if rag.chroma_url else display_path(rag.path)
+    settings = {"index": index, "embedding_model": s["embedding_model"], "embedding_backend": s["embedding_backend"],
+                "chunk_size": s["chunk_size"], "chunk_overlap": s["chunk_overlap"],
+                **({"page_chunk_limit": s["page_chunk_limit"]} if "page_chunk_limit" in s else {}),
+                "chunk_headers": s["chunk_headers"], **({} if args.dataset else {"pdf_loader": s["pdf_loader"]}),
+                "query_instructions": rag.query_instructions, "retrieval_mode": mode,
+                "candidate_k": rag.candidate_k, **({"rrf_k": rag.rrf_k} if mode == "hybrid" else {}),
+                "reranker": rag.reranker_model if rerank else None}
+    if not args.dataset:
+        settings["page_tolerance"] = args.page_tolerance
+    return settings
 
 
 def load_json_report(path: str | Path) -> EvalResult:
@@ -169,16 +197,37 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--chroma-url", default=local_rag.CHROMA_URL, help="http://HOST:PORT of a shared Chroma "
                                                                        "server instead of the local index folder "
                                                                        "(default: none)")
-    idx.add_argument("--embedding-model", default=None, help=f"embedding model name or folder; a change rebuilds "
-                                                             f"the index (default: the index's, else "
-                                                             f"{local_rag.EMBEDDING_MODEL})")
-    idx.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
-                     help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
-                          f"{local_rag.EMBEDDING_BACKEND})")
     idx.add_argument("--rebuild", action="store_true", help="rebuild the index from scratch first")
     idx.add_argument("--no-sync", action="store_true", help="do not sync the index with the docs folder (stale "
                                                             "files are listed as a warning); the only way to "
-                                                            "evaluate a read-only index")
+                                                            "evaluate a read-only index. An index of other "
+                                                            "settings (below) is a cache and is synced anyway")
+    settings = p.add_argument_group(
+        "index settings", "as add_pdfs.py has them. A value other than the evaluated index's (the default index or "
+        "--index; a dataset's: the defaults) evaluates an index built with it from the same docs folder, all "
+        f"other settings as the evaluated index's, kept under --index-cache and synced on later runs; the "
+        f"evaluated index is only read. Without --report the report's name says which were given, e.g. "
+        f"{Path(REPORT_PATH).stem}.chunk_size-800.txt")
+    settings.add_argument("--chunk-size", default=None,
+                          help=f"characters per chunk, or 'page' for one chunk per page without overlap (default: "
+                               f"the index's, else {local_rag.CHUNK_SIZE})")
+    settings.add_argument("--chunk-overlap", type=int, default=None,
+                          help=f"characters of overlap (default: the index's, else {local_rag.CHUNK_OVERLAP})")
+    settings.add_argument("--page-chunk-limit", type=int, default=None,
+                          help=f"with --chunk-size page: a page longer than this many characters is split (default: "
+                               f"the index's, else {local_rag.PAGE_CHUNK_LIMIT})")
+    settings.add_argument("--loader", choices=local_rag.PDF_LOADERS, default=None,
+                          help=f"PDF text extractor (default: the index's, else {local_rag.PDF_LOADER})")
+    settings.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
+                          help=f"prefix chunks with '[file, page N]' (default: the index's, else "
+                               f"{local_rag.CHUNK_HEADERS})")
+    settings.add_argument("--embedding-model", default=None, help=f"embedding model name or folder (default: the "
+                                                                  f"index's, else {local_rag.EMBEDDING_MODEL})")
+    settings.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
+                          help=f"how the embedding model runs (default: the index's, else "
+                               f"{local_rag.EMBEDDING_BACKEND})")
+    settings.add_argument("--index-cache", default=INDEX_CACHE,
+                          help="folder of the indexes built for other settings, one per docs folder and settings")
     idx.add_argument("--no-wait", action="store_true", help="fail at once when another process is writing the "
                                                             "index, instead of waiting for it")
     idx.add_argument("--switch-folder", action="store_true", help="let the index follow --docs instead of the "
@@ -230,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = p.add_argument_group("comparisons", "ablation, suites, and paired comparisons of reports")
     cmp_.add_argument("--ablation", action="store_true", help="evaluate every mode with and without reranking "
                                                                "over one index and one loaded model")
+    cmp_.add_argument("--sweep", action="append", default=None, metavar="AXIS=V1,V2",
+                      help=f"evaluate every combination of the given values (repeatable: a grid), one table, each "
+                           f"row compared with the first by the paired test; rows with equal index settings share "
+                           f"one index and one set of query vectors. Axes: {', '.join(SWEEP_AXES)}; e.g. "
+                           f"chunk_size=2000,500,page or rerank=off,on (default: none)")
     cmp_.add_argument("--compare", nargs=2, metavar=("OLD.json", "NEW.json"), default=None,
                       help="compare two JSON reports and exit (default: off)")
     cmp_.add_argument("--compare-to", default=None, help="JSON report to compare this run with (default: the "
@@ -258,7 +312,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     args.k_values = parse_ks(args.k) if args.k else (DATASET_K_VALUES if args.dataset else K_VALUES)
-    if args.ablation:  # the ablation table always shows Hit@1/3/5
+    if args.chunk_size is not None and not isinstance(args.chunk_size, int):
+        try:
+            args.chunk_size = parse_chunk_size(args.chunk_size)
+        except ValueError as exc:
+            raise EvalError(f"--chunk-size {exc}") from None
+    check_sweep(args)
+    if args.ablation or args.sweep_axes:  # the ablation and sweep tables always show Hit@1/3/5
         args.k_values = sorted(set(args.k_values) | {1, 3, 5})
     args.page_offset = PAGE_OFFSET
     if args.page_tolerance < 0:
@@ -269,6 +329,13 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
                         ("--diagnostic-depth", args.diagnostic_depth)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
+    if args.sweep_axes and (args.ablation or args.lint or args.generate is not None or args.compare or args.suite):
+        other = next(flag for flag, on in (("--ablation", args.ablation), ("--lint", args.lint),
+                                           ("--generate", args.generate is not None), ("--compare", args.compare),
+                                           ("--suite", args.suite)) if on)
+        raise EvalError(f"--sweep and {other} cannot be combined; for --ablation's rows sweep "
+                        f"mode={','.join(local_rag.RETRIEVAL_MODES)} and rerank=off,on" if other == "--ablation" else
+                        f"--sweep and {other} cannot be combined; run them one at a time")
     actions = [flag for flag, on in (("--dataset", args.dataset), ("--lint", args.lint),
                                      ("--generate", args.generate is not None), ("--suite", args.suite),
                                      ("--compare", args.compare), ("--explain", args.explain is not None),
@@ -281,8 +348,11 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
     check_gate_flags(args)
+    args.settings_base_json = None  # the JSON report of the same run without the index settings given
     if args.report is None:
         args.report = default_report_path(args)
+        if settings_suffix(args) and args.json is None:
+            args.settings_base_json = str(Path(default_report_path(args, suffix=False)).with_suffix(".json"))
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
     if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
@@ -292,8 +362,9 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
 
         from localrag import llm
 
-        if args.dataset or args.ablation:
-            raise EvalError("--judge works on a goldset evaluation of one configuration; drop --dataset/--ablation")
+        if args.dataset or args.ablation or args.sweep_axes:
+            raise EvalError("--judge works on a goldset evaluation of one configuration; drop "
+                            "--dataset/--ablation/--sweep")
         try:
             llm.check_environment(os.environ, "--judge")
         except llm.ChatError as exc:
@@ -309,7 +380,7 @@ def check_gate_flags(args: argparse.Namespace) -> None:
     """Gates belong to one evaluation: parse --fail-under against this run's metric keys (before any work)."""
     gated = [flag for flag, on in (("--fail-under", args.fail_under), ("--fail-on-regression",
                                                                        args.fail_on_regression)) if on]
-    other = [flag for flag, on in (("--ablation", args.ablation), ("--lint", args.lint),
+    other = [flag for flag, on in (("--ablation", args.ablation), ("--sweep", args.sweep), ("--lint", args.lint),
                                    ("--generate", args.generate is not None), ("--suite", args.suite),
                                    ("--compare", args.compare), ("--explain", args.explain is not None)) if on]
     if gated and other:
@@ -330,16 +401,23 @@ def is_default_setup(args: argparse.Namespace) -> bool:
             and args.chroma_url == local_rag.CHROMA_URL)
 
 
-def default_report_path(args: argparse.Namespace) -> str:
+def default_report_path(args: argparse.Namespace, suffix: bool = True) -> str:
     """The report path without --report: the committed one only for the default goldset and index; another
-    goldset or index gets one beside the goldset, named after it; a dataset one under DATASET_REPORT_DIR."""
+    goldset or index gets one beside the goldset, named after it; a dataset one under DATASET_REPORT_DIR. Index
+    settings given as flags add themselves to the name (eval/baseline.chunk_size-800.txt)."""
+    # The index settings given name the report: a run of other settings never replaces the evaluated index's.
+    suffix = settings_suffix(args) if suffix else ""
+    sweep = bool(getattr(args, "sweep_axes", None))  # set by resolve_args
     if args.dataset:
-        name = f"{Path(args.dataset).resolve().name}-{args.split}{'-ablation' if args.ablation else ''}.txt"
+        table = "-sweep" if sweep else "-ablation" if args.ablation else ""
+        name = f"{Path(args.dataset).resolve().name}-{args.split}{table}{suffix}.txt"
         return str(Path(DATASET_REPORT_DIR) / name)
     if is_default_setup(args):
-        return ABLATION_REPORT_PATH if args.ablation else REPORT_PATH
+        path = Path(SWEEP_REPORT_PATH if sweep else ABLATION_REPORT_PATH if args.ablation else REPORT_PATH)
+        return str(path.with_name(path.stem + suffix + path.suffix))
     goldset = Path(args.goldset)
-    return str(goldset.with_name(f"{goldset.stem}{'.ablation' if args.ablation else GOLDSET_REPORT_SUFFIX}.txt"))
+    table = ".sweep" if sweep else ".ablation" if args.ablation else GOLDSET_REPORT_SUFFIX
+    return str(goldset.with_name(f"{goldset.stem}{table}{suffix}.txt"))
 
 
 def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -388,37 +466,42 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
                                 f"other. Give them different paths")
 
 
-def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
+def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str, Any] | None = None,
+             cache: bool = False) -> LocalRAG:
     """The retriever of this run, holding the index's writer lock until the run ends (see `guarded`).
 
     No other process changes the index while it is synced and measured; a read-only index is only read.
+    `settings`: the index settings asked for (INDEX_SETTINGS keys; default: the flags'); `cache`: the index is
+    one of the evaluation's caches, synced even with --no-sync.
     """
+    settings = requested_settings(args) if settings is None else settings
     # Without --rerank-model the reranker argument is left out: LocalRAG's default model, off when unloadable.
     reranker = {"reranker_model": None} if args.no_rerank else \
         ({"reranker_model": args.rerank_model} if args.rerank_model else {})
-    rag = LocalRAG(index, embedding_model=args.embedding_model, embedding_backend=args.embedding_backend,
+    rag = LocalRAG(index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()},
                    retrieval_mode=args.mode, **reranker,
                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                    quiet=args.quiet, chroma_url=args.chroma_url)
     exists = rag.info.get("settings") or rag.info_problem
-    if not args.no_sync or (exists and not rag.read_only):
+    if cache or not args.no_sync or (exists and not rag.read_only):
         args.held.enter_context(rag.writing(wait=not args.no_wait))
     return rag
 
 
-def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
+def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | None = None,
+                   cache: bool = False) -> list[str]:
     """Sync (default) or, with --no-sync, check the index and list what is stale; returns warnings for the report.
 
     Without --docs the index's recorded folder is used, so evaluating another index never syncs it with
-    the default folder.
+    the default folder. `docs`: the folder to sync instead; `cache`: sync even with --no-sync.
     """
-    docs = Path(args.docs) if args.docs else Path((rag.followed_paths or [local_rag.DOCS_PATH])[0])
-    if len(rag.followed_paths) > 1 and not args.docs:
+    docs = Path(docs or args.docs or (rag.followed_paths or [local_rag.DOCS_PATH])[0])
+    if len(rag.followed_paths) > 1 and not args.docs and not cache:
         raise EvalError(f"the index {rag.location} follows several paths ({', '.join(rag.followed_paths)}); "
                         f"pass --docs FOLDER, or sync it with add_pdfs.py and evaluate with --no-sync")
     if not docs.is_dir():
         raise EvalError(f"docs folder {docs} does not exist; pass --docs FOLDER with your PDFs")
-    if args.no_sync:
+    if args.no_sync and not cache:
         if not rag.info.get("settings") and not rag.info_problem:
             raise EvalError(f"no index at {rag.path} and --no-sync was given; run without --no-sync or run "
                             f"add_pdfs.py first")
@@ -434,7 +517,10 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
         return []
     report = rag.sync([docs], rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
                       switch_folder=args.switch_folder, allow_empty=args.allow_empty)
-    if report.changed:
+    if cache:
+        log(args, f"Index {display_path(rag.path)} ({', '.join(settings_words(rag.index.settings))}): "
+                  + (report.summary() if report.changed else "up to date, nothing embedded"))
+    elif report.changed:
         log(args, "Index synced: " + report.summary())
         for what in ("added", "updated", "removed"):
             for name in getattr(report, what):
@@ -443,6 +529,219 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace) -> list[str]:
             log(args, f"  repaired: {name}: {why}")
     return ([f"Not indexed: {name}: {reason}" for name, reason in report.failed]
             + [f"Skipped: {name}: {reason}" for name, reason in report.skipped])
+
+
+# ----------------------------------------------------------------------------- index settings and sweeps
+
+# Index settings the evaluation takes, by option name (flag and sweep axis), with the index's name for each.
+INDEX_SETTINGS = {"chunk_size": "chunk_size", "chunk_overlap": "chunk_overlap", "page_chunk_limit": "page_chunk_limit",
+                  "loader": "pdf_loader", "chunk_headers": "chunk_headers", "embedding_model": "embedding_model",
+                  "embedding_backend": "embedding_backend"}
+RETRIEVAL_AXES = ("mode", "rerank")  # sweep axes that share an index (and its query vectors) between rows
+SWEEP_AXES = (*INDEX_SETTINGS, *RETRIEVAL_AXES)  # every axis --sweep knows, in the order --help lists them
+ON_OFF = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}  # boolean axis values
+
+
+def requested_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The index settings the command line gives (option name -> value), in INDEX_SETTINGS order."""
+    return {key: getattr(args, key) for key in INDEX_SETTINGS if getattr(args, key, None) is not None}
+
+
+def settings_words(settings: Mapping[str, Any], keys: Sequence[str] | None = None) -> list[str]:
+    """Index settings as 'chunk_size 500' words, for logs (`keys`: which, default all)."""
+    return [f"{key} {format_setting(settings[key])}" for key in (keys or settings) if key in settings]
+
+
+def format_setting(value: Any) -> str:
+    """A setting's value in messages and settings diffs: text bare, booleans on/off, None as 'none'."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else str(value)
+
+
+def slug(text: str) -> str:
+    """Text made safe for a file name (an embedding model 'org/name' -> 'org_name')."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
+
+
+def settings_suffix(args: argparse.Namespace) -> str:
+    """What the default report name adds for the index settings given: '.chunk_size-800.loader-pypdf'."""
+    return "".join(f".{key}-{slug(format_setting(value))}" for key, value in requested_settings(args).items())
+
+
+def parse_axis_value(axis: str, text: str) -> Any:
+    """One value of a --sweep axis, checked as its flag checks it; ValueError saying what is valid."""
+    text = text.strip()
+    if axis == "chunk_size":
+        return parse_chunk_size(text)
+    if axis in ("chunk_overlap", "page_chunk_limit"):
+        low = 0 if axis == "chunk_overlap" else 1
+        if not text.lstrip("-").isdigit() or int(text) < low:
+            raise ValueError(f"must be a whole number of characters, {low} or more, got {text!r}")
+        return int(text)
+    if axis in ("chunk_headers", "rerank"):
+        if text.lower() not in ON_OFF:
+            raise ValueError(f"must be on or off, got {text!r}")
+        return ON_OFF[text.lower()]
+    choices = {"loader": local_rag.PDF_LOADERS, "embedding_backend": local_rag.EMBEDDING_BACKENDS,
+               "mode": local_rag.RETRIEVAL_MODES}.get(axis)
+    if choices is not None and text not in choices:
+        raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+def parse_sweep(texts: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    """--sweep AXIS=V1,V2 flags -> [(axis, values)] in the given order; EvalError naming the valid axes."""
+    axes: list[tuple[str, list[Any]]] = []
+    for text in texts:
+        axis, sep, values = text.partition("=")
+        axis = axis.strip()
+        if not sep or not axis or not values.strip():
+            raise EvalError(f"--sweep needs AXIS=VALUE,VALUE like chunk_size=500,1000, got {text!r}; axes: "
+                            f"{', '.join(SWEEP_AXES)}")
+        if axis not in SWEEP_AXES:
+            raise EvalError(f"--sweep {text}: unknown axis {axis!r}; valid axes: {', '.join(SWEEP_AXES)}")
+        if any(axis == seen for seen, _ in axes):
+            raise EvalError(f"--sweep names the axis {axis} twice; give all its values in one --sweep")
+        parsed = []
+        for part in values.split(","):
+            try:
+                value = parse_axis_value(axis, part)
+            except ValueError as exc:
+                raise EvalError(f"--sweep {text}: {axis} {exc}") from None
+            if value in parsed:
+                raise EvalError(f"--sweep {text}: the value {part.strip()} appears twice; give each value once")
+            parsed.append(value)
+        axes.append((axis, parsed))
+    return axes
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One configuration of an evaluation: its name in tables ("" without --sweep), the index settings it asks
+    for (option name -> value), its retrieval mode, and reranking (None: on when the reranker loads)."""
+
+    name: str
+    index: tuple[tuple[str, Any], ...]
+    mode: str
+    rerank: bool | None
+
+
+def evaluation_rows(args: argparse.Namespace) -> list[Row]:
+    """The configurations to evaluate: the command line's one, or --sweep's grid (the first axis varies slowest,
+    so the first row takes every axis's first value: the row all others are compared with)."""
+    import itertools
+
+    fixed = requested_settings(args)
+    rerank = False if args.no_rerank else None
+    if not args.sweep_axes:
+        return [Row("", tuple(fixed.items()), args.mode, rerank)]
+    rows = []
+    for values in itertools.product(*(values for _, values in args.sweep_axes)):
+        chosen = dict(zip((axis for axis, _ in args.sweep_axes), values))
+        index = {**fixed, **{key: value for key, value in chosen.items() if key in INDEX_SETTINGS}}
+        name = " ".join(f"{axis}={format_setting(value)}" for axis, value in chosen.items())
+        rows.append(Row(name, tuple(index.items()), chosen.get("mode", args.mode), chosen.get("rerank", rerank)))
+    return rows
+
+
+def check_sweep(args: argparse.Namespace) -> None:
+    """Parse --sweep into args.sweep_axes; EvalError when it contradicts another flag."""
+    args.sweep_axes = parse_sweep(args.sweep or [])
+    if not args.sweep_axes:
+        return
+    given = requested_settings(args)
+    for axis, _ in args.sweep_axes:
+        if axis in given:
+            raise EvalError(f"--{axis.replace('_', '-')} {format_setting(given[axis])} and --sweep {axis}=... both "
+                            f"set {axis}; put the value into the sweep or drop the flag")
+    if args.no_rerank and any(axis == "rerank" for axis, _ in args.sweep_axes):
+        raise EvalError("--no-rerank and --sweep rerank=... both set reranking; drop --no-rerank")
+    if args.dataset and args.index and any(axis in INDEX_SETTINGS for axis, _ in args.sweep_axes):
+        raise EvalError("--sweep over index settings needs the dataset's cached indexes (one per settings); drop "
+                        "--index")
+
+
+def derived_index_path(docs: str | Path, settings: Mapping[str, Any], cache: str | Path) -> Path:
+    """The cache folder of an index of `settings` over `docs`: named after the folder (its name and a digest of
+    its full path, so two folders named alike never share one) and a digest of the settings."""
+    import hashlib
+
+    docs = Path(docs).resolve()
+    where = hashlib.sha256(str(docs).encode("utf-8")).hexdigest()[:8]
+    what = hashlib.sha256(json.dumps(dict(settings), sort_keys=True).encode("utf-8")).hexdigest()[:10]
+    return Path(cache) / f"{docs.name}-{where}-{what}"
+
+
+def resolved_index_settings(wanted: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """The full index settings (the index's names) of `wanted` (option names) over the `base` index's; EvalError
+    when they contradict each other (an overlap not smaller than the chunk size, ...)."""
+    from localrag.index import resolve_settings
+
+    requested = {INDEX_SETTINGS[key]: value for key, value in wanted.items()}
+    defaults = {"page_chunk_limit": local_rag.PAGE_CHUNK_LIMIT, **base}
+    try:
+        return resolve_settings(requested, dict(base), defaults)
+    except RAGError as exc:
+        raise EvalError(f"index settings {', '.join(settings_words(wanted))}: {exc}") from None
+
+
+def module_settings() -> dict[str, Any]:
+    """The settings a new index gets (local_rag.py's constants)."""
+    return {"embedding_model": local_rag.EMBEDDING_MODEL, "embedding_backend": local_rag.EMBEDDING_BACKEND,
+            "chunk_size": local_rag.CHUNK_SIZE, "chunk_overlap": local_rag.CHUNK_OVERLAP,
+            "pdf_loader": local_rag.PDF_LOADER, "chunk_headers": local_rag.CHUNK_HEADERS}
+
+
+@dataclasses.dataclass
+class OpenedIndex:
+    """An index of the run, synced: its retriever, the sync's warnings for the report, and the seconds opening
+    and syncing took (a build included)."""
+
+    rag: LocalRAG
+    warnings: list[str]
+    seconds: float
+
+
+def open_pdf_index(args: argparse.Namespace, wanted: Mapping[str, Any]) -> OpenedIndex:
+    """The index a goldset run measures for the index settings `wanted` (option names), synced.
+
+    Settings equal to the evaluated index's (the default one or --index) measure it; other settings measure an
+    index built with them from the same docs folder, the rest as the evaluated index has them, kept under
+    --index-cache (or, on a Chroma server, in the collection of those settings): the evaluated index is only read.
+    """
+    started = time.perf_counter()
+    base_path = args.index or VECTORSTORE_PATH
+    if not wanted:
+        rag = open_rag(args, base_path, {})
+        return OpenedIndex(rag, sync_pdf_index(rag, args), time.perf_counter() - started)
+    probe = LocalRAG(base_path, reranker_model=None, quiet=True, chroma_url=args.chroma_url)
+    # On a server the probe has the default settings: a collection is named after its settings, so other
+    # settings are another collection there.
+    base = {key: probe.settings[key] for key in (*module_settings(), "page_chunk_limit") if key in probe.settings}
+    settings = resolved_index_settings(wanted, base)
+    if settings == base:
+        rag = open_rag(args, base_path, wanted)
+        return OpenedIndex(rag, sync_pdf_index(rag, args), time.perf_counter() - started)
+    if len(probe.followed_paths) > 1 and not args.docs:
+        raise EvalError(f"the index {probe.location} follows several paths ({', '.join(probe.followed_paths)}); "
+                        f"pass --docs FOLDER to say which folder the index of other settings is built from")
+    docs = Path(args.docs or (probe.followed_paths or [local_rag.DOCS_PATH])[0])
+    if not docs.is_dir():
+        raise EvalError(f"docs folder {docs} does not exist; pass --docs FOLDER with your PDFs")
+    path = base_path if args.chroma_url else derived_index_path(docs, settings, args.index_cache)
+    changed = [key for key in settings if settings.get(key) != base.get(key)]
+    log(args, f"Index settings {', '.join(settings_words(settings, changed))} differ from "
+              f"{probe.location if args.chroma_url else display_path(base_path)}'s: evaluating "
+              + ("the collection of those settings" if args.chroma_url else display_path(path))
+              + " (built on first use, synced after)")
+    option_names = {index_name: option for option, index_name in INDEX_SETTINGS.items()}
+    rag = open_rag(args, path, {option_names[key]: value for key, value in settings.items()}, cache=True)
+    return OpenedIndex(rag, sync_pdf_index(rag, args, docs=docs, cache=True), time.perf_counter() - started)
 
 
 def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
@@ -468,10 +767,15 @@ def previous_report(args: argparse.Namespace, identity: str,
         ev.common_questions([q.query_id for q in old.per_query], query_ids, args.intersect)
         return old, display_path(args.compare_to), ""
     shown = display_path(args.json)
-    if not Path(args.json).exists():
+    path = Path(args.json)
+    if not path.exists() and args.settings_base_json and Path(args.settings_base_json).exists():
+        # The first run of other index settings: compare with the report of the evaluated index's settings.
+        path = Path(args.settings_base_json)
+        shown = display_path(path)
+    if not path.exists():
         return None, "", f"there is no previous report at {shown}; give one with --compare-to REPORT.json"
     try:
-        old = load_json_report(args.json)
+        old = load_json_report(path)
     except EvalError as exc:
         log(args, f"warning: not comparing with the previous report: {exc}")
         return None, "", f"the previous report is unreadable: {exc}"
@@ -480,7 +784,7 @@ def previous_report(args: argparse.Namespace, identity: str,
                f"{identity}; give --compare-to {shown} to compare them anyway")
         log(args, f"warning: not compared: {why}")
         return None, "", why
-    return old, f"previous report {shown}", ""
+    return old, f"{'previous report' if path == Path(args.json) else 'report'} {shown}", ""
 
 
 def print_summary(result: EvalResult, args: argparse.Namespace) -> None:
@@ -512,55 +816,102 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
     for message in goldset.messages:
         log(args, f"warning: goldset: {message}")
-    rag = open_rag(args, args.index or VECTORSTORE_PATH)
-    warnings = sync_pdf_index(rag, args)
-    docs = index_docs(rag)
-    findings = lint_findings(rag, goldset, docs, progress=not args.quiet)
-    left_out = left_out_questions(goldset.questions, docs)
-    # Lint runs before every evaluation. Each finding is stated once: reader messages are already listed, and an
-    # invalid page is listed under 'Left out of the metrics' with its question.
-    stated = {(line, reason) for q in goldset.questions if q.query_id in left_out
-              for line in q.lines for reason in left_out[q.query_id]}
-    for finding in findings:
-        if finding.message.startswith("reader: ") or any((line, finding.message) in stated for line in finding.lines):
-            continue
-        where = (f"line{'s' if len(finding.lines) > 1 else ''} {', '.join(map(str, finding.lines))}: "
-                 if finding.lines else "")
-        warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
-        log(args, f"warning: {warnings[-1]}")
-    scored = [q for q in goldset.questions if q.query_id not in left_out]
-    if not scored:
-        raise EvalError(f"every question of {display_path(args.goldset)} has an invalid expected page (see the "
-                        f"warnings above), so nothing can be evaluated; fix the pages and rerun")
     identity = "goldset " + display_path(args.goldset)
-    previous = previous_report(args, identity, [q.query_id for q in scored])
     header = [("Goldset", f"{display_path(args.goldset)} ({plural(len(goldset.questions), 'question')})")]
-    questions = str(len(scored)) + (f" ({len(left_out)} more left out of the metrics: invalid expected "
-                                    f"page)" if left_out else "")
-    tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"), ("Questions", questions)]
-    configs, missing_rows = ablation_configs(rag) if args.ablation else ([(args.mode, rag.reranker is not None)], "")
-    indexed = {d["source"]: d for d in rag.list_documents()}
-    missing = ev.missing_files(scored, indexed)
-    notes = [*goldset.messages, *warnings]  # a missing file is in the notes as a lint error on its line
-    left_out_rows = tuple(LeftOut(q.query_id, q.question, tuple(q.lines), tuple(left_out[q.query_id]))
-                          for q in goldset.questions if q.query_id in left_out)
-    degraded = ev.degraded_reasons(missing, sum(f.severity == "error" for f in findings), len(left_out))
-    results = []
-    for mode, rerank in configs:
-        started = time.perf_counter()
-        hits, traced = ev.retrieve_goldset(rag, scored, max(args.k_values), mode, rerank, progress=not args.quiet,
-                                           diagnostic_depth=args.diagnostic_depth, page_offset=args.page_offset,
-                                           tolerance=args.page_tolerance)
-        result = ev.evaluate_goldset(scored, hits, indexed, args.k_values, name=ev.config_name(mode, rerank),
-                                     title=identity, page_offset=args.page_offset, tolerance=args.page_tolerance,
-                                     traced=traced, stage_k=stage_cutoff(args.k_values))
-        results.append(dataclasses.replace(result, seconds=time.perf_counter() - started, goldset=identity,
-                                           config=tuple(config_block(rag, args, mode, rerank, header) + tail),
-                                           messages=tuple(notes), left_out=left_out_rows))
-    if args.judge:  # one configuration: --judge and --ablation exclude each other
-        results[0], judge_degraded = add_judge(results[0], hits, scored, args)
+    rows = evaluation_rows(args)
+    results: dict[int, EvalResult] = {}
+    degraded: list[str] = []
+    missing_rows, previous, hits, scored, shared = "", None, {}, [], None
+    for group in index_groups(rows):
+        opened = open_pdf_index(args, dict(rows[group[0]].index))
+        rag, warnings = opened.rag, opened.warnings
+        shared = share_query_vectors(rag, shared)
+        docs = index_docs(rag)
+        findings = lint_findings(rag, goldset, docs, progress=not args.quiet)
+        left_out = left_out_questions(goldset.questions, docs)
+        # Lint runs before every evaluation. Each finding is stated once: reader messages are already listed, and an
+        # invalid page is listed under 'Left out of the metrics' with its question.
+        stated = {(line, reason) for q in goldset.questions if q.query_id in left_out
+                  for line in q.lines for reason in left_out[q.query_id]}
+        for finding in findings:
+            if finding.message.startswith("reader: ") or any((line, finding.message) in stated
+                                                             for line in finding.lines):
+                continue
+            where = (f"line{'s' if len(finding.lines) > 1 else ''} {', '.join(map(str, finding.lines))}: "
+                     if finding.lines else "")
+            warnings.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
+            log(args, f"warning: {warnings[-1]}")
+        scored = [q for q in goldset.questions if q.query_id not in left_out]
+        if not scored:
+            raise EvalError(f"every question of {display_path(args.goldset)} has an invalid expected page (see the "
+                            f"warnings above), so nothing can be evaluated; fix the pages and rerun")
+        if previous is None:
+            previous = previous_report(args, identity, [q.query_id for q in scored])
+        questions = str(len(scored)) + (f" ({len(left_out)} more left out of the metrics: invalid expected "
+                                        f"page)" if left_out else "")
+        tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"), ("Questions", questions)]
+        configs, why_missing = row_configs(rag, args, [(n, rows[n]) for n in group])
+        missing_rows = missing_rows or why_missing
+        indexed = {d["source"]: d for d in rag.list_documents()}
+        missing = ev.missing_files(scored, indexed)
+        notes = [*goldset.messages, *warnings]  # a missing file is in the notes as a lint error on its line
+        left_out_rows = tuple(LeftOut(q.query_id, q.question, tuple(q.lines), tuple(left_out[q.query_id]))
+                              for q in goldset.questions if q.query_id in left_out)
+        degraded += [reason for reason in ev.degraded_reasons(missing, sum(f.severity == "error" for f in findings),
+                                                              len(left_out)) if reason not in degraded]
+        setup = opened.seconds  # the first row on an index carries its opening and sync (a build included)
+        for number, name, mode, rerank in configs:
+            started = time.perf_counter()
+            hits, traced = ev.retrieve_goldset(rag, scored, max(args.k_values), mode, rerank,
+                                               progress=not args.quiet, diagnostic_depth=args.diagnostic_depth,
+                                               page_offset=args.page_offset, tolerance=args.page_tolerance)
+            result = ev.evaluate_goldset(scored, hits, indexed, args.k_values,
+                                         name=name or ev.config_name(mode, rerank), title=identity,
+                                         page_offset=args.page_offset, tolerance=args.page_tolerance,
+                                         traced=traced, stage_k=stage_cutoff(args.k_values))
+            results[number] = dataclasses.replace(
+                result, seconds=time.perf_counter() - started + setup, goldset=identity,
+                config=tuple(config_block(rag, args, mode, rerank, header) + tail),
+                settings=settings_json(rag, args, mode, rerank), messages=tuple(notes), left_out=left_out_rows)
+            setup = 0.0
+    results_list = [results[n] for n in sorted(results)]
+    if args.judge:  # one configuration: --judge and --ablation/--sweep exclude each other
+        results_list[0], judge_degraded = add_judge(results_list[0], hits, scored, args)
         degraded += judge_degraded
-    return finish(results, args, previous, degraded, missing_rows)
+    return finish(results_list, args, previous, degraded, missing_rows)
+
+
+def index_groups(rows: Sequence[Row]) -> list[list[int]]:
+    """Row numbers grouped by the index settings they ask for, in order of first appearance: one index each."""
+    groups: dict[tuple, list[int]] = {}
+    for number, row in enumerate(rows):
+        groups.setdefault(tuple(sorted(row.index, key=lambda item: item[0])), []).append(number)
+    return list(groups.values())
+
+
+def row_configs(rag: LocalRAG, args: argparse.Namespace,
+                rows: Sequence[tuple[int, Row]]) -> tuple[list[tuple[int, str, str, bool]], str]:
+    """(row number, name, mode, rerank) of the rows evaluated on `rag`, and why rows are missing ("" if none):
+    --ablation's rows, or the given ones (a row asking for reranking without a reranker is missing)."""
+    if args.ablation:
+        configs, why = ablation_configs(rag)
+        return [(n, "", mode, rerank) for n, (mode, rerank) in enumerate(configs)], why
+    out = []
+    for number, row in rows:
+        if row.rerank and rag.reranker is None:
+            continue
+        out.append((number, row.name, row.mode, rag.reranker is not None if row.rerank is None else row.rerank))
+    skipped = len(rows) - len(out)
+    why = "" if not skipped else f"the rows with rerank=on are missing (no reranker: {rag.reranker_off_reason})"
+    return out, why
+
+
+def share_query_vectors(rag: LocalRAG, shared: LocalRAG | None) -> LocalRAG:
+    """Let `rag` use the query vectors of an earlier index's retriever when both embed queries alike (same model,
+    backend and export), so a sweep embeds each question once per embedding model; the retriever to share next."""
+    if shared is not None and rag.retriever.share_query_vectors(shared.retriever):
+        return shared
+    return rag
 
 
 def left_out_questions(questions: Sequence[gs.GoldQuestion], docs: dict[str, Any],
@@ -619,20 +970,26 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
         judge_lines=tuple(eval_report.render_judge(judged)), judge=judged), degraded
 
 
-def dataset_index_path(args: argparse.Namespace) -> Path:
-    """Cache folder named after the dataset, its sample and the index settings: other settings never reuse it."""
+def dataset_index_path(args: argparse.Namespace, wanted: Mapping[str, Any] | None = None) -> Path:
+    """Cache folder named after the dataset, its sample and the index settings (`wanted`, option names, over the
+    defaults; default: the flags'): other settings never reuse it."""
     import hashlib
 
     from localrag import datasets as beir_data
 
     fingerprint = beir_data.dataset_fingerprint(args.dataset, args.split, args.max_queries, args.max_corpus_docs,
                                                 args.seed)
-    settings = {"embedding_model": args.embedding_model or local_rag.EMBEDDING_MODEL,
-                "embedding_backend": args.embedding_backend or local_rag.EMBEDDING_BACKEND,
-                "chunk_size": local_rag.CHUNK_SIZE,
-                "chunk_overlap": local_rag.CHUNK_OVERLAP, "chunk_headers": local_rag.CHUNK_HEADERS}
+    resolved = dataset_settings(args, wanted)
+    settings = {key: resolved[key] for key in ("embedding_model", "embedding_backend", "chunk_size", "chunk_overlap",
+                                               "chunk_headers", "page_chunk_limit") if key in resolved}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     return Path(DATASET_CACHE) / f"{Path(args.dataset).resolve().name}-{fingerprint}-{digest}"
+
+
+def dataset_settings(args: argparse.Namespace, wanted: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A dataset index's settings (the index's names): `wanted` (option names; default: the flags') over the
+    defaults."""
+    return resolved_index_settings(requested_settings(args) if wanted is None else wanted, module_settings())
 
 
 def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
@@ -648,33 +1005,47 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
         dataset, info = beir_data.sample_dataset(dataset, args.max_queries, args.max_corpus_docs, args.seed)
         sample_text = info.describe()
         messages.append("These numbers come from a sample: " + sample_text)
-    index = args.index or dataset_index_path(args)
     identity = f"dataset {Path(args.dataset).resolve().name} ({args.split})"
     previous = previous_report(args, identity, [q.query_id for q in ev.dataset_queries(dataset)])
-    rag = open_rag(args, index)
     records = [{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
                for d in dataset.documents.values()]
-    report = rag.sync_records(records, rebuild=args.rebuild, progress=not args.quiet)
-    if report.changed:
-        log(args, "Dataset index synced: " + report.summary())
     name = Path(args.dataset).resolve().name
     header = [("Dataset", f"{name}, split {args.split} ({sample_text})")]
     tail = [("Scoring", "document level: chunks over-fetched, collapsed by doc_id (best chunk), cut at k"),
             ("Queries", "{queries}")]
-    configs, missing_rows = ablation_configs(rag) if args.ablation else ([(args.mode, rag.reranker is not None)], "")
-    results = []
-    for mode, rerank in configs:
+    rows = evaluation_rows(args)
+    results: dict[int, EvalResult] = {}
+    missing_rows, run, shared = "", {}, None
+    for group in index_groups(rows):
         started = time.perf_counter()
-        run, stages = ev.retrieve_dataset(rag, dataset, max(args.k_values), mode, rerank, progress=not args.quiet,
-                                          diagnostic_depth=args.diagnostic_depth)
-        result = ev.evaluate_dataset(dataset, run, args.k_values, name=ev.config_name(mode, rerank), title=identity,
-                                     stages=stages, stage_k=stage_cutoff(args.k_values))
-        config = config_block(rag, args, mode, rerank, header) + [
-            (label, value.format(queries=result.num_queries)) for label, value in tail]
-        results.append(dataclasses.replace(result, seconds=time.perf_counter() - started, goldset=identity,
-                                           config=tuple(config), messages=(*messages, *result.messages)))
+        wanted = dict(rows[group[0]].index)
+        index = args.index or dataset_index_path(args, wanted)
+        # All settings are passed, so a cache folder is built with exactly the settings its name stands for.
+        option_names = {index_name: option for option, index_name in INDEX_SETTINGS.items()}
+        rag = open_rag(args, index, wanted if args.index else
+                       {option_names[key]: value for key, value in dataset_settings(args, wanted).items()})
+        report = rag.sync_records(records, rebuild=args.rebuild, progress=not args.quiet)
+        if report.changed:
+            log(args, "Dataset index synced: " + report.summary())
+        shared = share_query_vectors(rag, shared)
+        configs, why_missing = row_configs(rag, args, [(n, rows[n]) for n in group])
+        missing_rows = missing_rows or why_missing
+        setup = time.perf_counter() - started
+        for number, row_name, mode, rerank in configs:
+            started = time.perf_counter()
+            run, stages = ev.retrieve_dataset(rag, dataset, max(args.k_values), mode, rerank,
+                                              progress=not args.quiet, diagnostic_depth=args.diagnostic_depth)
+            result = ev.evaluate_dataset(dataset, run, args.k_values, name=row_name or ev.config_name(mode, rerank),
+                                         title=identity, stages=stages, stage_k=stage_cutoff(args.k_values))
+            config = config_block(rag, args, mode, rerank, header) + [
+                (label, value.format(queries=result.num_queries)) for label, value in tail]
+            results[number] = dataclasses.replace(result, seconds=time.perf_counter() - started + setup,
+                                                  goldset=identity, config=tuple(config),
+                                                  settings=settings_json(rag, args, mode, rerank),
+                                                  messages=(*messages, *result.messages))
+            setup = 0.0
     # A dataset's skipped lines are notes; only the gates fail a dataset run.
-    return finish(results, args, previous, [], missing_rows, run=run)
+    return finish([results[n] for n in sorted(results)], args, previous, [], missing_rows, run=run)
 
 
 def ablation_configs(rag: LocalRAG) -> tuple[list[tuple[str, bool]], str]:
@@ -693,8 +1064,12 @@ def finish(results: list[EvalResult], args: argparse.Namespace, previous: tuple[
     their status."""
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
     results = [dataclasses.replace(r, generated=generated) for r in results]
+    if not results:  # a sweep whose every row asked for a reranker that could not be loaded
+        raise EvalError(f"no row of the sweep could be evaluated: {missing_rows}")
     if not args.dataset:  # a goldset's questions not at rank 1 get their passages in the details file
         results = [dataclasses.replace(r, details=display_path(details_path(args.report))) for r in results]
+    if args.sweep_axes:
+        return write_sweep(results, args, degraded, missing_rows)
     if len(results) > 1:
         return write_ablation(results, args, degraded, missing_rows)
     result = results[0]
@@ -778,6 +1153,39 @@ def write_ablation(results: list[EvalResult], args: argparse.Namespace, degraded
     return results
 
 
+def write_sweep(results: list[EvalResult], args: argparse.Namespace, degraded: Sequence[str],
+                missing_rows: str = "") -> list[EvalResult]:
+    """The sweep table (written and printed), each row compared with the first by the paired test, plus one
+    report per row beside it (its comparison with the first row included)."""
+    first = results[0]
+    label = f"first row ({first.name})"
+    results = [dataclasses.replace(r, status=ev.run_status(degraded, [], []), compare=None if n == 0 else
+                                   ev.compare_results(first, r, True, label, resamples=args.resamples))
+               for n, r in enumerate(results)]
+    base = Path(args.report)
+    for r in results:
+        stem = f"{base.stem}-{slug(r.name.replace('=', '-').replace(' ', '.'))}"
+        if r.details:
+            r = dataclasses.replace(r, details=display_path(details_path(base.with_name(stem + ".txt"))))
+            write_text_atomic(details_path(base.with_name(stem + ".txt")),
+                              diagnose.render_details(r, display_path(base.with_name(stem + ".txt"))))
+        write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r))
+        write_text_atomic(base.with_name(stem + ".json"), eval_report.render_json(r))
+    axes = [(axis, [format_setting(v) for v in values]) for axis, values in args.sweep_axes]
+    table_text = eval_report.render_sweep(results, axes, missing_rows,
+                                          display_path(base.with_name(base.stem + "-<row>.txt")))
+    write_text_atomic(base, table_text)
+    if args.markdown:
+        rows, keys = eval_report.ablation_table(results)
+        write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
+                                                                            extra=["seconds"])) + "\n")
+    print(table_text, end="")
+    print_status(results[0].status, args)
+    log(args, f"Sweep: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s; table written to "
+              f"{display_path(base)}")
+    return results
+
+
 def index_docs(rag: LocalRAG) -> dict[str, Any]:
     """Indexed file -> DocInfo (page count, 0-based pages without text)."""
     from localrag import lint as goldset_lint
@@ -799,8 +1207,7 @@ def run_lint(args: argparse.Namespace) -> int:
     from localrag import lint as goldset_lint
 
     goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
-    rag = open_rag(args, args.index or VECTORSTORE_PATH)
-    sync_pdf_index(rag, args)
+    rag = open_pdf_index(args, requested_settings(args)).rag
     findings = lint_findings(rag, goldset, index_docs(rag), progress=not args.quiet)
     print("\n".join(goldset_lint.render_lint(findings)))
     # Warnings too: a short question or a near-duplicate with other locations is wrong, only less harmful.
@@ -821,8 +1228,7 @@ def run_generate(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise EvalError(f"--out {args.out} already exists; pass --force to replace it, or choose another --out")
     ask, stopped = llm_question_asker(args) if args.llm else (None, lambda: None)
-    rag = open_rag(args, args.index or VECTORSTORE_PATH)
-    sync_pdf_index(rag, args)
+    rag = open_pdf_index(args, requested_settings(args)).rag
     chunks = [{"chunk_id": i, "source": m["source"], "page": int(m["page"]), "text": t}
               for i, t, m in rag.indexed_chunks()]
     if not chunks:
@@ -946,9 +1352,11 @@ def run_suite(args: argparse.Namespace) -> int:
         raise EvalError(str(exc)) from None
 
 
-def run_suite_entry(options: Mapping[str, Any], report: Path, suite_args: argparse.Namespace) -> EvalResult | None:
+def run_suite_entry(options: Mapping[str, Any], report: Path,
+                    suite_args: argparse.Namespace) -> EvalResult | list[EvalResult] | None:
     """One suite entry: its options read as on the command line (plus --quiet, --rebuild and --no-sync of the
-    suite's command line), reports at `report`. None, with the reason on stderr, when it evaluated nothing."""
+    suite's command line), reports at `report`: its result, a sweep's results (one per row), or None, with the
+    reason on stderr, when it evaluated nothing."""
     try:
         args = build_parser().parse_args(option_flags(options))
     except SystemExit:  # argparse printed why (an unknown key, a bad value); the other entries still run
@@ -959,18 +1367,25 @@ def run_suite_entry(options: Mapping[str, Any], report: Path, suite_args: argpar
     results, _ = guarded(args, evaluate)
     if results is None:
         return None
+    if args.sweep_axes:  # the table was printed
+        return results
     print_outcome(results[0], args)
     return results[0]
 
 
 def option_flags(options: Mapping[str, Any]) -> list[str]:
     """Suite entry options as command-line flags: `key = true` is --key, false leaves it out, a list is joined
-    with commas (`k = [5, 10]` is --k 5,10)."""
+    with commas (`k = [5, 10]` is --k 5,10), except for a repeatable flag, which is repeated
+    (`sweep = ["chunk_size=500,1000", "mode=dense,hybrid"]`)."""
+    repeatable = {action.dest for action in build_parser()._actions if isinstance(action, argparse._AppendAction)}
     flags: list[str] = []
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         if value is True:
             flags.append(flag)
+        elif isinstance(value, list) and key in repeatable:
+            for item in value:
+                flags += [flag, str(item)]
         elif isinstance(value, list):
             flags += [flag, ",".join(str(v) for v in value)]
         elif value is not False:
@@ -991,7 +1406,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.explain is not None:
         return run_explain(args)
     results = evaluate(args)
-    if len(results) == 1:  # an ablation printed its table
+    if len(results) == 1 and not args.sweep_axes:  # an ablation or a sweep printed its table
         print_summary(results[0], args)
     return results[0].status.exit_code
 

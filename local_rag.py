@@ -40,8 +40,9 @@ CALIBRATION_PDFS = tuple(Path(__file__).resolve().parent / "eval" / "docs" / f"{
     "Retrieval_Evaluation_Notes", "Betriebsanleitung_Espressomaschine_Aurora_E20"))
 EMBEDDING_BATCH_SIZE = 64  # chunks per embedding call (one progress-bar step)
 ENCODE_BATCH_SIZE = 16  # texts per forward pass: small batches keep activations in the CPU cache (bench/speed.py)
-CHUNK_SIZE = 2000  # characters per chunk, header excluded
+CHUNK_SIZE = 2000  # characters per chunk, header excluded; "page" keeps each page whole (see PAGE_CHUNK_LIMIT)
 CHUNK_OVERLAP = 200  # characters shared by neighbouring chunks of one page
+PAGE_CHUNK_LIMIT = 8000  # with CHUNK_SIZE "page" (one chunk per page): a longer page is split into pieces this long
 PDF_LOADER = "pypdfium2"  # "pypdf" or "pypdfium2" (twenty times faster on real filings; see README)
 CHUNK_HEADERS = True  # prefix each chunk with "[file, page N]" so BM25 and embeddings see the document name
 RETRIEVAL_MODE = "hybrid"  # "dense", "bm25", "hybrid" (RRF of both) or "union" (dense, then new BM25 hits)
@@ -110,9 +111,9 @@ class LocalRAG:
 
     def __init__(self, vectorstore_path: str | Path = VECTORSTORE_PATH, embedding_model: str | None = None,
                  retrieval_mode: str = RETRIEVAL_MODE, reranker_model: str | None | object = _DEFAULT, *,
-                 chunk_size: int | None = None, chunk_overlap: int | None = None, pdf_loader: str | None = None,
+                 chunk_size: int | str | None = None, chunk_overlap: int | None = None, pdf_loader: str | None = None,
                  chunk_headers: bool | None = None, embedding_backend: str | None = None,
-                 candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K,
+                 page_chunk_limit: int | None = None, candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K,
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
                  chroma_url: str | None = CHROMA_URL):
         check_mode(retrieval_mode)
@@ -122,10 +123,10 @@ class LocalRAG:
             hf_logging.disable_progress_bar()  # the "Loading weights" bar of each model
         requested = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
                      "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
-                     "chunk_headers": chunk_headers}
+                     "chunk_headers": chunk_headers, "page_chunk_limit": page_chunk_limit}
         defaults = {"embedding_model": EMBEDDING_MODEL, "embedding_backend": EMBEDDING_BACKEND,
                     "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP, "pdf_loader": PDF_LOADER,
-                    "chunk_headers": CHUNK_HEADERS}
+                    "chunk_headers": CHUNK_HEADERS, "page_chunk_limit": PAGE_CHUNK_LIMIT}
         self.index = Index(vectorstore_path, requested, defaults, load_embeddings, chroma_url=chroma_url,
                            collection=COLLECTION_NAME, cache_dir=CACHE_DIR, low_disk_bytes=LOW_DISK_BYTES,
                            lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet)

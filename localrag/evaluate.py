@@ -338,7 +338,31 @@ def compare_results(old: EvalResult, new: EvalResult, intersect: bool, old_label
     # A worse question had an old rank: the stage of the new run that pushed it below that rank lost it.
     worsened = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank,
                               diagnose.lost_at(new_q[m.qid].stages, m.old_rank)) for m in worsened)
-    return Comparison(old_label, len(common), note, metrics, resamples, seed, improved, worsened)
+    changed, settings_note = settings_changes(old.settings, new.settings)
+    return Comparison(old_label, len(common), note, metrics, resamples, seed, improved, worsened, changed,
+                      settings_note)
+
+
+def settings_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[tuple[str, ...], str]:
+    """(the settings that differ, as "chunk_size 2000 → 800", in the new report's order; why that is unknown, or
+    ""). A report without machine-readable settings is named, never refused."""
+    missing = [which for which, settings in (("old", old), ("new", new)) if not settings]
+    if missing:
+        plural_s = len(missing) > 1
+        return (), (f"the {' and '.join(missing)} report{'s' if plural_s else ''} record{'' if plural_s else 's'} no "
+                    f"machine-readable settings (written before reports had them), so which settings differ is "
+                    f"unknown; compare their Configuration blocks")
+    shown = lambda settings, key: _setting_text(settings[key]) if key in settings else "unset"
+    keys = [*new, *(key for key in old if key not in new)]
+    return tuple(f"{key} {shown(old, key)} → {shown(new, key)}" for key in keys
+                 if key not in old or key not in new or old[key] != new[key]), ""
+
+
+def _setting_text(value: Any) -> str:
+    """A setting's value in a settings diff: text bare, booleans on/off, None as 'none'."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else str(value)
 
 
 def common_questions(old_ids: Iterable[str], new_ids: Iterable[str], intersect: bool) -> tuple[list[str], str]:

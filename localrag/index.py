@@ -38,6 +38,9 @@ INDEX_FORMAT = 2
 # Settings whose change invalidates every stored chunk.
 REBUILD_SETTINGS = ("embedding_model", "embedding_backend", "chunk_size", "chunk_overlap", "pdf_loader",
                     "chunk_headers")
+PAGE_CHUNKS = "page"  # the chunk size that keeps each page whole (one chunk per page, no overlap)
+# Settings that exist only with whole-page chunks: the characters above which a page is still split.
+PAGE_SETTINGS = ("page_chunk_limit",)
 # The versions recorded in the manifest of each build.
 RECORDED_PACKAGES = ("langchain-core", "langchain-community", "langchain-chroma", "chromadb", "sentence-transformers",
                      "transformers", "torch", "pypdf", "pypdfium2", "rank-bm25", "onnx", "onnxruntime")
@@ -97,6 +100,11 @@ def resolve_settings(requested: dict, stored: dict, defaults: dict) -> dict:
                 for key in REBUILD_SETTINGS}
     if settings["pdf_loader"] not in PDF_LOADERS:
         raise RAGError(f"unknown PDF loader {settings['pdf_loader']!r}; use one of {', '.join(PDF_LOADERS)}")
+    if settings["chunk_size"] == PAGE_CHUNKS:
+        return _page_settings(settings, requested, stored, defaults)
+    if not isinstance(settings["chunk_size"], int):
+        raise RAGError(f"chunk size must be a number of characters or {PAGE_CHUNKS!r}, got "
+                       f"{settings['chunk_size']!r}")
     if settings["chunk_size"] < 1 or settings["chunk_overlap"] < 0:
         raise RAGError(f"chunk size must be at least 1 and chunk overlap at least 0 characters, got size "
                        f"{settings['chunk_size']} and overlap {settings['chunk_overlap']}")
@@ -104,6 +112,43 @@ def resolve_settings(requested: dict, stored: dict, defaults: dict) -> dict:
         raise RAGError(f"chunk overlap {settings['chunk_overlap']} must be smaller than the chunk size "
                        f"{settings['chunk_size']}")
     return settings
+
+
+def _page_settings(settings: dict, requested: dict, stored: dict, defaults: dict) -> dict:
+    """Whole-page chunks: no overlap (an explicit other one is a RAGError) and the page limit of PAGE_SETTINGS."""
+    if requested.get("chunk_overlap") not in (None, 0):
+        raise RAGError(f"whole-page chunks (chunk size {PAGE_CHUNKS!r}) have no overlap, got chunk overlap "
+                       f"{requested['chunk_overlap']}; leave the overlap out or give 0")
+    limit = next((source["page_chunk_limit"] for source in (requested, stored, defaults)
+                  if source.get("page_chunk_limit") is not None), None)
+    if not isinstance(limit, int) or limit < 1:
+        raise RAGError(f"the page chunk limit must be a positive number of characters, got {limit!r}")
+    return dict(settings, chunk_overlap=0, page_chunk_limit=limit)
+
+
+def parse_chunk_size(text: str) -> int | str:
+    """A --chunk-size value: a positive number of characters, or "page" (ValueError naming both otherwise)."""
+    text = str(text).strip()
+    if text == PAGE_CHUNKS:
+        return PAGE_CHUNKS
+    try:
+        size = int(text)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise ValueError(f"must be a positive number of characters or {PAGE_CHUNKS!r} (one chunk per page), "
+                         f"got {text!r}")
+    return size
+
+
+def text_splitter(settings: dict):
+    """The splitter of one page's text: chunk_size characters with chunk_overlap, or with whole-page chunks the
+    page in one piece unless it is longer than page_chunk_limit (then pieces of at most that, no overlap)."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    if settings["chunk_size"] == PAGE_CHUNKS:
+        return RecursiveCharacterTextSplitter(chunk_size=settings["page_chunk_limit"], chunk_overlap=0)
+    return RecursiveCharacterTextSplitter(chunk_size=settings["chunk_size"], chunk_overlap=settings["chunk_overlap"])
 
 
 @dataclass
@@ -377,8 +422,9 @@ class Index:
         stored = self.info.get("settings")
         if not stored:
             return ["no index has been built yet"]
-        reasons = [f"{key}: index has {stored.get(key)!r}, requested {self.settings[key]!r}"
-                   for key in REBUILD_SETTINGS if stored.get(key) != self.settings[key]]
+        keys = REBUILD_SETTINGS + tuple(k for k in PAGE_SETTINGS if k in stored or k in self.settings)
+        reasons = [f"{key}: index has {stored.get(key)!r}, requested {self.settings.get(key)!r}"
+                   for key in keys if stored.get(key) != self.settings.get(key)]
         built_with, runs = self.info.get("embedding_export"), self.embedding_export
         if not reasons and built_with and runs and built_with != runs:
             # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
@@ -847,10 +893,7 @@ class Index:
             bar.close()
 
     def _chunks_of(self, unit: SourceUnit) -> tuple[list[str], list[str], list[dict], list[int]]:
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-        splitter = RecursiveCharacterTextSplitter(chunk_size=self.settings["chunk_size"],
-                                                  chunk_overlap=self.settings["chunk_overlap"])
+        splitter = text_splitter(self.settings)
         ids, texts, metas, empty = [], [], [], []
         sections = sections_by_page(unit.outline, [page for page, _, _ in unit.pages])
         for page, label, text in unit.pages:

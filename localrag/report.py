@@ -170,6 +170,10 @@ def render_compare(compare: Comparison) -> list[str]:
     """The comparison block: one line per metric with CI, p-value and verdict, then moved questions."""
     lines = [f"Compared to {compare.old_label} ({compare.n} common questions"
              + (f"; {compare.note}" if compare.note else "") + ")"]
+    if compare.settings_changed:
+        lines.append(f"  Settings that differ: {'; '.join(compare.settings_changed)}")
+    elif compare.settings_note:
+        lines.append(f"  Settings: {compare.settings_note}")
     lines.append(f"  {'metric':<10}{'old':>7}{'new':>7}{'diff':>8}  {'95% CI of diff':<18}{'p':>7}  verdict")
     for key, c in compare.metrics.items():
         ci = f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
@@ -256,6 +260,54 @@ def render_ablation(results: Sequence[EvalResult], missing_rows: str, per_config
              *render_table(rows, keys, extra=["seconds"]),
              f"  total wall time of the {len(results)} rows: {sum(r.seconds for r in results):.1f} s", "",
              f"Per-configuration reports: {per_config_reports}"]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- sweep
+
+SWEEP_COMPARE_METRICS = ["hit@5", "ndcg@10", "mrr"]  # metrics each sweep row is compared on, when the run has them
+
+
+def render_sweep(results: Sequence[EvalResult], axes: Sequence[tuple[str, Sequence[str]]], missing_rows: str,
+                 per_row_reports: str) -> str:
+    """The sweep report: the axes, the settings all rows share, one table row per configuration, then each row
+    compared with the first by the paired test (the results' `compare`)."""
+    first = results[0]
+    rows, keys = ablation_table(results)
+    labels = list(dict.fromkeys(label for r in results for label, _ in r.config))
+    values = {label: [dict(r.config).get(label) for r in results] for label in labels}
+    shared = [(label, vals[0]) for label, vals in values.items() if len(set(vals)) == 1]
+    varied = [label for label, vals in values.items() if len(set(vals)) > 1]
+    rows_line = f"Rows: {len(results)} configurations" + (f"; {missing_rows}" if missing_rows else "")
+    lines = [f"localRAG sweep: {first.title}", *render_status(first.status), f"Generated: {first.generated}",
+             "Axes: " + "; ".join(f"{axis} = {', '.join(vals)}" for axis, vals in axes), rows_line, "",
+             "Configuration (shared by every row)",
+             *[f"  {label + ':':<{LABEL_WIDTH}}{value}" for label, value in shared]]
+    if varied:
+        lines += ["", "Configuration (per row)"]
+        for label in varied:
+            lines.append(f"  {label}:")
+            lines += [f"    {r.name}: {value}" for r, value in zip(results, values[label])]
+    lines += ["", "Results (* = best in column; seconds = wall time of the row, including opening and syncing its "
+                  "index on the first row that uses it)", *render_table(rows, keys, extra=["seconds"]),
+              f"  total wall time of the {len(results)} rows: {sum(r.seconds for r in results):.1f} s"]
+    compared = [r for r in results[1:] if r.compare]
+    metrics = [k for k in SWEEP_COMPARE_METRICS if k in first.metrics]
+    if compared and metrics:
+        c0 = compared[0].compare
+        note = f"; {c0.note}" if any(r.compare.note for r in compared) else ""
+        lines += ["", f"Compared with the first row ({first.name}), {c0.n} common questions{note}; paired "
+                      f"bootstrap CI ({c0.resamples:,} resamples, seed {c0.seed}), two-sided paired randomization test"]
+        width = max(len("configuration"), *(len(r.name) for r in compared))
+        lines.append(f"  {'configuration':<{width}}  {'metric':<8}{'first':>7}{'row':>7}{'diff':>8}  "
+                     f"{'95% CI of diff':<18}{'p':>7}  verdict")
+        for r in compared:
+            for key in metrics:
+                c = r.compare.metrics[key]
+                ci = f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
+                lines.append(f"  {r.name:<{width}}  {metric_label(key):<8}{c.old_mean:>7.3f}{c.new_mean:>7.3f}"
+                             f"{c.diff:>+8.3f}  {ci:<18}{c.p_value:>7.3f}  {c.verdict}")
+    lines += ["", f"Per-row reports (each with its comparison with the first row): {per_row_reports}"]
     return "\n".join(lines) + "\n"
 
 

@@ -207,19 +207,29 @@ class Comparison:
     seed: int
     improved: tuple[RankMove, ...]
     worsened: tuple[RankMove, ...]
+    # Settings of the two runs that differ ("chunk_size 2000 → 800"); the note says why that is unknown (a report
+    # written before reports had `settings`). Both are left out of the JSON when empty.
+    settings_changed: tuple[str, ...] = ()
+    settings_note: str = ""
 
     def to_json(self) -> Json:
-        return {"old_label": self.old_label, "n": self.n, "note": self.note,
-                "metrics": {key: c.to_json() for key, c in self.metrics.items()}, "resamples": self.resamples,
-                "seed": self.seed, "improved": [m.to_json() for m in self.improved],
-                "worsened": [m.to_json() for m in self.worsened]}
+        payload = {"old_label": self.old_label, "n": self.n, "note": self.note,
+                   "metrics": {key: c.to_json() for key, c in self.metrics.items()}, "resamples": self.resamples,
+                   "seed": self.seed, "improved": [m.to_json() for m in self.improved],
+                   "worsened": [m.to_json() for m in self.worsened]}
+        if self.settings_changed:
+            payload["settings_changed"] = list(self.settings_changed)
+        if self.settings_note:
+            payload["settings_note"] = self.settings_note
+        return payload
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Comparison:
         return cls(data["old_label"], data["n"], data["note"],
                    {key: MetricComparison.from_json(c) for key, c in data["metrics"].items()}, data["resamples"],
                    data["seed"], tuple(map(RankMove.from_json, data["improved"])),
-                   tuple(map(RankMove.from_json, data["worsened"])))
+                   tuple(map(RankMove.from_json, data["worsened"])), tuple(data.get("settings_changed", ())),
+                   data.get("settings_note", ""))
 
 
 @dataclass(frozen=True)
@@ -248,6 +258,9 @@ class EvalResult:
     seconds: float = 0.0  # wall time of retrieval and scoring (not in the JSON report)
     stage_k: int = 0  # the cutoff of "Where the misses are lost"; 0 when the questions have no stage ranks
     details: str = ""  # the details file beside the report, as the report names it; "" when none was written
+    # The configuration as machine-readable values ({"chunk_size": 2000, "retrieval_mode": "hybrid", ...}) beside
+    # the display strings of `config`; empty in a report written before it existed.
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ranks(self) -> dict[str, int | None]:
@@ -264,7 +277,8 @@ class EvalResult:
         payload: Json = {"generated": self.generated, "title": self.title, "kind": self.kind,
                          **({"goldset": self.goldset} if self.goldset else {}),
                          **({"status": self.status.to_json()} if self.status else {}),
-                         "config": dict(self.config), "metrics": self.metrics, "num_queries": self.num_queries,
+                         "config": dict(self.config), **({"settings": self.settings} if self.settings else {}),
+                         "metrics": self.metrics, "num_queries": self.num_queries,
                          "per_query": [q.to_json() for q in self.per_query]}
         optional = {"counts": self.counts,
                     "per_corpus": {corpus: entry.to_json() for corpus, entry in self.per_corpus.items()},
@@ -290,4 +304,4 @@ class EvalResult:
                    left_out=tuple(map(LeftOut.from_json, data.get("left_out", ()))), judge=data.get("judge"),
                    compare=Comparison.from_json(compare) if compare else None,
                    messages=tuple(data.get("messages", ())), stage_k=data.get("stage_k", 0),
-                   details=data.get("details", ""))
+                   details=data.get("details", ""), settings=dict(data.get("settings", {})))

@@ -74,6 +74,17 @@ class Retriever:
             self.stats["query_embeddings"] += 1
         return self._query_vectors[query]
 
+    def share_query_vectors(self, other: Retriever) -> bool:
+        """Use (and add to) `other`'s query vectors when both indexes embed alike: same model, backend and export.
+        False, sharing nothing, when they do not."""
+        def embedder(index: Index) -> tuple:
+            return index.settings["embedding_model"], index.settings["embedding_backend"], index.embedding_export
+
+        if other is self or embedder(other.index) != embedder(self.index):
+            return False
+        self._query_vectors = other._query_vectors
+        return True
+
     def embed_queries(self, queries: Sequence[str], batch_size: int) -> None:
         """Embed many queries up front, `batch_size` per call (much faster than one by one)."""
         todo = [q for q in dict.fromkeys(queries) if q not in self._query_vectors]

@@ -1,7 +1,8 @@
 """Run several evaluations from one TOML file (`eval_retrieval.py --suite eval/suite.toml`).
 
 Each `[[entry]]` names a goldset or a dataset plus any eval_retrieval.py options (`mode = "dense"`,
-`no_rerank = true`, `max_queries = 100`, ...). One report per entry, then a summary table across entries.
+`no_rerank = true`, `max_queries = 100`, `sweep = ["chunk_size=500,1000", "mode=dense,hybrid"]`, ...). One
+report per entry (a sweep's table), then a summary table across entries (a sweep entry: one row per configuration).
 Entries run in this process through the function eval_retrieval.py hands in, which returns each result.
 """
 from __future__ import annotations
@@ -19,9 +20,10 @@ SUITE_METRICS = ["hit@5", "hit@10", "ndcg@10", "recall@100", "mrr"]  # summary c
 RESERVED = {"name", "report", "json"}  # entry keys of the suite itself, not eval_retrieval.py options
 # Flags that make no sense inside an entry: other suites, or runs that write no JSON report with one metrics row.
 FORBIDDEN = {"suite", "compare", "output_name", "ablation", "lint", "generate"}
-# evaluate(options, report path) -> the entry's result with its status, or None (the reason on stderr) when it
-# evaluated nothing; eval_retrieval.py passes the function in.
-EvaluateEntry = Callable[[dict[str, Any], Path], EvalResult | None]
+# evaluate(options, report path) -> the entry's result with its status, a sweep entry's results (one per row; its
+# table is at the report path), or None (the reason on stderr) when it evaluated nothing; eval_retrieval.py passes
+# the function in.
+EvaluateEntry = Callable[[dict[str, Any], Path], EvalResult | list[EvalResult] | None]
 
 
 class SuiteError(Exception):
@@ -85,9 +87,12 @@ def run_suite(path: str | Path, output_name: str | None, evaluate: EvaluateEntry
         if result is None:
             failed.append(entry["name"])
             continue
-        rows.append({"name": entry["name"], "metrics": result.metrics, "queries": result.num_queries,
-                     "report": report.as_posix()})
-        if result.status.exit_code != EXIT_OK:
+        # A sweep entry gives one row per configuration, each named after the entry and the configuration.
+        for row in result if isinstance(result, list) else [result]:
+            name = f"{entry['name']} {row.name}" if isinstance(result, list) else entry["name"]
+            rows.append({"name": name, "metrics": row.metrics, "queries": row.num_queries,
+                         "report": report.as_posix()})
+        if any(row.status.exit_code != EXIT_OK for row in (result if isinstance(result, list) else [result])):
             degraded.append(entry["name"])
     keys = [k for k in SUITE_METRICS if any(k in r["metrics"] for r in rows)]
     table = eval_report.render_table(rows, keys, label="entry", extra=["queries", "report"]) if rows else \

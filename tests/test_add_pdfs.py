@@ -57,6 +57,7 @@ def test_help_lists_every_flag_with_its_default(capsys):
         "--loader": f"(default: the index's, else {local_rag.PDF_LOADER})",
         "--chunk-size": f"(default: the index's, else {local_rag.CHUNK_SIZE})",
         "--chunk-overlap": f"(default: the index's, else {local_rag.CHUNK_OVERLAP})",
+        "--page-chunk-limit": f"(default: the index's, else {local_rag.PAGE_CHUNK_LIMIT})",
         "--chunk-headers": f"(default: the index's, else {local_rag.CHUNK_HEADERS})",
         "--no-chunk-headers": f"(default: the index's, else {local_rag.CHUNK_HEADERS})",
         "--embedding-model": f"(default: the index's, else {local_rag.EMBEDDING_MODEL})",
@@ -84,8 +85,8 @@ def test_help_groups_the_flags():
         "positional arguments": ["paths"],
         "options": ["-h", "--quiet"],
         "index": ["--index", "--chroma-url", "--rebuild", "--switch-folder", "--allow-empty", "--no-wait"],
-        "extraction, chunking and embedding": ["--loader", "--chunk-size", "--chunk-overlap", "--chunk-headers",
-                                               "--embedding-model", "--embedding-backend"],
+        "extraction, chunking and embedding": ["--loader", "--chunk-size", "--page-chunk-limit", "--chunk-overlap",
+                                               "--chunk-headers", "--embedding-model", "--embedding-backend"],
     }
 
 def test_summary_and_named_failures(capsys, docs, tmp_path):
@@ -125,7 +126,8 @@ def test_exit_2_on_errors_the_user_can_fix(capsys, tmp_path):
     assert not index.exists()
 
     code, _, err = run(capsys, str(tmp_path), "--index", str(index), "--chunk-size", "0")
-    assert code == 2 and err == "error: --chunk-size must be a positive number of characters, got 0\n"
+    assert code == 2 and err == "error: --chunk-size must be a positive number of characters or 'page' (one chunk per " \
+                                "page), got '0'\n"
     code, _, err = run(capsys, str(tmp_path), "--index", str(index), "--chunk-overlap", "-5")
     assert code == 2 and "overlap -5" in err
     code, _, err = run(capsys, str(tmp_path), "--index", str(index), "--chunk-size", "100", "--chunk-overlap", "100")

@@ -9,7 +9,7 @@ import eval_retrieval as er
 from localrag import cli
 
 # The sections of eval_retrieval.py --help, in the order they are shown.
-EVAL_SECTIONS = ["goldset and report", "index", "retrieval", "datasets", "judge", "goldset tools", "comparisons",
+EVAL_SECTIONS = ["goldset and report", "index", "index settings", "retrieval", "datasets", "judge", "goldset tools", "comparisons",
                  "gates"]
 
 
@@ -60,6 +60,8 @@ def test_every_eval_flag_sits_in_a_named_section():
     assert sections["--judge"] == "judge"
     assert sections["--lint"] == "goldset tools"
     assert sections["--compare"] == "comparisons"
+    assert sections["--sweep"] == "comparisons"
+    assert sections["--chunk-size"] == sections["--embedding-model"] == "index settings"
     assert sections["--fail-under"] == "gates"
 
 

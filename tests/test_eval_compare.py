@@ -38,8 +38,13 @@ def run(capsys, *argv) -> tuple[int, str, str]:
     return code, out, err
 
 
-def fake_report(ranks: dict[str, int | None], questions: dict[str, str] | None = None) -> dict:
-    """A JSON report as eval_retrieval writes it, from first-match ranks (None = not found): Hit@1, Hit@5, MRR."""
+SETTINGS = {"index": "eval/index", "chunk_size": 2000, "chunk_headers": True, "retrieval_mode": "hybrid"}
+
+
+def fake_report(ranks: dict[str, int | None], questions: dict[str, str] | None = None,
+                settings: dict | None = SETTINGS) -> dict:
+    """A JSON report as eval_retrieval writes it, from first-match ranks (None = not found): Hit@1, Hit@5, MRR;
+    `settings` None: a report written before reports had machine-readable settings."""
     per_query = []
     for qid, rank in ranks.items():
         metrics = {"hit@1": float(rank == 1), "hit@5": float(rank is not None and rank <= 5),
@@ -48,6 +53,7 @@ def fake_report(ranks: dict[str, int | None], questions: dict[str, str] | None =
                           "corpus": "", "locations": [], "rank": rank, "metrics": metrics, "top": []})
     means = {key: sum(q["metrics"][key] for q in per_query) / len(per_query) for key in ("hit@1", "hit@5", "mrr")}
     return {"generated": "2025-01-01 00:00:00", "title": "goldset gold.csv", "kind": "goldset", "config": {},
+            **({"settings": settings} if settings is not None else {}),
             "metrics": means, "num_queries": len(per_query), "per_query": per_query}
 
 
@@ -84,6 +90,40 @@ def test_identical_reports(tmp_path, capsys, monkeypatch):
         "  Better (0): none",
         "  Worse (0): none",
     ]
+
+
+def test_compare_names_the_settings_that_differ_and_refuses_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ranks = {qid: [1, 2, 3, None][i % 4] for i, qid in enumerate(QIDS)}
+    # chunk_size and index differ; chunk_headers is equal (not listed); the old report lacks retrieval_mode and
+    # has a key the new one lacks (listed last, after the new report's keys in their order).
+    old_settings = {"index": "eval/index", "chunk_size": 2000, "chunk_headers": True, "rrf_k": 60}
+    new_settings = {"index": "eval/.cache/indexes/docs-1-2", "chunk_size": "page", "chunk_headers": True,
+                    "retrieval_mode": "dense"}
+    old = write_json(tmp_path / "old.json", fake_report(ranks, settings=old_settings))
+    new = write_json(tmp_path / "new.json", fake_report(ranks, settings=new_settings))
+    code, out, err = run(capsys, "--compare", old, new)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[:3] == [
+        "new.json vs. old.json",
+        "Compared to old.json (20 common questions)",
+        "  Settings that differ: index eval/index → eval/.cache/indexes/docs-1-2; chunk_size 2000 → page; "
+        "retrieval_mode unset → dense; rrf_k 60 → unset",
+    ]
+    assert out.splitlines()[3] == "  metric        old    new    diff  95% CI of diff          p  verdict"
+
+
+def test_compare_with_a_report_older_than_settings_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ranks = {qid: 1 for qid in QIDS}
+    old = write_json(tmp_path / "old.json", fake_report(ranks, settings=None))
+    new = write_json(tmp_path / "new.json", fake_report(ranks))
+    code, out, err = run(capsys, "--compare", old, new)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[2] == ("  Settings: the old report records no machine-readable settings (written before "
+                                   "reports had them), so which settings differ is unknown; compare their "
+                                   "Configuration blocks")
+    assert out.splitlines()[3].startswith("  metric ")
 
 
 def test_new_wins_on_every_question(tmp_path, capsys):
