@@ -106,6 +106,7 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
             ("Chunking", f"{s['chunk_size']} characters, overlap {s['chunk_overlap']}, chunk headers "
                          f"{'on' if s['chunk_headers'] else 'off'}"),
             *([("PDF loader", s["pdf_loader"])] if not args.dataset else []),
+            *([("BM25 stemmer", s["bm25_stemmer"])] if s["bm25_stemmer"] != "none" else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"
                                + (f", RRF k={rag.rrf_k})" if mode == "hybrid" else ")")),
@@ -170,8 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                                        "server instead of the local index folder "
                                                                        "(default: none)")
     idx.add_argument("--embedding-model", default=None, help=f"embedding model name or folder; a change rebuilds "
-                                                             f"the index (default: the index's, else "
-                                                             f"{local_rag.EMBEDDING_MODEL})")
+                                                             f"the index; offline without a download: "
+                                                             f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)} "
+                                                             f"(multilingual: German text) (default: the index's, "
+                                                             f"else {local_rag.EMBEDDING_MODEL})")
+    idx.add_argument("--bm25-stemmer", default=None, help=f"Snowball stemmer of the BM25 side: none, german, "
+                                                          f"english, ... (PyStemmer's languages); a change rebuilds "
+                                                          f"only the BM25 arrays (default: the index's, else "
+                                                          f"{local_rag.BM25_STEMMER})")
     idx.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                      help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
                           f"{local_rag.EMBEDDING_BACKEND})")
@@ -397,7 +404,7 @@ def open_rag(args: argparse.Namespace, index: str | Path) -> LocalRAG:
     reranker = {"reranker_model": None} if args.no_rerank else \
         ({"reranker_model": args.rerank_model} if args.rerank_model else {})
     rag = LocalRAG(index, embedding_model=args.embedding_model, embedding_backend=args.embedding_backend,
-                   retrieval_mode=args.mode, **reranker,
+                   bm25_stemmer=args.bm25_stemmer, retrieval_mode=args.mode, **reranker,
                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                    quiet=args.quiet, chroma_url=args.chroma_url)
     exists = rag.info.get("settings") or rag.info_problem
