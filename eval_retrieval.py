@@ -24,6 +24,7 @@ from localrag import report as eval_report
 from localrag.evaluate import EvalError, metric_keys
 from localrag import cli
 from localrag import diagnose
+from localrag import language
 from localrag.files import write_text_atomic
 from localrag.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
@@ -549,6 +550,8 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     indexed = {d["source"]: d for d in rag.list_documents()}
     missing = ev.missing_files(scored, indexed)
     notes = [*goldset.messages, *warnings]  # a missing file is in the notes as a lint error on its line
+    notes += language_note(rag, [q.question for q in goldset.questions], [t for _, t, _ in rag.indexed_chunks()],
+                           "goldset")
     left_out_rows = tuple(LeftOut(q.query_id, q.question, tuple(q.lines), tuple(left_out[q.query_id]))
                           for q in goldset.questions if q.query_id in left_out)
     degraded = ev.degraded_reasons(missing, sum(f.severity == "error" for f in findings), len(left_out))
@@ -662,6 +665,8 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
     records = [{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
                for d in dataset.documents.values()]
     report = rag.sync_records(records, rebuild=args.rebuild, progress=not args.quiet)
+    messages += language_note(rag, [q.question for q in dataset.queries.values()], [r["text"] for r in records],
+                              "queries")
     if report.changed:
         log(args, "Dataset index synced: " + report.summary())
     name = Path(args.dataset).resolve().name
@@ -682,6 +687,12 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
                                            config=tuple(config), messages=(*messages, *result.messages)))
     # A dataset's skipped lines are notes; only the gates fail a dataset run.
     return finish(results, args, previous, [], missing_rows, run=run)
+
+
+def language_note(rag: LocalRAG, questions: Sequence[str], indexed: Sequence[str], what: str) -> list[str]:
+    """The note that the embedding model does not cover the language of the questions or the text (or none)."""
+    hint = language.language_hint(rag.display_settings["embedding_model"], questions, indexed, what)
+    return [hint] if hint else []
 
 
 def ablation_configs(rag: LocalRAG) -> tuple[list[tuple[str, bool]], str]:

@@ -395,8 +395,11 @@ class Index:
         # Indexes older than the prefix record were embedded without prefixes (no model had any then).
         built_prefixes = self.info.get("embedding_prefixes", models.NO_PREFIXES)
         if built_prefixes != self.embedding_prefixes:
-            reasons.append(f"embedding prefixes: index has {built_prefixes!r}, {self.embeddings.model_name} uses "
-                           f"{self.embedding_prefixes!r}")
+            def shown(p: dict) -> str:
+                return f"query {p.get('query', '')!r} passage {p.get('passage', '')!r}"
+
+            reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {self.embeddings.model_name} uses "
+                           f"{shown(self.embedding_prefixes)}")
         built_with, runs = self.info.get("embedding_export"), self.embedding_export
         if not reasons and built_with and runs and built_with != runs:
             # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
