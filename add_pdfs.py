@@ -49,13 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{local_rag.CHUNK_HEADERS})")
     chunks.add_argument("--embedding-model", default=None,
                         help=f"embedding model name or folder; offline without a download: "
-                             f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)} (multilingual: German text) "
-                             f"(default: the index's, else {local_rag.EMBEDDING_MODEL})")
+                             f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)}, the second one multilingual, "
+                             f"for German text (default: the index's, else {local_rag.EMBEDDING_MODEL})")
     chunks.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                         help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
                              f"{local_rag.EMBEDDING_BACKEND})")
     chunks.add_argument("--bm25-stemmer", default=None,
-                        help=f"Snowball stemmer of the BM25 side: none, german, english, ... (PyStemmer's languages); "
+                        help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
+                             f"PyStemmer; "
                              f"a change rebuilds only the BM25 arrays (default: the index's, else "
                              f"{local_rag.BM25_STEMMER})")
     return parser

@@ -173,11 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                                        "(default: none)")
     idx.add_argument("--embedding-model", default=None, help=f"embedding model name or folder; a change rebuilds "
                                                              f"the index; offline without a download: "
-                                                             f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)} "
-                                                             f"(multilingual: German text) (default: the index's, "
-                                                             f"else {local_rag.EMBEDDING_MODEL})")
+                                                             f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)}, "
+                                                             f"the second one multilingual, for German text "
+                                                             f"(default: the index's, else {local_rag.EMBEDDING_MODEL})")
     idx.add_argument("--bm25-stemmer", default=None, help=f"Snowball stemmer of the BM25 side: none, german, "
-                                                          f"english, ... (PyStemmer's languages); a change rebuilds "
+                                                          f"english, ... any language of PyStemmer; a change rebuilds "
                                                           f"only the BM25 arrays (default: the index's, else "
                                                           f"{local_rag.BM25_STEMMER})")
     idx.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
