@@ -53,11 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"prefix chunks with '[file, page N]' (default: the index's, else "
                              f"{local_rag.CHUNK_HEADERS})")
     chunks.add_argument("--embedding-model", default=None,
-                        help=f"embedding model name or folder (default: the index's, else "
-                             f"{local_rag.EMBEDDING_MODEL})")
+                        help=f"embedding model name or folder; offline without a download: "
+                             f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)}, the second one multilingual, "
+                             f"for German text (default: the index's, else {local_rag.EMBEDDING_MODEL})")
     chunks.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                         help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
                              f"{local_rag.EMBEDDING_BACKEND})")
+    chunks.add_argument("--bm25-stemmer", default=None,
+                        help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
+                             f"PyStemmer; "
+                             f"a change rebuilds only the BM25 arrays (default: the index's, else "
+                             f"{local_rag.BM25_STEMMER})")
     return parser
 
 
@@ -73,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         rag = LocalRAG(args.index, embedding_model=args.embedding_model, reranker_model=None,
                        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
                        chunk_headers=args.chunk_headers, embedding_backend=args.embedding_backend,
-                       page_chunk_limit=args.page_chunk_limit, quiet=args.quiet, chroma_url=args.chroma_url)
+                       page_chunk_limit=args.page_chunk_limit, bm25_stemmer=args.bm25_stemmer, quiet=args.quiet,
+                       chroma_url=args.chroma_url)
         paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]
         report = rag.sync(paths, rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
                           switch_folder=args.switch_folder, allow_empty=args.allow_empty)

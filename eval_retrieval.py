@@ -24,6 +24,7 @@ from localrag import report as eval_report
 from localrag.evaluate import EvalError, metric_keys
 from localrag import cli
 from localrag import diagnose
+from localrag import language
 from localrag.files import write_text_atomic
 from localrag.index import PAGE_CHUNKS, parse_chunk_size
 from localrag.pages import PAGE_OFFSET, shown_page
@@ -110,6 +111,7 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
             ("Chunking", f"{chunking_text(s)}, chunk headers {'on' if s['chunk_headers'] else 'off'}"),
             *([("PDF loader", s["pdf_loader"])] if not args.dataset else []),
+            *([("BM25 stemmer", s["bm25_stemmer"])] if s["bm25_stemmer"] != "none" else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"
                                + (f", RRF k={rag.rrf_k})" if mode == "hybrid" else ")")),
@@ -134,6 +136,7 @@ def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bo
                 "chunk_size": s["chunk_size"], "chunk_overlap": s["chunk_overlap"],
                 **({"page_chunk_limit": s["page_chunk_limit"]} if "page_chunk_limit" in s else {}),
                 "chunk_headers": s["chunk_headers"], **({} if args.dataset else {"pdf_loader": s["pdf_loader"]}),
+                "bm25_stemmer": s["bm25_stemmer"],
                 "query_instructions": rag.query_instructions, "retrieval_mode": mode,
                 "candidate_k": rag.candidate_k, **({"rrf_k": rag.rrf_k} if mode == "hybrid" else {}),
                 "reranker": rag.reranker_model if rerank else None}
@@ -221,11 +224,16 @@ def build_parser() -> argparse.ArgumentParser:
     settings.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
                           help=f"prefix chunks with '[file, page N]' (default: the index's, else "
                                f"{local_rag.CHUNK_HEADERS})")
-    settings.add_argument("--embedding-model", default=None, help=f"embedding model name or folder (default: the "
-                                                                  f"index's, else {local_rag.EMBEDDING_MODEL})")
+    settings.add_argument("--embedding-model", default=None,
+                          help=f"embedding model name or folder; offline without a download: "
+                               f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)}, the second one multilingual, "
+                               f"for German text (default: the index's, else {local_rag.EMBEDDING_MODEL})")
     settings.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                           help=f"how the embedding model runs (default: the index's, else "
                                f"{local_rag.EMBEDDING_BACKEND})")
+    settings.add_argument("--bm25-stemmer", default=None,
+                          help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
+                               f"PyStemmer (default: the index's, else {local_rag.BM25_STEMMER})")
     settings.add_argument("--index-cache", default=INDEX_CACHE,
                           help="folder of the indexes built for other settings, one per docs folder and settings")
     idx.add_argument("--no-wait", action="store_true", help="fail at once when another process is writing the "
@@ -536,7 +544,7 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | N
 # Index settings the evaluation takes, by option name (flag and sweep axis), with the index's name for each.
 INDEX_SETTINGS = {"chunk_size": "chunk_size", "chunk_overlap": "chunk_overlap", "page_chunk_limit": "page_chunk_limit",
                   "loader": "pdf_loader", "chunk_headers": "chunk_headers", "embedding_model": "embedding_model",
-                  "embedding_backend": "embedding_backend"}
+                  "embedding_backend": "embedding_backend", "bm25_stemmer": "bm25_stemmer"}
 RETRIEVAL_AXES = ("mode", "rerank")  # sweep axes that share an index (and its query vectors) between rows
 SWEEP_AXES = (*INDEX_SETTINGS, *RETRIEVAL_AXES)  # every axis --sweep knows, in the order --help lists them
 ON_OFF = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}  # boolean axis values
@@ -694,7 +702,8 @@ def module_settings() -> dict[str, Any]:
     """The settings a new index gets (local_rag.py's constants)."""
     return {"embedding_model": local_rag.EMBEDDING_MODEL, "embedding_backend": local_rag.EMBEDDING_BACKEND,
             "chunk_size": local_rag.CHUNK_SIZE, "chunk_overlap": local_rag.CHUNK_OVERLAP,
-            "pdf_loader": local_rag.PDF_LOADER, "chunk_headers": local_rag.CHUNK_HEADERS}
+            "pdf_loader": local_rag.PDF_LOADER, "chunk_headers": local_rag.CHUNK_HEADERS,
+            "bm25_stemmer": local_rag.BM25_STEMMER}
 
 
 @dataclasses.dataclass
@@ -855,6 +864,8 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
         indexed = {d["source"]: d for d in rag.list_documents()}
         missing = ev.missing_files(scored, indexed)
         notes = [*goldset.messages, *warnings]  # a missing file is in the notes as a lint error on its line
+        notes += language_note(rag, [q.question for q in goldset.questions],
+                               [t for _, t, _ in rag.indexed_chunks()], "goldset")
         left_out_rows = tuple(LeftOut(q.query_id, q.question, tuple(q.lines), tuple(left_out[q.query_id]))
                               for q in goldset.questions if q.query_id in left_out)
         degraded += [reason for reason in ev.degraded_reasons(missing, sum(f.severity == "error" for f in findings),
@@ -1027,6 +1038,8 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
         report = rag.sync_records(records, rebuild=args.rebuild, progress=not args.quiet)
         if report.changed:
             log(args, "Dataset index synced: " + report.summary())
+        messages += [note for note in language_note(rag, [q.question for q in dataset.queries.values()],
+                                                    [r["text"] for r in records], "queries") if note not in messages]
         shared = share_query_vectors(rag, shared)
         configs, why_missing = row_configs(rag, args, [(n, rows[n]) for n in group])
         missing_rows = missing_rows or why_missing
@@ -1046,6 +1059,12 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
             setup = 0.0
     # A dataset's skipped lines are notes; only the gates fail a dataset run.
     return finish([results[n] for n in sorted(results)], args, previous, [], missing_rows, run=run)
+
+
+def language_note(rag: LocalRAG, questions: Sequence[str], indexed: Sequence[str], what: str) -> list[str]:
+    """The note that the embedding model does not cover the language of the questions or the text (or none)."""
+    hint = language.language_hint(rag.display_settings["embedding_model"], questions, indexed, what)
+    return [hint] if hint else []
 
 
 def ablation_configs(rag: LocalRAG) -> tuple[list[tuple[str, bool]], str]:

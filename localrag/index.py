@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from localrag import embeddings as embedding_backends
+from localrag import models
+from localrag.bm25 import check_stemmer
 from localrag.errors import RAGError
 from localrag.files import new_file_mode, write_json_atomic
 from localrag.pages import chunk_header, shown_page
@@ -41,6 +43,9 @@ REBUILD_SETTINGS = ("embedding_model", "embedding_backend", "chunk_size", "chunk
 PAGE_CHUNKS = "page"  # the chunk size that keeps each page whole (one chunk per page, no overlap)
 # Settings that exist only with whole-page chunks: the characters above which a page is still split.
 PAGE_SETTINGS = ("page_chunk_limit",)
+# Settings of the BM25 side only: recorded in the manifest, and a change rebuilds the BM25 arrays (seconds), never
+# the embeddings.
+BM25_SETTINGS = ("bm25_stemmer",)
 # The versions recorded in the manifest of each build.
 RECORDED_PACKAGES = ("langchain-core", "langchain-community", "langchain-chroma", "chromadb", "sentence-transformers",
                      "transformers", "torch", "pypdf", "pypdfium2", "rank-bm25", "onnx", "onnxruntime")
@@ -89,15 +94,22 @@ def package_versions(names: Iterable[str]) -> dict[str, str]:
 
 
 def collection_name(settings: dict) -> str:
-    """Server collection name derived from the index settings, so two configurations never share one."""
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:12]
+    """Server collection name derived from the index settings, so two configurations never share one.
+
+    Only the REBUILD_SETTINGS name it: another BM25 stemmer reuses the same stored vectors."""
+    embedded = {key: settings[key] for key in REBUILD_SETTINGS}
+    digest = hashlib.sha256(json.dumps(embedded, sort_keys=True).encode("utf-8")).hexdigest()[:12]
     return f"localrag-{digest}"
 
 
 def resolve_settings(requested: dict, stored: dict, defaults: dict) -> dict:
     """Each rebuild setting: the caller's choice, else the index's, else the default; RAGError when invalid."""
     settings = {key: (requested[key] if requested.get(key) is not None else stored.get(key, defaults[key]))
-                for key in REBUILD_SETTINGS}
+                for key in REBUILD_SETTINGS + BM25_SETTINGS}
+    try:
+        check_stemmer(settings["bm25_stemmer"])
+    except ValueError as exc:
+        raise RAGError(f"{exc} (BM25_STEMMER in local_rag.py, or --bm25-stemmer)") from None
     if settings["pdf_loader"] not in PDF_LOADERS:
         raise RAGError(f"unknown PDF loader {settings['pdf_loader']!r}; use one of {', '.join(PDF_LOADERS)}")
     if settings["chunk_size"] == PAGE_CHUNKS:
@@ -294,6 +306,7 @@ class Index:
         self.read_only = not self.chroma_url and self.path.exists() and not _writable(self.path)
         self.embeddings = load_embeddings(self.settings["embedding_model"], self.settings["embedding_backend"])
         self.embedding_export = embedding_backends.export_name(self.embeddings)
+        self.embedding_prefixes = models.embedding_prefixes(self.embeddings)
         self._bm25 = None
         self._fingerprint: str | None = None
         self._orphans: tuple[str, int] | None = None
@@ -425,6 +438,14 @@ class Index:
         keys = REBUILD_SETTINGS + tuple(k for k in PAGE_SETTINGS if k in stored or k in self.settings)
         reasons = [f"{key}: index has {stored.get(key)!r}, requested {self.settings.get(key)!r}"
                    for key in keys if stored.get(key) != self.settings.get(key)]
+        # Indexes older than the prefix record were embedded without prefixes (no model had any then).
+        built_prefixes = self.info.get("embedding_prefixes", models.NO_PREFIXES)
+        if built_prefixes != self.embedding_prefixes:
+            def shown(p: dict) -> str:
+                return f"query {p.get('query', '')!r} passage {p.get('passage', '')!r}"
+
+            reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {self.embeddings.model_name} uses "
+                           f"{shown(self.embedding_prefixes)}")
         built_with, runs = self.info.get("embedding_export"), self.embedding_export
         if not reasons and built_with and runs and built_with != runs:
             # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
@@ -530,6 +551,7 @@ class Index:
             self.settings = settings
             self.embeddings = self._load_embeddings(settings["embedding_model"], settings["embedding_backend"])
             self.embedding_export = embedding_backends.export_name(self.embeddings)
+            self.embedding_prefixes = models.embedding_prefixes(self.embeddings)
             self._store = None
         self._fingerprint = None
         self._bm25 = None
@@ -810,6 +832,7 @@ class Index:
         self.info.setdefault("files", {})
         self.info["settings"] = dict(self.settings)
         self.info["embedding_export"] = self.embedding_export
+        self.info["embedding_prefixes"] = self.embedding_prefixes
         self.info["format"] = INDEX_FORMAT
         self.info["dimension"] = dimension
 
@@ -1047,7 +1070,10 @@ class Index:
         return self._fingerprint
 
     def _compute_fingerprint(self) -> str:
-        content = json.dumps({"settings": self.info.get("settings"), "format": self.info.get("format", 1),
+        stored = self.info.get("settings")
+        # The chunks' identity: BM25 settings are left out (bm25() keys its arrays by them besides this).
+        content = json.dumps({"settings": stored and {k: v for k, v in stored.items() if k not in BM25_SETTINGS},
+                              "format": self.info.get("format", 1),
                               "files": {k: [v["sha256"], v["chunks"]] for k, v in sorted(self.files.items())}},
                              sort_keys=True)
         return hashlib.sha256(content.encode("utf-8")).hexdigest()
@@ -1056,16 +1082,16 @@ class Index:
         """The BM25 index of exactly the chunks the manifest lists; loaded from disk, rebuilt when stale."""
         from localrag.bm25 import BM25Index
 
-        fingerprint = self.fingerprint()
-        if self._bm25 is not None and self._bm25[0] == fingerprint:
+        fingerprint, stemmer = self.fingerprint(), self.settings["bm25_stemmer"]
+        if self._bm25 is not None and self._bm25[0] == (fingerprint, stemmer):
             return self._bm25[1]
-        index = BM25Index.load(self._bm25_dir(), expected_fingerprint=fingerprint)
+        index = BM25Index.load(self._bm25_dir(), expected_fingerprint=fingerprint, expected_stemmer=stemmer)
         if index is None:
             chunks = self.indexed_chunks()
-            index = BM25Index.build([i for i, _, _ in chunks], [t for _, t, _ in chunks])
+            index = BM25Index.build([i for i, _, _ in chunks], [t for _, t, _ in chunks], stemmer=stemmer)
             if not self.read_only:
                 index.save(self._bm25_dir(), fingerprint=fingerprint)
-        self._bm25 = (fingerprint, index)
+        self._bm25 = ((fingerprint, stemmer), index)
         return index
 
     def _indexed(self, meta: dict | None) -> bool:

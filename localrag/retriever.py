@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from langchain_core.documents import Document
 
+from localrag import models
 from localrag.errors import RAGError
 from localrag.fusion import rrf_fuse, union_ids
 from localrag.index import Index
@@ -90,7 +91,8 @@ class Retriever:
         todo = [q for q in dict.fromkeys(queries) if q not in self._query_vectors]
         for start in range(0, len(todo), batch_size):
             batch = todo[start:start + batch_size]
-            for query, vector in zip(batch, self.index.embeddings.embed_documents(batch)):
+            # Queries in one call, with the model's query prefix (embed_documents would give them the passage one).
+            for query, vector in zip(batch, models.embed_queries(self.index.embeddings, batch)):
                 self._query_vectors[query] = vector
             self.stats["query_embeddings"] += len(batch)
 

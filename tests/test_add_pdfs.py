@@ -63,6 +63,7 @@ def test_help_lists_every_flag_with_its_default(capsys):
         "--embedding-model": f"(default: the index's, else {local_rag.EMBEDDING_MODEL})",
         "--chroma-url": "(default: none)",
         "--embedding-backend": f"(default: the index's, else {local_rag.EMBEDDING_BACKEND})",
+        "--bm25-stemmer": f"(default: the index's, else {local_rag.BM25_STEMMER})",
         "--rebuild": "(default: False)",
         "--switch-folder": "(default: False)",
         "--allow-empty": "(default: False)",
@@ -86,7 +87,8 @@ def test_help_groups_the_flags():
         "options": ["-h", "--quiet"],
         "index": ["--index", "--chroma-url", "--rebuild", "--switch-folder", "--allow-empty", "--no-wait"],
         "extraction, chunking and embedding": ["--loader", "--chunk-size", "--page-chunk-limit", "--chunk-overlap",
-                                               "--chunk-headers", "--embedding-model", "--embedding-backend"],
+                                               "--chunk-headers", "--embedding-model", "--embedding-backend",
+                                               "--bm25-stemmer"],
     }
 
 def test_summary_and_named_failures(capsys, docs, tmp_path):

@@ -32,7 +32,7 @@ GOLD = (
     "What does the scanned appendix contain?,scans.pdf,1\n"
 )
 AXES = ("chunk_size, chunk_overlap, page_chunk_limit, loader, chunk_headers, embedding_model, embedding_backend, "
-        "mode, rerank")
+        "bm25_stemmer, mode, rerank")
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -65,7 +65,8 @@ def test_page_splitter_keeps_a_page_whole_and_splits_only_above_the_limit():
 
 def test_page_settings_force_no_overlap_and_record_the_limit():
     defaults = {"embedding_model": "m", "embedding_backend": "torch", "chunk_size": 2000, "chunk_overlap": 200,
-                "pdf_loader": "pypdfium2", "chunk_headers": True, "page_chunk_limit": 8000}
+                "pdf_loader": "pypdfium2", "chunk_headers": True, "page_chunk_limit": 8000,
+                "bm25_stemmer": "none"}
     settings = resolve_settings({"chunk_size": "page"}, {}, defaults)
     assert (settings["chunk_size"], settings["chunk_overlap"], settings["page_chunk_limit"]) == ("page", 0, 8000)
     assert "page_chunk_limit" not in resolve_settings({}, {}, defaults)  # only whole-page chunks have a limit
@@ -117,7 +118,7 @@ def test_other_settings_build_a_cached_index_once_and_never_touch_the_evaluated_
     derived = er.derived_index_path(workdir / "docs", {
         "embedding_model": local_rag.EMBEDDING_MODEL, "embedding_backend": local_rag.EMBEDDING_BACKEND,
         "chunk_size": "page", "chunk_overlap": 0, "pdf_loader": local_rag.PDF_LOADER, "chunk_headers": True,
-        "page_chunk_limit": local_rag.PAGE_CHUNK_LIMIT}, "cache")
+        "page_chunk_limit": local_rag.PAGE_CHUNK_LIMIT, "bm25_stemmer": local_rag.BM25_STEMMER}, "cache")
     digest = hashlib.sha256(str((workdir / "docs").resolve()).encode()).hexdigest()[:8]
     assert derived.parent == Path("cache") and derived.name.startswith(f"docs-{digest}-")
     lines = err.splitlines()
@@ -134,7 +135,8 @@ def test_other_settings_build_a_cached_index_once_and_never_touch_the_evaluated_
     assert settings == {"index": derived.as_posix(), "embedding_model": local_rag.EMBEDDING_MODEL,
                         "embedding_backend": local_rag.EMBEDDING_BACKEND, "chunk_size": "page", "chunk_overlap": 0,
                         "page_chunk_limit": local_rag.PAGE_CHUNK_LIMIT, "chunk_headers": True,
-                        "pdf_loader": local_rag.PDF_LOADER, "query_instructions": "", "retrieval_mode": "hybrid",
+                        "pdf_loader": local_rag.PDF_LOADER, "bm25_stemmer": local_rag.BM25_STEMMER,
+                        "query_instructions": "", "retrieval_mode": "hybrid",
                         "candidate_k": local_rag.CANDIDATE_K, "rrf_k": local_rag.RRF_K, "reranker": None,
                         "page_tolerance": 0}
 
@@ -144,7 +146,8 @@ def test_other_settings_build_a_cached_index_once_and_never_touch_the_evaluated_
     # Second run: the cache is synced (even with --no-sync, which concerns the evaluated index) and embeds nothing.
     assert (f"Index {derived.as_posix()} (embedding_model {local_rag.EMBEDDING_MODEL}, embedding_backend "
             f"{local_rag.EMBEDDING_BACKEND}, chunk_size page, chunk_overlap 0, pdf_loader {local_rag.PDF_LOADER}, "
-            f"chunk_headers on, page_chunk_limit {local_rag.PAGE_CHUNK_LIMIT}): up to date, nothing embedded"
+            f"chunk_headers on, bm25_stemmer {local_rag.BM25_STEMMER}, page_chunk_limit {local_rag.PAGE_CHUNK_LIMIT}): "
+            "up to date, nothing embedded"
             ) in err.splitlines()
     text = (workdir / "gold.report.chunk_size-page.txt").read_text(encoding="utf-8")
     assert "Compared to previous report gold.report.chunk_size-page.json (6 common questions)" in text
