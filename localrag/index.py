@@ -40,6 +40,9 @@ INDEX_FORMAT = 2
 # Settings whose change invalidates every stored chunk.
 REBUILD_SETTINGS = ("embedding_model", "embedding_backend", "chunk_size", "chunk_overlap", "pdf_loader",
                     "chunk_headers")
+# Chunks read from the store per call: Chroma fails reading ~40,000 at once ("too many SQL variables", seen on a
+# FinanceBench index of 1,000-character chunks).
+STORE_READ_PAGE = 10_000
 PAGE_CHUNKS = "page"  # the chunk size that keeps each page whole (one chunk per page, no overlap)
 # Settings that exist only with whole-page chunks: the characters above which a page is still split.
 PAGE_SETTINGS = ("page_chunk_limit",)
@@ -136,6 +139,16 @@ def _page_settings(settings: dict, requested: dict, stored: dict, defaults: dict
     if not isinstance(limit, int) or limit < 1:
         raise RAGError(f"the page chunk limit must be a positive number of characters, got {limit!r}")
     return dict(settings, chunk_overlap=0, page_chunk_limit=limit)
+
+
+def read_store(collection, include: list[str]) -> dict[str, list]:
+    """Every record of a Chroma collection ({"ids": [...], and each of `include`}), read STORE_READ_PAGE at a time."""
+    out: dict[str, list] = {"ids": [], **{key: [] for key in include}}
+    for offset in range(0, collection.count(), STORE_READ_PAGE):
+        data = collection.get(include=include, limit=STORE_READ_PAGE, offset=offset)
+        for key in out:
+            out[key] += data[key]
+    return out
 
 
 def parse_chunk_size(text: str) -> int | str:
@@ -619,7 +632,7 @@ class Index:
         counts: dict[str, int] = {}
         partial = self.info.get("partial", {})
         # (a store opened by sync before its first manifest is written is checked too: all its chunks are orphans)
-        metadatas = collection.get(include=["metadatas"]) if check.stored else {"ids": [], "metadatas": []}
+        metadatas = read_store(collection, ["metadatas"]) if check.stored else {"ids": [], "metadatas": []}
         for chunk, meta in zip(metadatas["ids"], metadatas["metadatas"]):
             source = (meta or {}).get("source")
             entry = self.files.get(source) or partial.get(source)
@@ -1103,7 +1116,7 @@ class Index:
         """(id, text, metadata) of every chunk of a fully indexed file, sorted by id; one read of the store."""
         if self.vectorstore is None:
             return []
-        data = self.vectorstore._collection.get(include=["documents", "metadatas"])
+        data = read_store(self.vectorstore._collection, ["documents", "metadatas"])
         # Chunks of an older format (synced since by no version that writes page_number) get page_number here,
         # derived exactly from `page`; their section stays unknown until a sync upgrades them (_upgrade_chunks).
         return sorted((i, t, m if "page_number" in m else dict(m, page_number=shown_page(int(m["page"]))))
