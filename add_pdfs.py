@@ -39,31 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fail at once when another process is writing the index, instead of waiting for it")
     chunks = parser.add_argument_group("extraction, chunking and embedding",
                                        "stored in the index; a change rebuilds it")
-    chunks.add_argument("--loader", choices=local_rag.PDF_LOADERS, default=None,
-                        help=f"PDF text extractor (default: the index's, else {local_rag.PDF_LOADER})")
-    chunks.add_argument("--chunk-size", default=None,
-                        help=f"characters per chunk, or 'page' for one chunk per page without overlap (default: "
-                             f"the index's, else {local_rag.CHUNK_SIZE})")
-    chunks.add_argument("--page-chunk-limit", type=int, default=None,
-                        help=f"with --chunk-size page: a page longer than this many characters is split (default: "
-                             f"the index's, else {local_rag.PAGE_CHUNK_LIMIT})")
-    chunks.add_argument("--chunk-overlap", type=int, default=None,
-                        help=f"characters of overlap (default: the index's, else {local_rag.CHUNK_OVERLAP})")
-    chunks.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
-                        help=f"prefix chunks with '[file, page N]' (default: the index's, else "
-                             f"{local_rag.CHUNK_HEADERS})")
-    chunks.add_argument("--embedding-model", default=None,
-                        help=f"embedding model name or folder; offline without a download: "
-                             f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)}, the second one multilingual, "
-                             f"for German text (default: the index's, else {local_rag.EMBEDDING_MODEL})")
-    chunks.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
-                        help=f"how the embedding model runs; a change rebuilds the index (default: the index's, else "
-                             f"{local_rag.EMBEDDING_BACKEND})")
-    chunks.add_argument("--bm25-stemmer", default=None,
-                        help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
-                             f"PyStemmer; "
-                             f"a change rebuilds only the BM25 arrays (default: the index's, else "
-                             f"{local_rag.BM25_STEMMER})")
+    cli.add_index_setting_flags(chunks, vars(local_rag), loaders=local_rag.PDF_LOADERS, backends=local_rag.EMBEDDING_BACKENDS,
+                                offline_models=local_rag.OFFLINE_EMBEDDING_MODELS,
+                                bm25_note="; a change rebuilds only the BM25 arrays")
     return parser
 
 

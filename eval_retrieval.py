@@ -211,29 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
         f"other settings as the evaluated index's, kept under --index-cache and synced on later runs; the "
         f"evaluated index is only read. Without --report the report's name says which were given, e.g. "
         f"{Path(REPORT_PATH).stem}.chunk_size-800.txt")
-    settings.add_argument("--chunk-size", default=None,
-                          help=f"characters per chunk, or 'page' for one chunk per page without overlap (default: "
-                               f"the index's, else {local_rag.CHUNK_SIZE})")
-    settings.add_argument("--chunk-overlap", type=int, default=None,
-                          help=f"characters of overlap (default: the index's, else {local_rag.CHUNK_OVERLAP})")
-    settings.add_argument("--page-chunk-limit", type=int, default=None,
-                          help=f"with --chunk-size page: a page longer than this many characters is split (default: "
-                               f"the index's, else {local_rag.PAGE_CHUNK_LIMIT})")
-    settings.add_argument("--loader", choices=local_rag.PDF_LOADERS, default=None,
-                          help=f"PDF text extractor (default: the index's, else {local_rag.PDF_LOADER})")
-    settings.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
-                          help=f"prefix chunks with '[file, page N]' (default: the index's, else "
-                               f"{local_rag.CHUNK_HEADERS})")
-    settings.add_argument("--embedding-model", default=None,
-                          help=f"embedding model name or folder; offline without a download: "
-                               f"{' and '.join(local_rag.OFFLINE_EMBEDDING_MODELS)}, the second one multilingual, "
-                               f"for German text (default: the index's, else {local_rag.EMBEDDING_MODEL})")
-    settings.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
-                          help=f"how the embedding model runs (default: the index's, else "
-                               f"{local_rag.EMBEDDING_BACKEND})")
-    settings.add_argument("--bm25-stemmer", default=None,
-                          help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
-                               f"PyStemmer (default: the index's, else {local_rag.BM25_STEMMER})")
+    cli.add_index_setting_flags(settings, vars(local_rag), loaders=local_rag.PDF_LOADERS, backends=local_rag.EMBEDDING_BACKENDS,
+                                offline_models=local_rag.OFFLINE_EMBEDDING_MODELS)
     settings.add_argument("--index-cache", default=INDEX_CACHE,
                           help="folder of the indexes built for other settings, one per docs folder and settings")
     idx.add_argument("--no-wait", action="store_true", help="fail at once when another process is writing the "
@@ -1146,19 +1125,22 @@ def gate_descriptions(args: argparse.Namespace) -> list[str]:
     gates = [f"{key} >= {threshold:g}" for key, threshold in args.fail_under]
     return gates + (["no metric worse than the compared report"] if args.fail_on_regression else [])
 
+def write_row_reports(results: Sequence[EvalResult], reports: Sequence[Path]) -> None:
+    """Each configuration's own report (text and JSON) at its path, with its details file first when it has one."""
+    for r, report in zip(results, reports):
+        if r.details:
+            r = dataclasses.replace(r, details=display_path(details_path(report)))
+            write_text_atomic(details_path(report), diagnose.render_details(r, display_path(report)))
+        write_text_atomic(report, eval_report.render_text(r))
+        write_text_atomic(report.with_suffix(".json"), eval_report.render_json(r))
+
+
 def write_ablation(results: list[EvalResult], args: argparse.Namespace, degraded: Sequence[str],
                    missing_rows: str = "") -> list[EvalResult]:
     """One table over all configurations (written and printed) plus one report per configuration beside it."""
     results = [dataclasses.replace(r, status=ev.run_status(degraded, [], [])) for r in results]
     base = Path(args.report)
-    for r in results:
-        stem = f"{base.stem}-{r.name.replace(' + ', '-')}"
-        if r.details:
-            r = dataclasses.replace(r, details=display_path(details_path(base.with_name(stem + ".txt"))))
-            write_text_atomic(details_path(base.with_name(stem + ".txt")),
-                              diagnose.render_details(r, display_path(base.with_name(stem + ".txt"))))
-        write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r))
-        write_text_atomic(base.with_name(stem + ".json"), eval_report.render_json(r))
+    write_row_reports(results, [base.with_name(f"{base.stem}-{r.name.replace(' + ', '-')}.txt") for r in results])
     table_text = eval_report.render_ablation(results, missing_rows,
                                              display_path(base.with_name(base.stem + "-<configuration>.txt")))
     write_text_atomic(base, table_text)
@@ -1182,14 +1164,8 @@ def write_sweep(results: list[EvalResult], args: argparse.Namespace, degraded: S
                                    ev.compare_results(first, r, True, label, resamples=args.resamples))
                for n, r in enumerate(results)]
     base = Path(args.report)
-    for r in results:
-        stem = f"{base.stem}-{slug(r.name.replace('=', '-').replace(' ', '.'))}"
-        if r.details:
-            r = dataclasses.replace(r, details=display_path(details_path(base.with_name(stem + ".txt"))))
-            write_text_atomic(details_path(base.with_name(stem + ".txt")),
-                              diagnose.render_details(r, display_path(base.with_name(stem + ".txt"))))
-        write_text_atomic(base.with_name(stem + ".txt"), eval_report.render_text(r))
-        write_text_atomic(base.with_name(stem + ".json"), eval_report.render_json(r))
+    write_row_reports(results, [base.with_name(f"{base.stem}-{slug(r.name.replace('=', '-').replace(' ', '.'))}.txt")
+                                for r in results])
     axes = [(axis, [format_setting(v) for v in values]) for axis, values in args.sweep_axes]
     table_text = eval_report.render_sweep(results, axes, missing_rows,
                                           display_path(base.with_name(base.stem + "-<row>.txt")))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, Mapping, Sequence
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -19,3 +20,32 @@ def new_parser(script_doc: str) -> argparse.ArgumentParser:
     """
     return argparse.ArgumentParser(description=script_doc.splitlines()[0], formatter_class=HelpFormatter,
                                    allow_abbrev=False)
+
+
+def add_index_setting_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *, loaders: Sequence[str],
+                            backends: Sequence[str], offline_models: Sequence[str],
+                            bm25_note: str = "") -> None:
+    """The index settings both command lines take, each defaulting to the index's, else `defaults` (local_rag.py's
+    constants: CHUNK_SIZE, ...); `bm25_note` is appended to --bm25-stemmer's help."""
+    def default(name: str) -> str:
+        return f"(default: the index's, else {defaults[name]})"
+
+    group.add_argument("--loader", choices=loaders, default=None, help=f"PDF text extractor {default('PDF_LOADER')}")
+    group.add_argument("--chunk-size", default=None,
+                       help=f"characters per chunk, or 'page' for one chunk per page without overlap "
+                            f"{default('CHUNK_SIZE')}")
+    group.add_argument("--page-chunk-limit", type=int, default=None,
+                       help=f"with --chunk-size page: a page longer than this many characters is split "
+                            f"{default('PAGE_CHUNK_LIMIT')}")
+    group.add_argument("--chunk-overlap", type=int, default=None,
+                       help=f"characters of overlap {default('CHUNK_OVERLAP')}")
+    group.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
+                       help=f"prefix chunks with '[file, page N]' {default('CHUNK_HEADERS')}")
+    group.add_argument("--embedding-model", default=None,
+                       help=f"embedding model name or folder; offline without a download: {' and '.join(offline_models)}"
+                            f", the second one multilingual, for German text {default('EMBEDDING_MODEL')}")
+    group.add_argument("--embedding-backend", choices=backends, default=None,
+                       help=f"how the embedding model runs {default('EMBEDDING_BACKEND')}")
+    group.add_argument("--bm25-stemmer", default=None,
+                       help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
+                            f"PyStemmer{bm25_note} {default('BM25_STEMMER')}")
