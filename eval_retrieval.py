@@ -24,7 +24,7 @@ from localrag import report as eval_report
 from localrag.evaluate import EvalError, metric_keys
 from localrag import cli
 from localrag import diagnose
-from localrag import language
+from localrag import language, models
 from localrag.files import write_text_atomic
 from localrag.index import PAGE_CHUNKS, parse_chunk_size
 from localrag.pages import PAGE_OFFSET, shown_page
@@ -844,7 +844,7 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
         missing = ev.missing_files(scored, indexed)
         notes = [*goldset.messages, *warnings]  # a missing file is in the notes as a lint error on its line
         notes += language_note(rag, [q.question for q in goldset.questions],
-                               [t for _, t, _ in rag.indexed_chunks()], "goldset")
+                               lambda: [t for _, t, _ in rag.indexed_chunks()], "goldset")
         left_out_rows = tuple(LeftOut(q.query_id, q.question, tuple(q.lines), tuple(left_out[q.query_id]))
                               for q in goldset.questions if q.query_id in left_out)
         degraded += [reason for reason in ev.degraded_reasons(missing, sum(f.severity == "error" for f in findings),
@@ -1018,7 +1018,8 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
         if report.changed:
             log(args, "Dataset index synced: " + report.summary())
         messages += [note for note in language_note(rag, [q.question for q in dataset.queries.values()],
-                                                    [r["text"] for r in records], "queries") if note not in messages]
+                                                    lambda: [r["text"] for r in records], "queries")
+                     if note not in messages]
         shared = share_query_vectors(rag, shared)
         configs, why_missing = row_configs(rag, args, [(n, rows[n]) for n in group])
         missing_rows = missing_rows or why_missing
@@ -1040,9 +1041,15 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
     return finish([results[n] for n in sorted(results)], args, previous, [], missing_rows, run=run)
 
 
-def language_note(rag: LocalRAG, questions: Sequence[str], indexed: Sequence[str], what: str) -> list[str]:
-    """The note that the embedding model does not cover the language of the questions or the text (or none)."""
-    hint = language.language_hint(rag.display_settings["embedding_model"], questions, indexed, what)
+def language_note(rag: LocalRAG, questions: Sequence[str], indexed: Callable[[], Sequence[str]],
+                  what: str) -> list[str]:
+    """The note that the embedding model does not cover the language of the questions or the text (or none).
+
+    `indexed` gives the indexed texts; it reads the whole store, so it is called only for an English-only model."""
+    model = rag.display_settings["embedding_model"]
+    if not models.english_only(model):
+        return []
+    hint = language.language_hint(model, questions, indexed(), what)
     return [hint] if hint else []
 
 
@@ -1135,6 +1142,17 @@ def write_row_reports(results: Sequence[EvalResult], reports: Sequence[Path]) ->
         write_text_atomic(report.with_suffix(".json"), eval_report.render_json(r))
 
 
+def write_table(table_text: str, results: Sequence[EvalResult], path: Path, args: argparse.Namespace) -> None:
+    """An --ablation or --sweep table: written to `path` (and --markdown), printed, with the run's status."""
+    write_text_atomic(path, table_text)
+    if args.markdown:
+        rows, keys = eval_report.ablation_table(results)
+        write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
+                                                                            extra=["seconds"])) + "\n")
+    print(table_text, end="")
+    print_status(results[0].status, args)
+
+
 def write_ablation(results: list[EvalResult], args: argparse.Namespace, degraded: Sequence[str],
                    missing_rows: str = "") -> list[EvalResult]:
     """One table over all configurations (written and printed) plus one report per configuration beside it."""
@@ -1143,13 +1161,7 @@ def write_ablation(results: list[EvalResult], args: argparse.Namespace, degraded
     write_row_reports(results, [base.with_name(f"{base.stem}-{r.name.replace(' + ', '-')}.txt") for r in results])
     table_text = eval_report.render_ablation(results, missing_rows,
                                              display_path(base.with_name(base.stem + "-<configuration>.txt")))
-    write_text_atomic(base, table_text)
-    if args.markdown:
-        rows, keys = eval_report.ablation_table(results)
-        write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
-                                                                            extra=["seconds"])) + "\n")
-    print(table_text, end="")
-    print_status(results[0].status, args)
+    write_table(table_text, results, base, args)
     log(args, f"Ablation: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s of retrieval")
     return results
 
@@ -1169,13 +1181,7 @@ def write_sweep(results: list[EvalResult], args: argparse.Namespace, degraded: S
     axes = [(axis, [format_setting(v) for v in values]) for axis, values in args.sweep_axes]
     table_text = eval_report.render_sweep(results, axes, missing_rows,
                                           display_path(base.with_name(base.stem + "-<row>.txt")))
-    write_text_atomic(base, table_text)
-    if args.markdown:
-        rows, keys = eval_report.ablation_table(results)
-        write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
-                                                                            extra=["seconds"])) + "\n")
-    print(table_text, end="")
-    print_status(results[0].status, args)
+    write_table(table_text, results, base, args)
     log(args, f"Sweep: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s; table written to "
               f"{display_path(base)}")
     return results
