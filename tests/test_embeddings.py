@@ -330,6 +330,38 @@ def test_openvino_int8_is_close_to_torch_and_independent_of_the_batch(minilm_mod
     assert np.abs(dynamic_alone - _encode(minilm_models["onnx-int8"], SENTENCES)[1:2]).max() > 1e-4
 
 
+def test_split_rows_cuts_a_batch_into_even_contiguous_parts():
+    assert eb.split_rows(5, 2) == [slice(0, 3), slice(3, 5)]
+    assert eb.split_rows(16, 2) == [slice(0, 8), slice(8, 16)]
+    assert eb.split_rows(7, 3) == [slice(0, 3), slice(3, 5), slice(5, 7)]
+    # The trap: fewer rows than streams (a single query) gives no empty part, which OpenVINO would refuse.
+    assert eb.split_rows(1, 2) == [slice(0, 1)]
+    assert eb.split_rows(4, 0) == [slice(0, 4)]
+
+
+def test_openvino_streams_split_a_batch_without_changing_a_bit(minilm_models, session_cache):
+    import torch
+
+    (xml,) = session_cache.glob("*/openvino-int8-*/model.xml")
+    tokenizer = minilm_models["openvino-int8"].tokenizer
+    features = tokenizer(SENTENCES + SENTENCES[:1], padding=True, truncation=True, max_length=256,
+                         return_tensors="np")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # two streams need two threads, also on a 1-core runner
+    try:
+        one, names = eb._openvino_runner(xml, streams=1)
+        two, _ = eb._openvino_runner(xml, streams=2)
+    finally:
+        torch.set_num_threads(threads)
+    feeds = {n: features[n].astype(np.int64) for n in names}
+    rows = len(SENTENCES) + 1  # odd: the streams get 3 and 2 rows
+    whole = one(feeds)
+    assert whole.shape[0] == rows
+    assert np.array_equal(two(feeds), whole)  # bit for bit, in row order
+    alone = two({n: v[2:3] for n, v in feeds.items()})  # one row (a query's case) runs on one stream
+    assert np.array_equal(alone[0], whole[2])
+
+
 def test_openvino_int8_graph_is_quantized(minilm_models, session_cache):
     (xml,) = session_cache.glob("*/openvino-int8-*/model.xml")
     text = xml.read_text(encoding="utf-8")
