@@ -74,8 +74,8 @@ CALIBRATION_MIN_PAGES = 20
 # than fp32 on this project's AVX-512 machine (no AMX) and is less exact.
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 # Inference streams of the OpenVINO model (at most one per thread): a batch's rows are split across them and run at
-# once. Two streams of one thread each embedded 20-30% more chunks/s than one stream of two threads on the 2-core
-# machine (bench/chat_latency.py's README section); the vectors are bit-identical (tests/test_embeddings.py).
+# once. Two streams of one thread each embedded 1.06-1.12x the chunks/s of one stream of two threads on the busy
+# 2-core machine (bench/README.md, index_financebench.py); the vectors are bit-identical (tests/test_embeddings.py).
 OPENVINO_STREAMS = 2
 
 
