@@ -238,8 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "once into --data-dir: beir/scifact, beir/fiqa, beir/nfcorpus, ... "
                                                     "(the BEIR names) or open_ragbench (its pdf/arxiv subset), "
                                                     "instead of a goldset (default: none)")
-    ds.add_argument("--data-dir", default=DATA_DIR, help=f"where named datasets are downloaded and kept (default: "
-                                                         f"{DATA_DIR})")
+    ds.add_argument("--data-dir", default=DATA_DIR, help="where named datasets are downloaded and kept")
     ds.add_argument("--level", choices=("document", "section"), default=None,
                     help="Open RAGBench only: a document is a whole paper or one of its sections (default: "
                          "document)")
