@@ -164,16 +164,26 @@ def fetch_beir(name: str, data_dir: Path, log: Callable[[str], None] = _stderr) 
         archive = Path(tmp) / f"{name}.zip"
         try:
             size = download_file(url, archive, BEIR_MD5[name])
-        except (OSError, http.client.HTTPException, DownloadError) as exc:
+        except (OSError, ValueError, http.client.HTTPException, DownloadError) as exc:
             raise DownloadError(f"Cannot download {BEIR_PREFIX}{name} from {url}: {_reason(exc)}.\n{manual}") from None
         unpacked = Path(tmp) / "unpacked"
         unpack_zip(archive, unpacked)
         if not (unpacked / name / CORPUS_FILE).is_file():
             raise DownloadError(f"The zip from {url} has no {name}/{CORPUS_FILE}; it is not a BEIR dataset. "
                                 f"{manual}")
-        os.replace(unpacked / name, target)
+        _move_into_place(unpacked / name, target, (target / CORPUS_FILE).is_file)
     log(f"Downloaded {BEIR_PREFIX}{name} ({size:,} bytes, md5 checked) into {target}")
     return target
+
+
+def _move_into_place(staged: Path, target: Path, complete: Callable[[], bool]) -> None:
+    """Rename the checked STAGED folder to TARGET (atomic on one file system). Another run that finished the same
+    download first has already put a complete TARGET there: that one is kept."""
+    try:
+        os.replace(staged, target)
+    except OSError:
+        if not complete():
+            raise
 
 
 def _reason(exc: BaseException) -> str:
@@ -264,7 +274,7 @@ def fetch_open_ragbench(data_dir: Path, log: Callable[[str], None] = _stderr) ->
             if open_ragbench_root(staged) is None:
                 raise DownloadError("the downloaded files hold no queries.json, qrels.json and corpus/")
             shutil.rmtree(staged / ".cache", ignore_errors=True)  # huggingface_hub's bookkeeping of the download
-            os.replace(staged, target)
+            _move_into_place(staged, target, lambda: open_ragbench_root(target) is not None)
     except DownloadError as exc:
         raise DownloadError(f"Cannot download Open RAGBench from {address}: {exc}.\n{manual}") from None
     except Exception as exc:  # noqa: BLE001 - any failure of the hub client gets the same advice, never a traceback

@@ -393,3 +393,25 @@ def test_a_folder_given_by_hand_prefers_pdf_arxiv_and_follows_changes(tmp_path):
     assert len(messages) == 1
     downloads.resolve_dataset(str(given), data, log=messages.append)
     assert len(messages) == 1
+
+
+def test_an_interrupted_download_leaves_nothing(beir, tmp_path, monkeypatch):
+    """Ctrl-C in the middle of the download: the partial zip is removed with its temporary folder."""
+    monkeypatch.setattr(downloads, "DOWNLOAD_CHUNK_BYTES", 64)
+    real_md5 = hashlib.md5
+
+    class Interrupting:
+        def __init__(self) -> None:
+            self.digest, self.calls = real_md5(), 0
+
+        def update(self, chunk: bytes) -> None:
+            self.calls += 1
+            if self.calls == 3:
+                raise KeyboardInterrupt
+            self.digest.update(chunk)
+
+    monkeypatch.setattr(downloads.hashlib, "md5", Interrupting)
+    data = tmp_path / "data"
+    with pytest.raises(KeyboardInterrupt):
+        downloads.resolve_dataset("beir/tinyfact", data, log=lambda m: None)
+    assert list((data / "beir").iterdir()) == []
