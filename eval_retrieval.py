@@ -308,8 +308,6 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.level and not args.dataset:
         raise EvalError("--level works with --dataset (Open RAGBench, e.g. --dataset open_ragbench); drop it")
-    if args.dataset:  # a name is downloaded once; afterwards, like a folder path, it is a BEIR folder
-        args.dataset = str(resolve_dataset(args))
     args.k_values = parse_ks(args.k) if args.k else (DATASET_K_VALUES if args.dataset else K_VALUES)
     if args.chunk_size is not None and not isinstance(args.chunk_size, int):
         try:
@@ -346,6 +344,8 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         raise EvalError("--explain needs a question or a query id of the goldset, got an empty text")
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
+    if args.dataset:  # after the cheap checks: a name is downloaded once, then it is a BEIR folder like a path
+        args.dataset = str(resolve_dataset(args))
     check_gate_flags(args)
     args.settings_base_json = None  # the JSON report of the same run without the index settings given
     if args.report is None:

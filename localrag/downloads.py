@@ -51,7 +51,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from localrag.datasets import CORPUS_FILE, QRELS_DIR, QRELS_SUFFIX, QUERIES_FILE, DatasetError, dataset_files
+from localrag.datasets import CORPUS_FILE, QRELS_DIR, QRELS_SUFFIX, QUERIES_FILE, DatasetError
 
 # Where a BEIR zip is downloaded from; {name} is the BEIR name (README of beir-cellar/beir).
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
@@ -127,12 +127,9 @@ def resolve_dataset(spec: str, data_dir: str | Path, level: str | None = None,
         root = fetch_open_ragbench(data_dir, log)
         return convert_open_ragbench(root, data_dir / f"{OPEN_RAGBENCH_NAMES[0]}-{level or DEFAULT_LEVEL}",
                                      level or DEFAULT_LEVEL, log)
-    try:
-        dataset_files(given, OPEN_RAGBENCH_SPLIT)  # raises "Dataset folder not found", with the expected layout
-    except DatasetError as exc:
-        raise DatasetError(f"{exc}\nOr an Open RAGBench folder (queries.json, qrels.json, corpus/), or the name of "
-                           f"a public benchmark: {', '.join(known_names())}") from None
-    return given  # not reached: a missing folder always raises
+    if spec in BEIR_MD5:
+        raise DatasetError(f"Dataset folder not found: {given}; the BEIR dataset of that name is {BEIR_PREFIX}{spec}")
+    return given  # a missing folder: loading it says what a BEIR folder holds
 
 
 def _refuse_level(level: str | None, spec: str) -> None:
@@ -146,12 +143,12 @@ def _refuse_level(level: str | None, spec: str) -> None:
 
 def fetch_beir(name: str, data_dir: Path, log: Callable[[str], None] = _stderr) -> Path:
     """DATA_DIR/beir/NAME, downloaded from BEIR_URL and md5-checked on first use; afterwards no network."""
-    target = data_dir / "beir" / name
-    if (target / CORPUS_FILE).is_file():
-        return target
     if name not in BEIR_MD5:
         raise DatasetError(f"Unknown BEIR dataset {name!r}; known names: "
                            f"{', '.join(BEIR_PREFIX + n for n in sorted(BEIR_MD5))}")
+    target = data_dir / "beir" / name
+    if (target / CORPUS_FILE).is_file():
+        return target
     url = BEIR_URL.format(name=name)
     manual = (f"Download it by hand and unpack it so that {target / CORPUS_FILE} exists (the zip holds one "
               f"folder, {name}/), or give the unpacked folder as the dataset path.")
