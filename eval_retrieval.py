@@ -41,6 +41,7 @@ DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
 USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each question
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
 DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between runs
+DATA_DIR = "eval/data"  # where --dataset NAME downloads are kept (beir/scifact -> eval/data/beir/scifact)
 # Where indexes with other index settings than the evaluated one are kept (--index-cache), one folder per docs
 # folder and settings: `--chunk-size 800` builds one on first use and syncs it after, never the evaluated index.
 INDEX_CACHE = "eval/.cache/indexes"
@@ -232,8 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
                      help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
     ds = p.add_argument_group("datasets", "a BEIR dataset instead of a goldset, scored by document")
-    ds.add_argument("--dataset", default=None, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) "
+    ds.add_argument("--dataset", default=None, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv), "
+                                                    "Open RAGBench folder, or a public benchmark by name, downloaded "
+                                                    "once into --data-dir: beir/scifact, beir/fiqa, beir/nfcorpus, ... "
+                                                    "(the BEIR names) or open_ragbench (its pdf/arxiv subset), "
                                                     "instead of a goldset (default: none)")
+    ds.add_argument("--data-dir", default=DATA_DIR, help="where named datasets are downloaded and kept")
+    ds.add_argument("--level", choices=("document", "section"), default=None,
+                    help="Open RAGBench only: a document is a whole paper or one of its sections (default: "
+                         "document)")
     ds.add_argument("--split", default="test", help="qrels split of --dataset")
     ds.add_argument("--max-queries", type=int, default=None, help="evaluate a seeded sample of N dataset queries "
                                                                  "(default: all)")
@@ -298,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
+    if args.level and not args.dataset:
+        raise EvalError("--level works with --dataset (Open RAGBench, e.g. --dataset open_ragbench); drop it")
     args.k_values = parse_ks(args.k) if args.k else (DATASET_K_VALUES if args.dataset else K_VALUES)
     if args.chunk_size is not None and not isinstance(args.chunk_size, int):
         try:
@@ -334,6 +344,8 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         raise EvalError("--explain needs a question or a query id of the goldset, got an empty text")
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
+    if args.dataset:  # after the cheap checks: a name is downloaded once, then it is a BEIR folder like a path
+        args.dataset = str(resolve_dataset(args))
     check_gate_flags(args)
     args.settings_base_json = None  # the JSON report of the same run without the index settings given
     if args.report is None:
@@ -361,6 +373,16 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.no_rerank and args.rerank_model:
         raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
     return args
+
+
+def resolve_dataset(args: argparse.Namespace) -> Path:
+    """The BEIR folder of --dataset: a folder path, or a named benchmark downloaded into --data-dir."""
+    from localrag import datasets as beir_data, downloads
+
+    try:
+        return downloads.resolve_dataset(args.dataset, args.data_dir, args.level, log=lambda m: log(args, m))
+    except (downloads.DownloadError, beir_data.DatasetError) as exc:
+        raise EvalError(str(exc)) from None
 
 
 def check_gate_flags(args: argparse.Namespace) -> None:

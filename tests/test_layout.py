@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "localrag"
 ROOT_SCRIPTS = {"local_rag", "eval_retrieval", "add_pdfs"}
 EVALUATION_SIDE = {"goldset", "lint", "noise", "generate", "evaluate", "result", "report", "judge", "llm", "suite",
-                   "stats", "metrics", "datasets"}
+                   "stats", "metrics", "datasets", "downloads"}
 
 
 def imports(path: Path) -> set[str]:
