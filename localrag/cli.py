@@ -48,4 +48,5 @@ def add_index_setting_flags(group: argparse._ArgumentGroup, defaults: Mapping[st
                        help=f"how the embedding model runs {default('EMBEDDING_BACKEND')}")
     group.add_argument("--bm25-stemmer", default=None,
                        help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
-                            f"PyStemmer{bm25_note} {default('BM25_STEMMER')}")
+                            f"PyStemmer, or german+decompound, which also splits German compounds into words of the "
+                            f"corpus{bm25_note} {default('BM25_STEMMER')}")

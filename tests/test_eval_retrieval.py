@@ -474,7 +474,17 @@ def test_negative_page_tolerance(gold_args, capsys):
     assert (code, err) == (2, "error: --page-tolerance must be 0 or more, got -1\n")
 
 
-@pytest.mark.parametrize("flag", ["--judge-k", "--resamples"])
+def test_rrf_k_sets_the_fusion_constant_of_the_run_and_its_json(gold_args, tmp_path, capsys):
+    code, _, _ = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", "--no-sync", "--rrf-k", "5"))
+    report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    config = dict(line.strip().split(":", 1) for line in block(report, "Configuration")[1:])
+    assert config["Retrieval mode"].strip() == "hybrid (30 candidates per retriever, RRF k=5)"
+    assert config["Final order by"].strip() == "RRF (k=5)"
+    assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["settings"]["rrf_k"] == 5
+    assert code == 1  # the goldset's deliberate lint error (a degraded run); evaluated all the same
+
+
+@pytest.mark.parametrize("flag", ["--judge-k", "--resamples", "--rrf-k"])
 def test_counts_below_one(gold_args, capsys, flag):
     code, _, err = run(capsys, *gold_args(GOLD_EN, flag, "0"))
     assert (code, err) == (2, f"error: {flag} must be 1 or more, got 0\n")

