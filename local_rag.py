@@ -114,12 +114,12 @@ def calibration_for(backend: str) -> list[str] | None:
                        f"EMBEDDING_BACKEND to 'onnx-int8' or 'torch'") from None
 
 
-@functools.lru_cache(maxsize=4)
 def _load_embeddings(name: str, backend: str):
     """load_embeddings, looked up when called (tests clear its cache or replace it)."""
     return load_embeddings(name, backend)
 
 
+@functools.lru_cache(maxsize=4)
 def load_reranker(name: str):
     """The cross-encoder (localrag/models.py), loaded once per process."""
     return models.load_reranker(name, NETWORK_PROBE_SECONDS)

@@ -207,7 +207,12 @@ class QueryVectorCache:
                            f"{', '.join(sorted(tables)) or 'none'})")
 
     def _move_aside(self, problem: str) -> bool:
-        aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        stem = f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        aside = self.path.with_name(stem)
+        number = 1
+        while aside.exists():  # one moved aside this second already: never replace it
+            number += 1
+            aside = self.path.with_name(f"{stem}-{number}")
         try:
             os.replace(self.path, aside)
         except FileNotFoundError:
@@ -220,7 +225,7 @@ class QueryVectorCache:
             if side.exists():
                 os.replace(side, aside.with_name(aside.name + suffix))
         self.warn(f"the query vector cache {self.path} is unreadable ({problem}); moved it aside to {aside.name} "
-                  f"and started a new one (its questions are embedded again)")
+                  f"(delete it when you like); its questions are embedded again and kept in a new file")
         return True
 
     def _disable(self, why: str) -> bool:
