@@ -80,14 +80,11 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
     return models.load_embeddings(name, backend, ENCODE_BATCH_SIZE, NETWORK_PROBE_SECONDS, calibration)
 
 
-def expected_export(name: str, backend: str) -> str | None:
-    """The export (embeddings.export_name) that load_embeddings(name, backend) runs, known without loading it."""
-    return _expected_export(name, backend, tuple(calibration_for(backend) or ()))
-
-
 @functools.lru_cache(maxsize=8)
-def _expected_export(name: str, backend: str, calibration: tuple[str, ...]) -> str | None:
-    return models.expected_export(name, backend, calibration or None)
+def expected_export(name: str, backend: str) -> str | None:
+    """The export (embeddings.export_name) that load_embeddings(name, backend) runs, known without loading it;
+    once per process, like the model (openvino-int8 reads the texts of CALIBRATION_PDFS for it)."""
+    return models.expected_export(name, backend, calibration_for(backend))
 
 
 def progress_bars_off() -> None:

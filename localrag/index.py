@@ -1116,7 +1116,7 @@ class Index:
                            f"Run add_pdfs.py {self._index_flag()} again to repair it",
                            reason="index does not match its manifest")
         self._bm25 = None
-        if self.read_only or not BM25Index.is_saved(self._bm25_dir(), self.fingerprint(), self.settings["bm25_stemmer"]):
+        if not BM25Index.is_saved(self._bm25_dir(), self.fingerprint(), self.settings["bm25_stemmer"]):
             self.bm25()  # rebuilt and saved now, so later runs only load it (a no-op sync loads nothing)
         report.seconds = time.perf_counter() - started
 
