@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -75,13 +76,18 @@ print("unchanged", len(info["files"]))
 """
 
 
-def timed(argv: list[str], repeats: int) -> list[float]:
-    """Wall seconds of `repeats` runs of `argv` from the repository root (each must exit 0)."""
+def timed(argv: list[str], repeats: int, cpu: list[float] | None = None) -> list[float]:
+    """Wall seconds of `repeats` runs of `argv` from the repository root (each must exit 0); each run's CPU
+    seconds (user + system, its child processes included) are appended to `cpu`."""
     times = []
     for _ in range(repeats):
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
         times.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if cpu is not None:
+            cpu.append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
         if done.returncode != 0:
             sys.exit(f"{' '.join(argv)} failed with exit code {done.returncode}:\n{done.stderr[-2000:]}")
     return times
@@ -123,18 +129,22 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr)
     for command in (evaluation, bare_eval, sync, bare_sync):
         timed(command, 1)
-    print(f"{'command':<44} {'median s':>9} {'min s':>7} {'bare median s':>14} {'ratio':>6}  load before -> after")
+    print(f"{'command':<44} {'median s':>9} {'min s':>7} {'cpu s':>6} {'bare median s':>14} {'bare cpu s':>11} "
+          f"{'ratio':>6}  load before -> after")
     for name, command, bare in (("eval_retrieval.py --no-sync --quiet (cached)", evaluation, bare_eval),
                                 ("add_pdfs.py (no-op resync)", sync, bare_sync)):
         before = load()
-        full, plain = [], []
+        full, plain, full_cpu, plain_cpu = [], [], [], []
         for _ in range(args.repeats):  # alternated, so both see the same load
-            full += timed(command, 1)
-            plain += timed(bare, 1)
+            full += timed(command, 1, full_cpu)
+            plain += timed(bare, 1, plain_cpu)
         ratio = statistics.median(full) / statistics.median(plain)
-        print(f"{name:<44} {statistics.median(full):>9.2f} {min(full):>7.2f} {statistics.median(plain):>14.2f} "
-              f"{ratio:>6.2f}  {before} -> {load()}")
-    print(f"({args.repeats} runs each; python {sys.version.split()[0]}, {os.cpu_count()} cores)")
+        print(f"{name:<44} {statistics.median(full):>9.2f} {min(full):>7.2f} {statistics.median(full_cpu):>6.2f} "
+              f"{statistics.median(plain):>14.2f} {statistics.median(plain_cpu):>11.2f} {ratio:>6.2f}  "
+              f"{before} -> {load()}")
+    print(f"({args.repeats} runs each, medians; cpu s = user + system seconds of the process and its children, "
+          f"about the wall time on an idle machine for these single-threaded runs; python "
+          f"{sys.version.split()[0]}, {os.cpu_count()} cores)")
     if args.imports:
         print(f"\nSlowest top-level imports of one cached evaluation (cumulative seconds):")
         for seconds, module in top_imports(evaluation[1:], args.imports):
