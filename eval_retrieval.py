@@ -25,6 +25,7 @@ from localrag.evaluate import EvalError, metric_keys
 from localrag import cli
 from localrag import diagnose
 from localrag import language, models
+from localrag import query_vectors
 from localrag.files import write_text_atomic
 from localrag.index import PAGE_CHUNKS, parse_chunk_size
 from localrag.pages import PAGE_OFFSET, shown_page
@@ -42,6 +43,8 @@ USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each q
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
 DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between runs
 DATA_DIR = "eval/data"  # where --dataset NAME downloads are kept (beir/scifact -> eval/data/beir/scifact)
+# The query vectors of earlier runs (localrag/query_vectors.py; --query-cache): a rerun embeds only new questions.
+QUERY_VECTOR_CACHE = "eval/.cache/query_vectors.sqlite3"
 # Where indexes with other index settings than the evaluated one are kept (--index-cache), one folder per docs
 # folder and settings: `--chunk-size 800` builds one on first use and syncs it after, never the evaluated index.
 INDEX_CACHE = "eval/.cache/indexes"
@@ -235,6 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
                           f"each list more (default: RRF_K in local_rag.py, {local_rag.RRF_K})")
     ret.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
                      help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
+    ret.add_argument("--query-cache", default=QUERY_VECTOR_CACHE, metavar="FILE",
+                     help=f"SQLite file of the query vectors of earlier runs, by model, backend, export and exact "
+                          f"query text: a rerun embeds only new or changed questions, and none loads the model "
+                          f"(default: {QUERY_VECTOR_CACHE}; delete the file to clear it; --rebuild embeds every "
+                          f"question again and replaces its vector)")
+    ret.add_argument("--query-cache-entries", type=int, default=query_vectors.QUERY_VECTOR_CACHE_ENTRIES,
+                     metavar="N", help=f"most query vectors the cache keeps; the least recently used are dropped "
+                                       f"first (default: {query_vectors.QUERY_VECTOR_CACHE_ENTRIES})")
+    ret.add_argument("--no-query-cache", action="store_true",
+                     help="embed every question, neither reading nor writing the query vector cache (default: the "
+                          "cache is used)")
     ds = p.add_argument_group("datasets", "a BEIR dataset instead of a goldset, scored by document")
     ds.add_argument("--dataset", default=None, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv), "
                                                     "Open RAGBench folder, or a public benchmark by name, downloaded "
@@ -327,6 +341,8 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     for flag, value in (("--max-queries", args.max_queries), ("--max-corpus-docs", args.max_corpus_docs),
                         ("--judge-k", args.judge_k), ("--resamples", args.resamples),
                         ("--diagnostic-depth", args.diagnostic_depth), ("--rrf-k", args.rrf_k)):
+                        ("--diagnostic-depth", args.diagnostic_depth),
+                        ("--query-cache-entries", args.query_cache_entries)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
     if args.sweep_axes and (args.ablation or args.lint or args.generate is not None or args.compare or args.suite):
@@ -826,6 +842,28 @@ def evaluate(args: argparse.Namespace) -> list[EvalResult]:
     return run_dataset(args) if args.dataset else run_goldset(args)
 
 
+def query_vector_cache(args: argparse.Namespace) -> query_vectors.QueryVectorCache | None:
+    """The run's query vector cache (--query-cache), or None with --no-query-cache."""
+    if args.no_query_cache:
+        return None
+    return query_vectors.QueryVectorCache(args.query_cache, args.query_cache_entries,
+                                          warn=lambda message: log(args, f"warning: {message}"))
+
+
+def fill_query_vectors(rag: LocalRAG, questions: Sequence[str], modes: Sequence[str], args: argparse.Namespace,
+                       cache: query_vectors.QueryVectorCache | None) -> None:
+    """Give `rag` the vector of every question before its rows run: from the query vector cache, the others
+    embedded in batches and stored. Nothing when every row is BM25 only: it needs no vector, so no model loads."""
+    if all(mode == "bm25" for mode in modes):
+        return
+    prepared = [rag.prepare_query(q) for q in questions]
+    cached, embedded = query_vectors.fill(rag.retriever, cache, prepared, embed=True,
+                                          batch_size=local_rag.EMBEDDING_BATCH_SIZE * 4, refresh=args.rebuild)
+    if cache is not None:
+        log(args, f"Query vectors: {cached} from the cache {display_path(cache.path)}, {embedded} embedded"
+                  + (" (--rebuild: none read from the cache)" if args.rebuild else ""))
+
+
 def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
     for message in goldset.messages:
@@ -836,6 +874,7 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     results: dict[int, EvalResult] = {}
     degraded: list[str] = []
     missing_rows, previous, hits, scored, shared = "", None, {}, [], None
+    vector_cache = query_vector_cache(args)
     for group in index_groups(rows):
         opened = open_pdf_index(args, dict(rows[group[0]].index))
         rag, warnings = opened.rag, opened.warnings
@@ -866,6 +905,7 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
         tail = [("Page tolerance", f"±{args.page_tolerance} (expected pages are 1-based)"), ("Questions", questions)]
         configs, why_missing = row_configs(rag, args, [(n, rows[n]) for n in group])
         missing_rows = missing_rows or why_missing
+        fill_query_vectors(rag, [q.question for q in scored], [mode for _, _, mode, _ in configs], args, vector_cache)
         indexed = {d["source"]: d for d in rag.list_documents()}
         missing = ev.missing_files(scored, indexed)
         notes = [*goldset.messages, *warnings]  # a missing file is in the notes as a lint error on its line
@@ -1032,6 +1072,7 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
     rows = evaluation_rows(args)
     results: dict[int, EvalResult] = {}
     missing_rows, run, shared = "", {}, None
+    vector_cache = query_vector_cache(args)
     for group in index_groups(rows):
         started = time.perf_counter()
         wanted = dict(rows[group[0]].index)
@@ -1049,6 +1090,8 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
         shared = share_query_vectors(rag, shared)
         configs, why_missing = row_configs(rag, args, [(n, rows[n]) for n in group])
         missing_rows = missing_rows or why_missing
+        fill_query_vectors(rag, [q.question for q in ev.dataset_queries(dataset)], [mode for _, _, mode, _ in configs],
+                           args, vector_cache)
         setup = time.perf_counter() - started
         for number, row_name, mode, rerank in configs:
             started = time.perf_counter()

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from langchain_core.documents import Document
 
 from localrag import embeddings as embedding_backends
-from localrag import chat, models, pdf
+from localrag import models, pdf
 from localrag.errors import RAGError
 from localrag.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
 from localrag.index import (COLLECTION_MARKER, INDEX_FORMAT, INDEX_INFO_FILE, LOCK_FILE,  # noqa: F401 - face
@@ -27,6 +28,9 @@ from localrag.pages import chunk_header  # noqa: F401 - part of this module's fa
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                           source_name)
 from localrag.retriever import RETRIEVAL_MODES, Retriever, Trace, check_mode  # noqa: F401 - RETRIEVAL_MODES: face
+
+if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
+    from localrag import chat
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
@@ -76,6 +80,25 @@ def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
     return models.load_embeddings(name, backend, ENCODE_BATCH_SIZE, NETWORK_PROBE_SECONDS, calibration)
 
 
+@functools.lru_cache(maxsize=8)
+def expected_export(name: str, backend: str) -> str | None:
+    """The export (embeddings.export_name) that load_embeddings(name, backend) runs, known without loading it;
+    once per process, like the model (openvino-int8 reads the texts of CALIBRATION_PDFS for it)."""
+    return models.expected_export(name, backend, calibration_for(backend))
+
+
+def progress_bars_off() -> None:
+    """Hugging Face's progress bars off (the "Loading weights" bar of each model), without importing transformers:
+    it reads huggingface_hub's switch when it is imported."""
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+
+
 def calibration_for(backend: str) -> list[str] | None:
     """The page texts of CALIBRATION_PDFS for "openvino-int8", None for the other backends (they need none)."""
     if backend != "openvino-int8":
@@ -86,6 +109,11 @@ def calibration_for(backend: str) -> list[str] | None:
         raise RAGError(f"{exc}. Restore the sample corpus (git checkout eval/docs), name other PDFs in "
                        f"CALIBRATION_PDFS (local_rag.py; another calibration, another export), or set "
                        f"EMBEDDING_BACKEND to 'onnx-int8' or 'torch'") from None
+
+
+def _load_embeddings(name: str, backend: str):
+    """load_embeddings, looked up when called (tests clear its cache or replace it)."""
+    return load_embeddings(name, backend)
 
 
 @functools.lru_cache(maxsize=4)
@@ -123,9 +151,7 @@ class LocalRAG:
                  chroma_url: str | None = CHROMA_URL):
         check_mode(retrieval_mode)
         if quiet:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()  # the "Loading weights" bar of each model
+            progress_bars_off()
         requested = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
                      "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
                      "chunk_headers": chunk_headers, "page_chunk_limit": page_chunk_limit,
@@ -134,9 +160,10 @@ class LocalRAG:
                     "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP, "pdf_loader": PDF_LOADER,
                     "chunk_headers": CHUNK_HEADERS, "page_chunk_limit": PAGE_CHUNK_LIMIT,
                     "bm25_stemmer": BM25_STEMMER}
-        self.index = Index(vectorstore_path, requested, defaults, load_embeddings, chroma_url=chroma_url,
+        # The embedding model is loaded when a text must be embedded (Index.embeddings), not here.
+        self.index = Index(vectorstore_path, requested, defaults, _load_embeddings, chroma_url=chroma_url,
                            collection=COLLECTION_NAME, cache_dir=CACHE_DIR, low_disk_bytes=LOW_DISK_BYTES,
-                           lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet)
+                           lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet, expected_export=expected_export)
         name, reranker, off_reason = self._init_reranker(reranker_model)
         self.retriever = Retriever(self.index, retrieval_mode, candidate_k=candidate_k, rrf_k=rrf_k,
                                    query_instructions=query_instructions, reranker_model=name, reranker=reranker,
@@ -168,7 +195,7 @@ class LocalRAG:
     info = _read_through("index", "info")  # the manifest
     info_problem = _read_through("index", "info_problem")  # why the manifest cannot be trusted; None when it can
     settings = _read_through("index", "settings")
-    embeddings = _read_through("index", "embeddings", settable=True)  # bench/index_financebench.py times it
+    embeddings = _read_through("index", "embeddings", settable=True)  # loaded at first use; bench/ times it
     embedding_export = _read_through("index", "embedding_export")
     vectorstore = _read_through("index", "vectorstore")  # the LangChain Chroma store; None before the first build
     location = _read_through("index", "location")  # where the index lives, as reports show it
@@ -291,15 +318,21 @@ class LocalRAG:
         settings. Raises RAGError when there is no index. (`vectorstore.as_retriever()` would skip BM25,
         fusion and reranking.)
         """
+        from localrag import chat  # LangChain's retriever classes: imported by the chat only (~1 s)
+
         self._check_request(k, mode, rerank)
         return chat.ShelfRetriever(rag=self, k=k, mode=mode, rerank=rerank)
 
     def as_tool(self, k: int = RETRIEVAL_K, mode: str | None = None, rerank: bool | None = None, *,
-                name: str = chat.TOOL_NAME, excerpt_chars: int = chat.TOOL_EXCERPT_CHARS):
+                name: str | None = None, excerpt_chars: int | None = None):
         """A LangChain tool for agents over `retrieve`: its description names the indexed files; per hit it
         returns file, 1-based page, section when known, score and an excerpt of at most `excerpt_chars`.
 
-        Raises RAGError when there is no index.
+        Raises RAGError when there is no index. `name` and `excerpt_chars` default to chat.TOOL_NAME and
+        chat.TOOL_EXCERPT_CHARS.
         """
+        from localrag import chat
+
         self._check_request(k, mode, rerank)
-        return chat.make_tool(self, sorted(self.files), k, mode, rerank, name=name, excerpt_chars=excerpt_chars)
+        return chat.make_tool(self, sorted(self.files), k, mode, rerank, name=chat.TOOL_NAME if name is None else name,
+                              excerpt_chars=chat.TOOL_EXCERPT_CHARS if excerpt_chars is None else excerpt_chars)

@@ -48,11 +48,14 @@ import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from localrag.files import write_atomic
+
+if TYPE_CHECKING:  # imported where a matrix is made: an index that never searches BM25 needs no scipy
+    import scipy.sparse as sp
 
 # Bump when the saved layout or the meaning of the saved arrays changes; older saves then load as None.
 FORMAT_VERSION = 1
@@ -321,6 +324,8 @@ class BM25Index:
         idf, average_idf = okapi_idf(n_docs, np.bincount(rows, minlength=n_terms), epsilon)
         avgdl = int(doc_len.sum()) / n_docs if n_docs else 0.0
         data = okapi_weights(tf, doc_len[cols], idf[rows], avgdl, k1, b) if len(rows) else tf
+        import scipy.sparse as sp
+
         weights = sp.csr_matrix((data, (rows, cols)), shape=(n_terms, n_docs))
         return cls(
             ids=ids, vocabulary=list(vocabulary), weights=weights, doc_len=doc_len, idf=idf,
@@ -421,6 +426,20 @@ class BM25Index:
             return None
         return index
 
+    @staticmethod
+    def is_saved(directory: str | os.PathLike[str], fingerprint: str, stemmer: str) -> bool:
+        """Whether ``directory`` holds a save of this format and tokenizer for ``fingerprint`` and ``stemmer``,
+        by its META_FILE alone (no arrays are read; ``load`` still checks them and returns None when they
+        do not match)."""
+        folder = Path(directory)
+        try:
+            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return (isinstance(meta, dict) and (folder / ARRAYS_FILE).is_file()
+                and meta.get("format_version") == FORMAT_VERSION and meta.get("tokenizer") == TOKENIZER_ID
+                and meta.get("fingerprint") == fingerprint and meta.get("stemmer", NO_STEMMER) == stemmer)
+
     @classmethod
     def _from_saved(cls, meta: dict, arrays: dict[str, np.ndarray]) -> BM25Index:
         """Rebuild from saved parts; ValueError names the first inconsistency."""
@@ -434,6 +453,8 @@ class BM25Index:
         data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
         doc_len, idf = arrays["doc_len"], arrays["idf"]
         _check_saved_arrays(len(ids), len(vocabulary), data, indices, indptr, doc_len, idf)
+        import scipy.sparse as sp
+
         weights = sp.csr_matrix((data, indices, indptr), shape=(len(vocabulary), len(ids)))
         stemmer = str(meta.get("stemmer", NO_STEMMER))  # saves older than the stemmer setting did not stem
         splitter = None

@@ -252,6 +252,27 @@ def model_fingerprint(model: Any) -> str:
 
 # ----------------------------------------------------------------------------- export
 
+def export_variant(backend: str, calibration: Sequence[str] | None = None) -> str | None:
+    """What tells two exports of one backend apart: the CPU's QUANTIZATION entry ("onnx-int8"), 12 hex digits of
+    the calibration texts' fingerprint ("openvino-int8", which needs them), None for the others."""
+    if backend == "onnx-int8":
+        return quantization_for_cpu(platform.machine(), read_cpu_flags())
+    if backend == "openvino-int8":
+        calibration = list(calibration or [])
+        if not calibration:
+            raise ValueError("openvino-int8 needs at least one calibration text: pass calibration=, "
+                             "e.g. calibration_texts(pdfs)")
+        return texts_fingerprint(calibration)[:12]
+    return None
+
+
+def expected_export_name(backend: str, calibration: Sequence[str] | None = None) -> str:
+    """What `export_name` says once `use_backend` has run on this machine, known without loading the model."""
+    if check_backend(backend) == "torch":
+        return "torch"
+    return backend_folder_name(backend, export_variant(backend, calibration))
+
+
 def prepare(model: Any, display_name: str, backend: str, cache: Path | None = None,
             calibration: Sequence[str] | None = None) -> Path:
     """The model file of `model` for `backend` (not "torch"), exported into the cache on first use.
@@ -263,15 +284,8 @@ def prepare(model: Any, display_name: str, backend: str, cache: Path | None = No
     check_backend(backend)
     if backend == "torch":
         raise ValueError("the torch backend needs no export; call prepare only for onnx, onnx-int8 or openvino-int8")
-    variant = None
-    if backend == "onnx-int8":
-        variant = quantization_for_cpu(platform.machine(), read_cpu_flags())
-    elif backend == "openvino-int8":
-        calibration = list(calibration or [])
-        if not calibration:
-            raise ValueError("openvino-int8 needs at least one calibration text: pass calibration=, "
-                             "e.g. calibration_texts(pdfs)")
-        variant = texts_fingerprint(calibration)[:12]
+    calibration = list(calibration or []) if backend == "openvino-int8" else calibration  # read once, kept
+    variant = export_variant(backend, calibration)
     root = (cache or model_cache()) / model_folder_name(display_name, model_fingerprint(model))
     final = root / backend_folder_name(backend, variant)
     name = model_file_name(backend)

@@ -94,7 +94,8 @@ def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], depth
                      tolerance: int) -> tuple[dict[str, list[Hit]], dict[str, Traced]]:
     """(query_id -> the first `depth` chunks retrieved for the question, best first; query_id -> where its
     expected location ranked at every stage, the dense and BM25 lists searched `diagnostic_depth` deep)."""
-    rag.embed_queries([rag.prepare_query(q.question) for q in questions])
+    if mode != "bm25":  # BM25 needs no query vector: no model is loaded for it
+        rag.embed_queries([rag.prepare_query(q.question) for q in questions])
     hits, traced = {}, {}
     for q in progress_bar(questions, progress, f"Questions ({mode}{', rerank' if rerank else ''})"):
         trace = rag.retrieve_traced(q.question, k=depth, mode=mode, rerank=rerank, depth=diagnostic_depth)
@@ -242,7 +243,8 @@ def retrieve_dataset(rag: Retriever, dataset, depth: int, mode: str, rerank: boo
     """(the run: query_id -> {doc_id: score} of the first `depth` documents retrieved for the query;
     query_id -> where its first relevant document ranked at every stage, by document)."""
     queries = dataset_queries(dataset)
-    rag.embed_queries([rag.prepare_query(q.question) for q in queries])
+    if mode != "bm25":  # BM25 needs no query vector: no model is loaded for it
+        rag.embed_queries([rag.prepare_query(q.question) for q in queries])
     run, stages = {}, {}
     for q in progress_bar(queries, progress, f"Queries ({mode}{', rerank' if rerank else ''})"):
         run[q.query_id], trace = retrieve_documents(rag, q.question, depth, mode, rerank, diagnostic_depth)

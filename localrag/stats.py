@@ -32,7 +32,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import scipy.stats
 
 from localrag.metrics import check_same_queries
 
@@ -98,6 +97,8 @@ def paired_bootstrap_ci(
     diffs = _paired_differences(old, new)
     if len(diffs) == 1:  # every resample of one query is that query; scipy refuses a sample of one
         return float(diffs[0]), float(diffs[0])
+    import scipy.stats  # here: a second of imports that only a comparison needs
+
     result = scipy.stats.bootstrap(
         (diffs,),
         np.mean,

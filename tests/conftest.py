@@ -123,3 +123,24 @@ def spread_cross_encoder(tmp_path_factory) -> Path:
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_query_vector_cache(tmp_path_factory):
+    """Evaluations run by session- and module-scoped fixtures keep their query vectors in a temp file, never in the
+    repository's eval/.cache/."""
+    import eval_retrieval
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(eval_retrieval, "QUERY_VECTOR_CACHE",
+                      str(tmp_path_factory.mktemp("query-vectors") / "query_vectors.sqlite3"))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _query_vector_cache(tmp_path, monkeypatch):
+    """Each test's evaluations start with an empty query vector cache of their own, so that counts of embedded
+    questions never depend on which tests ran before."""
+    import eval_retrieval
+
+    monkeypatch.setattr(eval_retrieval, "QUERY_VECTOR_CACHE", str(tmp_path / "query_vectors.sqlite3"))

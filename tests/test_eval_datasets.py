@@ -292,7 +292,10 @@ def test_index_cache_is_reused(dataset, tmp_path, capsys, monkeypatch):
 
     folder, _ = dataset
     monkeypatch.setattr(er, "DATASET_CACHE", str(tmp_path / "cache"))
-    argv = ["--dataset", folder, "--k", "1,3", "--quiet", "--no-compare", "--report", tmp_path / "r.txt"]
+    # Without the query vector cache, so that the second run's query batch shows (tests/test_lazy_loading.py has
+    # the cached rerun).
+    argv = ["--dataset", folder, "--k", "1,3", "--quiet", "--no-compare", "--no-query-cache", "--report",
+            tmp_path / "r.txt"]
     assert run(capsys, *argv)[0] == 0
     expected = er.dataset_index_path(er.resolve_args(er.build_parser().parse_args([str(a) for a in argv])))
     assert expected.parent == tmp_path / "cache"

@@ -209,8 +209,10 @@ def test_sweep_table_rows_share_indexes_and_query_vectors(workdir, capsys, monke
     opened = []
     real_open = er.open_rag
     monkeypatch.setattr(er, "open_rag", lambda *a, **k: opened.append(real_open(*a, **k)) or opened[-1])
+    # Without the query vector cache (which the first run filled): the sharing between indexes shows in the counts.
     code, out, err = run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--no-rerank", "--page-tolerance", "0",
-                         "--index-cache", workdir / "cache", "--sweep", "chunk_size=2000,page", "--sweep", "mode=dense,bm25")
+                         "--index-cache", workdir / "cache", "--sweep", "chunk_size=2000,page", "--sweep", "mode=dense,bm25",
+                         "--no-query-cache")
     assert code == 1  # degraded (scans.pdf missing), as the status line says
     assert len(opened) == 2  # one index per chunk size, shared by both modes
     assert [rag.stats["query_embeddings"] for rag in opened] == [6, 0]  # the page index reused the vectors

