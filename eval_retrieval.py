@@ -340,8 +340,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
     for flag, value in (("--max-queries", args.max_queries), ("--max-corpus-docs", args.max_corpus_docs),
                         ("--judge-k", args.judge_k), ("--resamples", args.resamples),
-                        ("--diagnostic-depth", args.diagnostic_depth), ("--rrf-k", args.rrf_k)):
-                        ("--diagnostic-depth", args.diagnostic_depth),
+                        ("--diagnostic-depth", args.diagnostic_depth), ("--rrf-k", args.rrf_k),
                         ("--query-cache-entries", args.query_cache_entries)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")

@@ -6,10 +6,13 @@ from typing import Any, Mapping, Sequence
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Appends "(default: X)" except to flags whose None default means "the index's"; their help says so."""
+    """Appends "(default: X)" except to flags whose None default means "the index's" and to help that already
+    names its default; their help says so."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        return action.help if action.default is None else super()._get_help_string(action)
+        if action.default is None or "(default: " in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def new_parser(script_doc: str) -> argparse.ArgumentParser:

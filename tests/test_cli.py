@@ -21,11 +21,13 @@ def test_help_names_every_default_but_leaves_none_to_the_help_text():
     parser = cli.new_parser("Do things.\n\nMore text that is not the description.")
     parser.add_argument("--size", type=int, default=3, help="how many")
     parser.add_argument("--model", default=None, help="which model (default: the index's)")
+    parser.add_argument("--depth", type=int, default=100, help="how deep (default: 100)")
     text = words(parser.format_help())
     assert "Do things." in text and "More text" not in text
     assert "how many (default: 3)" in text
     assert "which model (default: the index's)" in text
     assert "(default: None)" not in text
+    assert "how deep (default: 100) (default" not in text and "how deep (default: 100)" in text  # said once
 
 
 def test_a_shortened_flag_is_an_error_not_another_flag(capsys):
@@ -75,4 +77,5 @@ def test_every_eval_flag_help_shows_its_default():
         shown = words(formatter._expand_help(action))
         assert "(default: " in shown, action.option_strings[0]
         assert "(default: None)" not in shown, action.option_strings[0]
+        assert shown.count("(default: ") == 1, action.option_strings[0]
         assert "".join(shown.split()) in unwrapped, action.option_strings[0]
