@@ -25,6 +25,7 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
 from localrag.bm25 import ARRAYS_FILE, META_FILE, BM25Index, tokenize  # noqa: E402
 
 # SciFact corpus and claims, beside the project root (optional).
@@ -47,7 +48,7 @@ SYNTHETIC_ZIPF = 1.1
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Benchmark BM25Index against rank-bm25 BM25Okapi and check score equality.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS, help="number of chunks to index")
     parser.add_argument("--chunk-chars", type=int, default=DEFAULT_CHUNK_CHARS, help="characters per chunk")

@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
 
 DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "financebench"
 GOLDSET = DATA_DIR / "goldset_dev.csv"  # 63 distinct questions (column "frage")
@@ -280,7 +281,7 @@ def load_text_of(load: Sequence[float]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--index", type=Path, default=INDEX_DIR, help="built FinanceBench index (index_financebench.py)")
     parser.add_argument("--goldset", type=Path, default=GOLDSET, help="CSV whose 'frage' column gives questions")
     parser.add_argument("--extra-questions", type=Path, default=EXTRA_QUESTIONS,

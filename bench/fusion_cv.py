@@ -29,6 +29,7 @@ from typing import Iterable, Mapping, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
 
 RRF_KS = (1, 2, 5, 10, 20, 30, 60, 100)  # RRF constants tried (60: Cormack et al. 2009, local_rag.RRF_K)
 DENSE_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7)  # weight of the dense side in weighted RRF (0.5: plain RRF)
@@ -117,7 +118,7 @@ def label(config: tuple) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--dataset", required=True, help="BEIR folder")
     parser.add_argument("--split", default="test", help="qrels split")
     parser.add_argument("--index", required=True, help="the dataset index eval_retrieval.py built (eval/.cache/...)")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
 
 from localrag import goldset as gs  # noqa: E402
 from localrag.pages import shown_page  # noqa: E402
@@ -33,7 +34,7 @@ DUPLICATE_EVERY = 50  # one question in 50 is an earlier one with one word chang
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--questions", type=int, default=100_000, help="questions of the evaluated goldset")
     p.add_argument("--lint-sizes", default="1000,2000,4000", help="goldset sizes of the lint-only timings")
     p.add_argument("--old-max", type=int, default=4000, help="largest size the old all-pairs lint is timed on "

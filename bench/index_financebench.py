@@ -28,6 +28,7 @@ from typing import Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
 import local_rag  # noqa: E402
 from local_rag import INDEX_INFO_FILE, LocalRAG, RAGError, extract_pdf, find_pdfs, iter_extracted  # noqa: E402
 
@@ -270,7 +271,7 @@ def render(results: dict) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Time PDF extraction, embedding, index build and re-sync on the FinanceBench filings.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--pdfs", type=Path, default=PDF_DIR, help="folder of PDFs to index")
     parser.add_argument("--index", type=Path, default=INDEX_DIR, help="index folder to build (outside the repo)")
     parser.add_argument("--fresh", action="store_true", help="delete an existing index at --index before building")

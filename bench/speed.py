@@ -34,6 +34,7 @@ from typing import Any, Sequence
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
+from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
 
 DATA_DIR = REPO_ROOT.parent / "shared" / "data"  # shared evaluation data beside the project
 PYPDF_FILES = 3  # pypdf is timed on this many files (sorted by name): ~18 pages/s would take ~10 min for all
@@ -370,7 +371,7 @@ def machine_line() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Speed of extraction, embedding backends and BM25 on this machine.",
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help="shared data folder")
     parser.add_argument("--pdfs", type=Path, default=None, help="PDF folder (default: DATA_DIR/financebench/pdfs)")
     parser.add_argument("--scifact", type=Path, default=None, help="SciFact folder (default: DATA_DIR/scifact)")

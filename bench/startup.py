@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
           f"about the wall time on an idle machine for these single-threaded runs; python "
           f"{sys.version.split()[0]}, {os.cpu_count()} cores)")
     if args.imports:
-        print(f"\nSlowest top-level imports of one cached evaluation (cumulative seconds):")
+        print("\nSlowest top-level imports of one cached evaluation (cumulative seconds):")
         for seconds, module in top_imports(evaluation[1:], args.imports):
             print(f"  {seconds:6.3f}  {module}")
     return 0
