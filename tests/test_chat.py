@@ -96,16 +96,16 @@ def test_tool_output_through_langchains_tool_interface(tiny_index):
         "it), section when known, score and an excerpt. Call it whenever the answer may be in these documents, "
         "before answering from memory, and cite file and page. Input: a search query in the documents' language.")
     hits = rag.retrieve(VEGA_QUERY, k=2)
-    # RRF (k=60): the vega page is first in both lists; the Black-Scholes page is 2nd and 3rd (it ties with the
+    # RRF (k=1): the vega page is first in both lists; the Black-Scholes page is 2nd and 3rd (it ties with the
     # weather page, 3rd and 2nd, and keeps its place by the fusion's stable order).
     assert [(d.metadata["source"], d.metadata["page"]) for d, _ in hits] == [("options.pdf", 0), ("options.pdf", 1)]
-    assert [s for _, s in hits] == pytest.approx([2 / 61, 1 / 62 + 1 / 63], abs=1e-12)
+    assert [s for _, s in hits] == pytest.approx([1 / 2 + 1 / 2, 1 / 3 + 1 / 4], abs=1e-12)
     # The 0-based page 0 is cited as page 1; excerpts cut at a word boundary within 60 characters.
     assert tool.invoke({"query": VEGA_QUERY}) == (
-        "[1] options.pdf, page 1, score 0.0328\n"
+        "[1] options.pdf, page 1, score 1.0000\n"
         "Vega is the sensitivity of an option's value to the …\n"
         "\n"
-        "[2] options.pdf, page 2, score 0.0320\n"
+        "[2] options.pdf, page 2, score 0.5833\n"
         "Equation 21.23 gives the Black-Scholes-Merton price of a …")
     assert asyncio.run(tool.ainvoke({"query": VEGA_QUERY})) == tool.invoke({"query": VEGA_QUERY})
 

@@ -269,7 +269,7 @@ def test_details_file_and_report_are_deterministic(cli_args, tmp_path, capsys):
     assert "- stage ranks: dense 2 · BM25 3 · RRF 2 · final 2" in details
     assert "- stage ranks: dense 2 · BM25 – (not within 1) · RRF 2 · final 2" in details
     # Query words marked: 'option', 'value', 'volatility'; not 'sensitivity' (the question says 'sensitive').
-    assert "1. options.pdf p. 1 · score 0.0328  \n   > Vega is the sensitivity of an **option**'s **value** to the " \
+    assert "1. options.pdf p. 1 · score 1.0000  \n   > Vega is the sensitivity of an **option**'s **value** to the " \
         "implied **volatility** of the underlying asset. A long call or put has positive vega.\n" in details
     assert f"Stage ranks and passages of every question not at rank 1: {tmp_path / 'r.details.md'}" in texts[0][0]
     assert "expected: weather.pdf p. 1 · first: options.pdf p. 1" in texts[0][0]
@@ -290,7 +290,7 @@ def test_explain_a_goldset_question_by_id_and_by_text(cli_args, tmp_path, capsys
     assert lines[2:8] == ["## rank 2: What is vega?", "", f"- query id `{qid}`", "- expected: weather.pdf p. 1",
                           "- stage ranks: dense 2 · BM25 – (not within 1) · RRF 2 · final 2",
                           "- at k = 5: found within 5"]
-    assert "First acceptable passage (rank 2 in the final list): weather.pdf p. 1 · score 0.0161  " in lines
+    assert "First acceptable passage (rank 2 in the final list): weather.pdf p. 1 · score 0.3333  " in lines
     assert "- BM25: options.pdf p. 1" in lines
     assert not list(tmp_path.glob("*.txt")) and not list(tmp_path.glob("*.md"))  # no report written
 

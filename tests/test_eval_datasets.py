@@ -118,7 +118,9 @@ def hybrid_run(dataset, tmp_path_factory) -> dict:
     folder, index = dataset
     out = tmp_path_factory.mktemp("hybrid-out")
     paths = {"report": out / "ds.txt", "json": out / "ds.json", "run": out / "ds.run", "markdown": out / "ds.md"}
+    # The corpus's ranks and its tie (q7) were worked out by hand for RRF k = 60, Cormack et al.'s constant.
     code = er.main(["--dataset", str(folder), "--index", str(index), "--k", "1,3,5", "--quiet", "--no-compare",
+                    "--rrf-k", "60",
                     "--report", str(paths["report"]), "--run-file", str(paths["run"]),
                     "--markdown", str(paths["markdown"])])
     return {"code": code, "index": index, **paths}
@@ -151,7 +153,7 @@ def test_collapse_keeps_each_document_once_at_its_best_chunk():
 
 def test_chunks_of_one_document_count_once(dataset):
     _, index = dataset
-    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    rag = LocalRAG(index, reranker_model=None, quiet=True, rrf_k=60)  # HYBRID_TOP is for k = 60
     assert rag.info["counts"] == {"files": 11, "pages": 11, "chunks": 14}
     hits = rag.retrieve(QUERIES["q1"], k=15, mode="hybrid", rerank=False)
     # doc1's two chunks are the two best chunks; at document level doc1 takes rank 1 only and doc2 rank 2.

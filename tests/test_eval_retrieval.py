@@ -201,8 +201,8 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
     assert config["Index"].strip() == f"{tiny_index[1]} (4 files, 6 pages, 5 chunks)"
     assert config["Questions"].strip() == "7 (1 more left out of the metrics: invalid expected page)"
     assert config["Page tolerance"].strip() == "±1 (expected pages are 1-based)"
-    assert config["Retrieval mode"].strip() == "hybrid (30 candidates per retriever, RRF k=60)"
-    assert config["Final order by"].strip() == "RRF (k=60)"
+    assert config["Retrieval mode"].strip() == "hybrid (30 candidates per retriever, RRF k=1)"
+    assert config["Final order by"].strip() == "RRF (k=1)"
 
 
 def test_skipped_rows_reported_on_stderr_even_when_quiet(gold_args, capsys):

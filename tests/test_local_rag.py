@@ -219,14 +219,14 @@ def test_bm25_order(tiny_rag):
 
 def test_hybrid_rrf_order_and_exact_tie(tiny_rag):
     found = tiny_rag.retrieve(VEGA_QUERY, k=6, mode="hybrid")
-    # Ranks (dense, bm25): options p0 (1, 1) -> 2/61; options p1 (2, 3) -> 1/62 + 1/63;
-    # weather p0 (3, 2) -> 1/63 + 1/62, the SAME float: a tie, broken by first appearance with the dense list
-    # walked first, so options p1 stays ahead; scan p0 (4, -) -> 1/64; Literatur p0 (5, -) -> 1/65.
+    # RRF_K = 1. Ranks (dense, bm25): options p0 (1, 1) -> 1/2 + 1/2; options p1 (2, 3) -> 1/3 + 1/4;
+    # weather p0 (3, 2) -> 1/4 + 1/3, the SAME float: a tie, broken by first appearance with the dense list
+    # walked first, so options p1 stays ahead; scan p0 (4, -) -> 1/5; Literatur p0 (5, -) -> 1/6.
     assert keys(found) == [("options.pdf", 0), ("options.pdf", 1), ("weather.pdf", 0), ("scan.pdf", 0),
                            ("Literatur_Übersicht.pdf", 0)]
-    assert scores(found) == pytest.approx([2 / 61, 1 / 62 + 1 / 63, 1 / 63 + 1 / 62, 1 / 64, 1 / 65], abs=1e-12)
+    assert scores(found) == pytest.approx([1.0, 1 / 3 + 1 / 4, 1 / 4 + 1 / 3, 1 / 5, 1 / 6], abs=1e-12)
     assert found[1][1] == found[2][1]
-    assert tiny_rag.describe_order("hybrid", rerank=False) == "RRF (k=60)"
+    assert tiny_rag.describe_order("hybrid", rerank=False) == "RRF (k=1)"
 
 
 def test_union_order_scores_one_over_position(tiny_rag):
