@@ -318,15 +318,17 @@ def test_a_damaged_manifest_is_named_and_rebuild_moves_it_aside(capsys, tmp_path
 
 @pytest.fixture
 def slow_env(tmp_path) -> dict:
-    """Environment whose Python processes, the spawned extraction workers too, take a minute per PDF."""
+    """Environment whose Python processes, the spawned extraction workers too, take a minute per PDF; each
+    process that starts extracting leaves a file named after its pid in the folder `started_folder(env)`."""
     folder = tmp_path / "slow"
-    folder.mkdir()
+    (folder / "started").mkdir(parents=True)
     (folder / "sitecustomize.py").write_text(textwrap.dedent(f"""
-        import sys, time
+        import os, sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from localrag import pdf
         real = pdf.extract_pdf
         def slow(path, loader):
+            open(os.path.join({str(folder / "started")!r}, str(os.getpid())), "w").close()
             time.sleep(60)
             return real(path, loader)
         pdf.extract_pdf = slow
@@ -344,6 +346,11 @@ REPORT_WORKERS = """
 
     threading.Thread(target=report, daemon=True).start()
 """
+
+
+def started_folder(env: dict) -> Path:
+    """Where slow_env's processes note that they are extracting (their initializer has run by then)."""
+    return Path(env["PYTHONPATH"]) / "started"
 
 
 def _alive(pid: int) -> bool:
@@ -381,7 +388,12 @@ def test_ctrl_c_during_extraction_prints_one_line(tmp_path, slow_env):
     """), env=slow_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     workers = [int(pid) for pid in proc.stdout.readline().split()]
     assert len(workers) == 2
-    time.sleep(1)  # the workers' initializer (Ctrl-C ignored) has run by now; they sleep in extraction
+    # Ctrl-C once both workers are extracting: their initializer (Ctrl-C ignored) has run, and the parent waits
+    # for their results. A fixed sleep was not enough on a fresh venv, where a worker's imports take seconds.
+    deadline = time.monotonic() + 120
+    while len(list(started_folder(slow_env).iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sorted(int(p.name) for p in started_folder(slow_env).iterdir()) == sorted(workers)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and out == ""
