@@ -395,7 +395,12 @@ def test_ctrl_c_during_extraction_prints_one_line(tmp_path, slow_env):
         time.sleep(0.1)
     assert sorted(int(p.name) for p in started_folder(slow_env).iterdir()) == sorted(workers)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"add_pdfs.py did not stop within 60 s of Ctrl-C; stdout {out!r}, stderr {err!r}")
     assert proc.returncode == 130 and out == ""
     assert err == "interrupted: the index holds every file that was completely indexed; run again to finish\n"
     assert not any(map(_alive, workers))
