@@ -383,6 +383,8 @@ def test_ctrl_c_during_extraction_prints_one_line(tmp_path, slow_env):
     for i in range(4):
         write_pdf(docs / f"f{i}.pdf", [f"Page {i}."])
     proc = subprocess.Popen(script(REPORT_WORKERS + f"""
+    import faulthandler, signal
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the stacks, should it not stop
     import add_pdfs
     sys.exit(add_pdfs.main([{str(docs)!r}, "--index", {str(tmp_path / 'index')!r}, "--quiet"]))
     """), env=slow_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -398,6 +400,8 @@ def test_ctrl_c_during_extraction_prints_one_line(tmp_path, slow_env):
     try:
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(2)
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         pytest.fail(f"add_pdfs.py did not stop within 60 s of Ctrl-C; stdout {out!r}, stderr {err!r}")
