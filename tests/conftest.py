@@ -144,3 +144,16 @@ def _query_vector_cache(tmp_path, monkeypatch):
     import eval_retrieval
 
     monkeypatch.setattr(eval_retrieval, "QUERY_VECTOR_CACHE", str(tmp_path / "query_vectors.sqlite3"))
+
+
+# A goldset of the tiny corpus (TINY_CORPUS): five questions with their expected file and 1-based page, one with a
+# misspelled file name (scans.pdf) that the lint reports.
+TINY_GOLD = (
+    "question,expected_source,expected_page\n"
+    "How sensitive is the option value to volatility?,options.pdf,2\n"
+    "What is the Black-Scholes-Merton price of a European call?,options.pdf,2\n"
+    "How do crops react to rainfall?,weather.pdf,\n"
+    "Wie reagiert die Familie auf Gregor Samsa?,Literatur_Übersicht.pdf,1\n"
+    "What is vega?,options.pdf,2\n"
+    "What does the scanned appendix contain?,scans.pdf,1\n"
+)

@@ -19,16 +19,9 @@ from pathlib import Path
 import pytest
 
 import eval_retrieval as er
+from conftest import TINY_GOLD
 
-GOLD = (
-    "question,expected_source,expected_page\n"
-    "How sensitive is the option value to volatility?,options.pdf,2\n"
-    "What is the Black-Scholes-Merton price of a European call?,options.pdf,2\n"
-    "How do crops react to rainfall?,weather.pdf,\n"
-    "Wie reagiert die Familie auf Gregor Samsa?,Literatur_Übersicht.pdf,1\n"
-    "What is vega?,options.pdf,2\n"
-    "What does the scanned appendix contain?,scans.pdf,1\n"
-)
+GOLD = TINY_GOLD
 NO_DIFFERENCE = "no detectable difference at this goldset size"
 
 

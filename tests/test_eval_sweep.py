@@ -20,17 +20,10 @@ import pytest
 import eval_retrieval as er
 import local_rag
 from local_rag import LocalRAG, RAGError
+from conftest import TINY_GOLD
 from localrag.index import parse_chunk_size, resolve_settings, text_splitter
 
-GOLD = (
-    "question,expected_source,expected_page\n"
-    "How sensitive is the option value to volatility?,options.pdf,2\n"
-    "What is the Black-Scholes-Merton price of a European call?,options.pdf,2\n"
-    "How do crops react to rainfall?,weather.pdf,\n"
-    "Wie reagiert die Familie auf Gregor Samsa?,Literatur_Übersicht.pdf,1\n"
-    "What is vega?,options.pdf,2\n"
-    "What does the scanned appendix contain?,scans.pdf,1\n"
-)
+GOLD = TINY_GOLD
 AXES = ("chunk_size, chunk_overlap, page_chunk_limit, loader, chunk_headers, embedding_model, embedding_backend, "
         "bm25_stemmer, mode, rerank")
 

