@@ -568,6 +568,117 @@ def test_interrupt_keeps_whole_groups_and_the_next_sync_reuses_them(tmp_path, mo
     assert keys(fresh.retrieve("lemons", mode="bm25")) == [("beta.pdf", 1)]
 
 
+def test_a_group_is_embedded_longest_first_and_each_vector_stored_with_its_chunk(tmp_path, monkeypatch, embedded):
+    pages = ["Short page on figs.", "A somewhat longer page about the ripe orange harvest.",
+             "Mid page on cherry trees.", "The longest page of all, which tells of the walnut orchard by the river.",
+             "Short page on kiwi."]  # the trap: as long as page 1, so the sort must keep their order (stable)
+    docs = tmp_path / "docs"
+    write_pdf(docs / "mixed.pdf", pages)
+    monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 5)
+    monkeypatch.setattr(local_rag, "EMBEDDING_BATCH_SIZE", 2)
+    rag = new_rag(tmp_path / "index")
+    rag.sync([docs], progress=False)
+    assert [[text.split("\n", 1)[1] for text in call] for call in embedded] == \
+        [[pages[3], pages[1]], [pages[2], pages[0]], [pages[4]]]
+    data = rag.vectorstore._collection.get(include=["documents", "embeddings", "metadatas"])
+    assert sorted(m["page"] for m in data["metadatas"]) == [0, 1, 2, 3, 4]
+    alone = np.array([rag.index.embeddings.embed_documents([text])[0] for text in data["documents"]])
+    assert np.abs(np.array(data["embeddings"]) - alone).max() < 1e-5  # no vector landed beside another chunk
+
+
+def test_group_writer_keeps_order_and_records_only_complete_writes():
+    from localrag.index import GroupWriter
+
+    log: list[tuple] = []
+    writer = GroupWriter()
+    writer.submit([lambda: log.append(("write", 1, "a")), lambda: log.append(("write", 1, "b"))],
+                  lambda: log.append(("done", 1)))
+    assert log == []  # nothing runs until a model wait or the next submit takes the pieces
+    writer.submit([lambda: log.append(("write", 2, "a"))], lambda: log.append(("done", 2)))
+    writer.wait()
+    assert log == [("write", 1, "a"), ("write", 1, "b"), ("done", 1), ("write", 2, "a"), ("done", 2)]
+
+    def full() -> None:
+        raise OSError(28, "No space left on device")
+
+    log.clear()
+    writer.submit([full, lambda: log.append(("write", 3, "b"))], lambda: log.append(("done", 3)))
+    with pytest.raises(OSError, match="No space left"):  # raised at the next submit, which then submits nothing
+        writer.submit([lambda: log.append(("write", 4, "a"))], lambda: log.append(("done", 4)))
+    writer.close(failing=False)
+    assert log == []  # the piece after the failed one was skipped, and the group is never reported done
+    # While the caller fails already (Ctrl-C): a group's write is still completed and recorded; a failed one is
+    # dropped silently for the caller's exception.
+    writer = GroupWriter()
+    writer.submit([lambda: log.append(("write", 5, "a"))], lambda: log.append(("done", 5)))
+    writer.close(failing=True)
+    writer = GroupWriter()
+    writer.submit([full], lambda: log.append(("done", 6)))
+    writer.close(failing=True)
+    assert log == [("write", 5, "a"), ("done", 5)]
+
+
+def test_a_group_is_stored_while_the_next_one_is_embedded(tmp_path, monkeypatch):
+    """A model with a wait (OpenVINO) runs one queued write per batch: each group's write happens inside the next
+    group's embedding call, and the last one when the sync finishes."""
+    import collections
+
+    import chromadb.api.models.Collection as collection_module
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    from localrag import embeddings as embedding_backends
+
+    docs = write_corpus(tmp_path / "docs", SMALL_CORPUS)
+    monkeypatch.setattr(local_rag, "EMBEDDING_BATCH_SIZE", 1)
+    monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 1)
+    queue: collections.deque = collections.deque()
+    log: list[tuple[str, str]] = []
+    real_embed, real_upsert = HuggingFaceEmbeddings.embed_documents, collection_module.Collection.upsert
+
+    def embed(self, texts):  # as OpenVINO's run does: start the batch, do one queued piece, wait
+        log.append(("embed", texts[0].split("\n", 1)[1].split()[0]))
+        if queue:
+            queue.popleft()()
+        return real_embed(self, texts)
+
+    def upsert(self, *args, **kwargs):
+        log.append(("write", kwargs["documents"][0].split("\n", 1)[1].split()[0]))
+        return real_upsert(self, *args, **kwargs)
+
+    monkeypatch.setattr(embedding_backends, "wait_work", lambda embeddings: queue)
+    monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", embed)
+    monkeypatch.setattr(collection_module.Collection, "upsert", upsert)
+    report = new_rag(tmp_path / "index").sync([docs], progress=False)
+    assert log == [("embed", "Alpha"), ("embed", "Beta"), ("write", "Alpha"), ("embed", "Beta"), ("write", "Beta"),
+                   ("embed", "Gamma"), ("write", "Beta"), ("write", "Gamma")]
+    assert report.added == ["alpha.pdf", "beta.pdf", "gamma.pdf"] and report.chunks == 4 and not queue
+    fresh = new_rag(tmp_path / "index")
+    assert fresh.vectorstore._collection.count() == 4 and fresh.check_index().describe() == []
+
+
+def test_ctrl_c_during_embedding_records_the_file_whose_write_was_in_flight(tmp_path, monkeypatch, embedded):
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    docs = write_corpus(tmp_path / "docs", SMALL_CORPUS)
+    monkeypatch.setattr(local_rag, "EMBEDDING_BATCH_SIZE", 1)
+    monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 1)
+    counting = HuggingFaceEmbeddings.embed_documents
+
+    def interrupted(self, texts):
+        if len(embedded) == 1:  # alpha (one group) is embedded, its write in flight; Ctrl-C on beta's first group
+            raise KeyboardInterrupt
+        return counting(self, texts)
+
+    monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        new_rag(tmp_path / "index").sync([docs], progress=False)
+    info = json.loads((tmp_path / "index" / "index_info.json").read_text(encoding="utf-8"))
+    assert sorted(info["files"]) == ["alpha.pdf"] and "beta.pdf" in info["partial"]
+    fresh = new_rag(tmp_path / "index")
+    assert [meta["source"] for _, _, meta in stored(fresh)] == ["alpha.pdf"]
+    assert fresh.check_index().describe() == []
+
+
 def test_one_long_file_is_committed_in_groups_of_chunks(tmp_path, monkeypatch, embedded):
     """A file of many chunks spans several groups: an interrupt keeps every whole group, not zero chunks."""
     from langchain_huggingface import HuggingFaceEmbeddings
