@@ -75,12 +75,13 @@ OPENVINO_REQUIREMENTS = "openvino==2026.4.1 nncf==3.4.0"
 CALIBRATION_MIN_CHARS = 200
 # Fewer calibration pages than this give activation ranges too narrow to trust on other documents.
 CALIBRATION_MIN_PAGES = 20
-# Precision of the layers OpenVINO leaves unquantized (softmax, LayerNorm, GELU, residual adds): "auto" runs bf16
-# on CPUs that compute it natively (BF16_CPU_FLAGS) and f32 elsewhere; "f32" or "bf16" force one. On the AMD EPYC
-# (Zen 4) build machine bf16 embedded 6-8% more FinanceBench chunks/s than f32, and moved vectors by at most 7e-3
-# (mean cosine to the f32 ones 0.9997; to torch fp32 0.99703 against 0.99706). bf16 is named in the export
-# (`export_label`), so an index records which precision embedded it and a machine without bf16 is told.
-OPENVINO_PRECISION = "auto"
+# Precision of the layers OpenVINO leaves unquantized (softmax, LayerNorm, GELU, residual adds): "f32"; "bf16"; or
+# "auto", bf16 on CPUs that compute it natively (BF16_CPU_FLAGS), else f32. On the AMD EPYC (Zen 4) build machine
+# bf16 embedded 6-8% more FinanceBench chunks/s and moved vectors by up to 7e-3 (mean cosine to f32 0.9997), but
+# the FinanceBench index it built ranked worse: hybrid MRR 0.268 -> 0.243 (p = 0.027), Hit@5 0.349 -> 0.333, dense
+# MRR 0.293 -> 0.275 (bench/README.md). So f32 stays the default. bf16 is named in the export (`export_label`),
+# so an index records which precision embedded it.
+OPENVINO_PRECISION = "f32"
 OPENVINO_PRECISIONS = ("auto", "f32", "bf16")
 # /proc/cpuinfo flags of native bf16 arithmetic, which OpenVINO's CPU plugin uses (AVX-512 BF16, AMX).
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -585,8 +586,8 @@ def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, precision: str
                                                                 "INFERENCE_NUM_THREADS": threads})
     runs = compiled.get_property("INFERENCE_PRECISION_HINT")
     if runs != getattr(openvino.Type, precision):  # a CPU without bf16 falls back silently: the label would lie
-        raise BackendError(f"OpenVINO runs {runs.get_type_name()} for {path}, not the {precision} asked for; set OPENVINO_PRECISION "
-                           f"(localrag/embeddings.py) to 'f32'")
+        raise BackendError(f"OpenVINO runs {runs.get_type_name()} for {path}, not the {precision} asked for; set "
+                           f"OPENVINO_PRECISION (localrag/embeddings.py) to 'f32'")
     requests, output, lock = [compiled.create_infer_request() for _ in range(streams)], compiled.outputs[0], \
         threading.Lock()
 
@@ -647,8 +648,8 @@ def use_backend(model: Any, display_name: str, backend: str, cache: Path | None 
     transformer = _transformer(model)
     runtime, needs = ("OpenVINO", OPENVINO_REQUIREMENTS) if backend == "openvino-int8" else \
         ("ONNX Runtime", EXPORT_REQUIREMENTS)
+    waiting = threading.local()  # the caller's work for OpenVINO's wait (`wait_work`)
     try:
-        waiting = threading.local()
         run, input_names = _openvino_runner(path, precision=precision, waiting=waiting) \
             if backend == "openvino-int8" else _onnx_runner(path)
     except BackendError:
@@ -705,7 +706,8 @@ def export_name(embeddings: Any) -> str | None:
     """The export a LangChain HuggingFaceEmbeddings runs: "torch", "onnx", "onnx-int8-avx512_vnni",
     "openvino-int8-<calibration>[-bf16]"; None if it was not set up by `attach`/`use_backend`.
 
-    Two int8 exports of one model differ by CPU family, calibration or precision; an index records which one made it.
+    Two int8 exports of one model differ by CPU family, calibration or precision; an index records which one
+    made it.
     """
     return getattr(getattr(embeddings, "_client", None), EXPORT_ATTRIBUTE, None)
 

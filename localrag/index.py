@@ -43,8 +43,8 @@ REBUILD_SETTINGS = ("embedding_model", "embedding_backend", "chunk_size", "chunk
 # Chunks read from the store per call: Chroma fails reading ~40,000 at once ("too many SQL variables", seen on a
 # FinanceBench index of 1,000-character chunks).
 STORE_READ_PAGE = 10_000
-# Chunks per Chroma write while the embedding model computes: one write lasts about one batch of 16 chunks
-# (~190 ms, each write call costs ~36 ms besides ~1.2 ms a chunk), so the cores rarely wait for it.
+# Chunks per Chroma write done in OpenVINO's wait (GroupWriter): a call costs ~36 ms besides ~1.2 ms a chunk, so
+# one write per group of 256 (~0.35 s, two batches of 16) costs the least CPU; 32 a call took 1.7x as long.
 STORE_WRITE_ROWS = 256
 PAGE_CHUNKS = "page"  # the chunk size that keeps each page whole (one chunk per page, no overlap)
 # Settings that exist only with whole-page chunks: the characters above which a page is still split.
