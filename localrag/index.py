@@ -337,6 +337,9 @@ class GroupWriter:
                     piece()
                 except Exception as exc:  # noqa: BLE001 - raised by `wait` in the sync's own flow, not in the model's
                     self._error = exc
+                except BaseException as exc:  # Ctrl-C inside a write: the group is never reported done
+                    self._error = exc
+                    raise
         return run
 
     def wait(self) -> None:
@@ -351,16 +354,22 @@ class GroupWriter:
 
     def close(self, failing: bool) -> None:
         """Finish the group in flight. While the caller is failing already (Ctrl-C during embedding), its write is
-        still completed and recorded, and an error of its own is dropped for the caller's."""
+        still completed and recorded unless a piece failed or was interrupted; that error, or one of recording it,
+        is dropped for the caller's."""
         if not failing:
             self.wait()
             return
         try:
-            self.wait()
-        except Exception:  # noqa: BLE001 - the caller's exception is the one to report
-            pass
+            while self._queue:
+                self._queue.popleft()()
         finally:
             self._queue.clear()
+        done, error, self._done, self._error = self._done, self._error, None, None
+        if error is None and done is not None:
+            try:
+                done()
+            except Exception:  # noqa: BLE001 - the caller's exception is the one to report
+                pass
 
 
 _LOCKS: dict[str, object] = {}  # one FileLock per index folder and process, so nested holders share it

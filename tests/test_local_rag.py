@@ -617,6 +617,45 @@ def test_group_writer_keeps_order_and_records_only_complete_writes():
     writer.close(failing=True)
     assert log == [("write", 5, "a"), ("done", 5)]
 
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    # The trap: Ctrl-C inside a write (in the model's wait or here) leaves it unfinished, so its group must not be
+    # recorded when the failing caller closes the writer, although the pieces after it still have their turn.
+    writer = GroupWriter()
+    writer.submit([interrupted, lambda: log.append(("write", 7, "b"))], lambda: log.append(("done", 7)))
+    with pytest.raises(KeyboardInterrupt):
+        writer.wait()
+    writer.close(failing=True)
+    assert log == [("write", 5, "a"), ("done", 5)]
+
+
+def test_ctrl_c_inside_a_store_write_leaves_its_file_out_of_the_manifest(tmp_path, monkeypatch):
+    import chromadb.api.models.Collection as collection_module
+
+    docs = write_corpus(tmp_path / "docs", SMALL_CORPUS)
+    monkeypatch.setattr(local_rag, "EMBEDDING_BATCH_SIZE", 1)
+    monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 1)
+    real_upsert, calls = collection_module.Collection.upsert, []
+
+    def upsert(self, *args, **kwargs):
+        calls.append(kwargs["documents"][0])
+        if "Gamma" in calls[-1]:  # gamma's only page, the last group: Ctrl-C before Chroma stored it
+            raise KeyboardInterrupt
+        return real_upsert(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection_module.Collection, "upsert", upsert)
+    with pytest.raises(KeyboardInterrupt):
+        new_rag(tmp_path / "index").sync([docs], progress=False)
+    info = json.loads((tmp_path / "index" / "index_info.json").read_text(encoding="utf-8"))
+    assert sorted(info["files"]) == ["alpha.pdf", "beta.pdf"] and "gamma.pdf" in info["partial"]
+    monkeypatch.setattr(collection_module.Collection, "upsert", real_upsert)
+    fresh = new_rag(tmp_path / "index")
+    assert fresh.check_index().describe() == [] and fresh.vectorstore._collection.count() == 3
+    report = fresh.sync([docs], progress=False)
+    assert report.unchanged == ["alpha.pdf", "beta.pdf"] and report.added == ["gamma.pdf"]
+    assert fresh.vectorstore._collection.count() == 4 and fresh.check_index().describe() == []
+
 
 def test_a_group_is_stored_while_the_next_one_is_embedded(tmp_path, monkeypatch):
     """A model with a wait (OpenVINO) runs one queued write per batch: each group's write happens inside the next
