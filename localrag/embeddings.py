@@ -75,16 +75,10 @@ OPENVINO_REQUIREMENTS = "openvino==2026.4.1 nncf==3.4.0"
 CALIBRATION_MIN_CHARS = 200
 # Fewer calibration pages than this give activation ranges too narrow to trust on other documents.
 CALIBRATION_MIN_PAGES = 20
-# Precision of the layers OpenVINO leaves unquantized (softmax, LayerNorm, GELU, residual adds): "f32"; "bf16"; or
-# "auto", bf16 on CPUs that compute it natively (BF16_CPU_FLAGS), else f32. On the AMD EPYC (Zen 4) build machine
-# bf16 embedded 6-8% more FinanceBench chunks/s and moved vectors by up to 7e-3 (mean cosine to f32 0.9997), but
-# the FinanceBench index it built ranked worse: hybrid MRR 0.268 -> 0.243 (p = 0.027), Hit@5 0.349 -> 0.333, dense
-# MRR 0.293 -> 0.275 (bench/README.md). So f32 stays the default. bf16 is named in the export (`export_label`),
-# so an index records which precision embedded it.
-OPENVINO_PRECISION = "f32"
-OPENVINO_PRECISIONS = ("auto", "f32", "bf16")
-# /proc/cpuinfo flags of native bf16 arithmetic, which OpenVINO's CPU plugin uses (AVX-512 BF16, AMX).
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# OpenVINO runs the layers it does not quantize (softmax, LayerNorm, GELU) in f32; on CPUs with bf16 it would pick
+# bf16. On the AMD EPYC (Zen 4) build machine bf16 embedded 6-8% more FinanceBench chunks/s, but the index it built
+# ranked worse: hybrid MRR 0.268 -> 0.243 (p = 0.027), dense 0.293 -> 0.275 (bench/README.md).
+OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 # Inference streams of the OpenVINO model (at most one per thread): a batch's rows are split across them and run at
 # once. Two streams of one thread each embedded 1.06-1.12x the chunks/s of one stream of two threads on the busy
 # 2-core machine (bench/README.md, index_financebench.py); the vectors are bit-identical (tests/test_embeddings.py).
@@ -164,24 +158,6 @@ def backend_folder_name(backend: str, variant: str | None) -> str:
             raise ValueError(f"calibration fingerprint {variant!r} is not 12 lowercase hex digits")
         return f"{backend}-{variant}"
     return backend
-
-
-def openvino_precision(setting: str, cpu_flags: set[str]) -> str:
-    """"bf16" or "f32": the precision OPENVINO_PRECISION `setting` means on a CPU with these /proc/cpuinfo flags."""
-    if setting not in OPENVINO_PRECISIONS:
-        raise ValueError(f"unknown OpenVINO precision {setting!r}; use one of {', '.join(OPENVINO_PRECISIONS)}")
-    if setting != "auto":
-        return setting
-    return "bf16" if any(flag in cpu_flags for flag in BF16_CPU_FLAGS) else "f32"
-
-
-def export_label(backend: str, folder: str, precision: str | None = None) -> str:
-    """The export name an index records: the export's folder name, with "-bf16" when OpenVINO runs its unquantized
-    layers in bf16 (other vectors from the same files). f32 adds nothing, so f32 indexes keep their name."""
-    if check_backend(backend) == "openvino-int8":
-        precision = precision or openvino_precision(OPENVINO_PRECISION, read_cpu_flags())
-        return folder + ("-bf16" if precision == "bf16" else "")
-    return folder
 
 
 def model_file_name(backend: str) -> str:
@@ -300,7 +276,7 @@ def expected_export_name(backend: str, calibration: Sequence[str] | None = None)
     """What `export_name` says once `use_backend` has run on this machine, known without loading the model."""
     if check_backend(backend) == "torch":
         return "torch"
-    return export_label(backend, backend_folder_name(backend, export_variant(backend, calibration)))
+    return backend_folder_name(backend, export_variant(backend, calibration))
 
 
 def prepare(model: Any, display_name: str, backend: str, cache: Path | None = None,
@@ -567,12 +543,10 @@ def split_rows(rows: int, parts: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
-def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, precision: str = "f32",
-                     waiting: Any = None) -> tuple[Any, list[str]]:
+def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any = None) -> tuple[Any, list[str]]:
     """(run, input names) of an OpenVINO model compiled for the CPU with torch's thread count in up to `streams`
-    streams, its unquantized layers in `precision` ("f32" or "bf16"); run(feeds) splits a batch's rows across the
-    streams (one row, a query, runs on one) and joins the outputs in row order. Every row is computed alone at the
-    batch's padded length, so the split changes no bit. BackendError if OpenVINO would run another precision.
+    streams; run(feeds) splits a batch's rows across the streams (one row, a query, runs on one) and joins the
+    outputs in row order. Every row is computed alone at the batch's padded length, so the split changes no bit.
     `waiting`: a threading.local; while a batch computes, run calls the first callable of the calling thread's
     `waiting.queue`, if any (one per batch), instead of only waiting."""
     import numpy as np
@@ -581,13 +555,8 @@ def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, precision: str
     openvino = import_without_telemetry("openvino")
     threads = torch.get_num_threads()
     streams = max(1, min(streams, threads))
-    compiled = openvino.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": precision,
-                                                                "NUM_STREAMS": streams,
+    compiled = openvino.Core().compile_model(str(path), "CPU", {**OPENVINO_CONFIG, "NUM_STREAMS": streams,
                                                                 "INFERENCE_NUM_THREADS": threads})
-    runs = compiled.get_property("INFERENCE_PRECISION_HINT")
-    if runs != getattr(openvino.Type, precision):  # a CPU without bf16 falls back silently: the label would lie
-        raise BackendError(f"OpenVINO runs {runs.get_type_name()} for {path}, not the {precision} asked for; set "
-                           f"OPENVINO_PRECISION (localrag/embeddings.py) to 'f32'")
     requests, output, lock = [compiled.create_infer_request() for _ in range(streams)], compiled.outputs[0], \
         threading.Lock()
 
@@ -643,17 +612,14 @@ def use_backend(model: Any, display_name: str, backend: str, cache: Path | None 
         setattr(model, EXPORT_ATTRIBUTE, "torch")
         return model
     path = prepare(model, display_name, backend, cache, calibration)
-    precision = openvino_precision(OPENVINO_PRECISION, read_cpu_flags()) if backend == "openvino-int8" else None
-    setattr(model, EXPORT_ATTRIBUTE, export_label(backend, path.parent.name, precision))
+    setattr(model, EXPORT_ATTRIBUTE, path.parent.name)
     transformer = _transformer(model)
     runtime, needs = ("OpenVINO", OPENVINO_REQUIREMENTS) if backend == "openvino-int8" else \
         ("ONNX Runtime", EXPORT_REQUIREMENTS)
     waiting = threading.local()  # the caller's work for OpenVINO's wait (`wait_work`)
     try:
-        run, input_names = _openvino_runner(path, precision=precision, waiting=waiting) \
+        run, input_names = _openvino_runner(path, waiting=waiting) \
             if backend == "openvino-int8" else _onnx_runner(path)
-    except BackendError:
-        raise
     except Exception as exc:  # noqa: BLE001
         raise BackendError(f"{runtime} could not load the {backend} export of embedding model {display_name!r} "
                            f"({path}): {type(exc).__name__}: {exc}; delete that folder to re-export, or install "
@@ -704,10 +670,9 @@ def runtime_pooling_threads(embeddings: Any) -> Iterator[None]:
 
 def export_name(embeddings: Any) -> str | None:
     """The export a LangChain HuggingFaceEmbeddings runs: "torch", "onnx", "onnx-int8-avx512_vnni",
-    "openvino-int8-<calibration>[-bf16]"; None if it was not set up by `attach`/`use_backend`.
+    "openvino-int8-<calibration>"; None if it was not set up by `attach`/`use_backend`.
 
-    Two int8 exports of one model differ by CPU family, calibration or precision; an index records which one
-    made it.
+    Two int8 exports of one model differ by CPU family or calibration; an index records which one made it.
     """
     return getattr(getattr(embeddings, "_client", None), EXPORT_ATTRIBUTE, None)
 

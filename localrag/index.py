@@ -595,7 +595,7 @@ class Index:
                            f"{shown(self.embedding_prefixes)}")
         built_with, runs = self.info.get("embedding_export"), self.embedding_export
         if not reasons and built_with and runs and built_with != runs:
-            # Same backend name, other vectors: other CPU family (onnx-int8), calibration or precision (openvino-int8).
+            # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
             reasons.append(f"embedding export: index was embedded by {built_with!r}, this machine runs {runs!r}")
         return reasons
 

@@ -52,7 +52,7 @@ class Embedder:
     model: str
     revision: str  # models.model_revision: which weights the name stands for
     backend: str
-    export: str  # embeddings.export_name ("torch", "onnx-int8-avx2", "openvino-int8-<calibration>[-bf16]"); "" for none
+    export: str  # embeddings.export_name ("torch", "onnx-int8-avx2", "openvino-int8-<calibration>"); "" for none
     prefix: str  # the query prefix the model puts before each query ("query: " for e5 models)
 
 

@@ -362,64 +362,6 @@ def test_openvino_streams_split_a_batch_without_changing_a_bit(minilm_models, se
     assert np.array_equal(alone[0], whole[2])
 
 
-def test_openvino_precision_follows_the_cpu_and_names_the_export():
-    assert eb.openvino_precision("auto", {"avx2", "avx512f", "avx512_bf16"}) == "bf16"  # AVX-512 BF16 (Zen 4)
-    assert eb.openvino_precision("auto", {"avx512f", "amx_bf16", "amx_tile"}) == "bf16"  # AMX (Sapphire Rapids)
-    assert eb.openvino_precision("auto", {"avx2", "avx512f", "avx512_vnni"}) == "f32"  # the trap: VNNI is no bf16
-    assert eb.openvino_precision("auto", set()) == "f32"  # macOS, Windows: no /proc/cpuinfo
-    assert eb.openvino_precision("f32", {"avx512_bf16"}) == "f32"
-    assert eb.openvino_precision("bf16", set()) == "bf16"
-    with pytest.raises(ValueError, match="unknown OpenVINO precision 'fp16'; use one of auto, f32, bf16"):
-        eb.openvino_precision("fp16", set())
-    folder = "openvino-int8-0123456789ab"
-    assert eb.export_label("openvino-int8", folder, "bf16") == folder + "-bf16"
-    assert eb.export_label("openvino-int8", folder, "f32") == folder  # f32 indexes keep their old name
-    assert eb.export_label("onnx-int8", "onnx-int8-avx2", "bf16") == "onnx-int8-avx2"
-
-
-def test_openvino_runner_refuses_a_precision_it_would_not_run(monkeypatch, tmp_path):
-    """OpenVINO falls back to f32 without a word on a CPU without bf16; the export would then be mislabelled."""
-    import openvino
-
-    class Compiled:
-        inputs: list = []
-
-        def get_property(self, name):
-            assert name == "INFERENCE_PRECISION_HINT"
-            return openvino.Type.f32
-
-    class Core:
-        def compile_model(self, path, device, config):
-            assert config["INFERENCE_PRECISION_HINT"] == "bf16"
-            return Compiled()
-
-    monkeypatch.setattr(eb, "import_without_telemetry", lambda name: type("ov", (), {"Core": Core,
-                                                                                  "Type": openvino.Type}))
-    with pytest.raises(eb.BackendError) as caught:
-        eb._openvino_runner(tmp_path / "model.xml", precision="bf16")
-    assert str(caught.value) == (f"OpenVINO runs f32 for {tmp_path / 'model.xml'}, not the bf16 "
-                                 f"asked for; set OPENVINO_PRECISION (localrag/embeddings.py) to 'f32'")
-
-
-@pytest.mark.skipif(eb.openvino_precision("auto", eb.read_cpu_flags()) != "bf16", reason="this CPU has no bf16")
-def test_openvino_bf16_stays_close_to_f32(minilm_models, session_cache):
-    (xml,) = session_cache.glob("*/openvino-int8-*/model.xml")
-    tokenizer = minilm_models["openvino-int8"].tokenizer
-    features = tokenizer(SENTENCES, padding=True, truncation=True, max_length=256, return_tensors="np")
-    runs = {precision: eb._openvino_runner(xml, precision=precision) for precision in ("f32", "bf16")}
-    feeds = {n: features[n].astype(np.int64) for n in runs["f32"][1]}
-    mask = features["attention_mask"][..., None]
-
-    def pooled(precision):
-        states = runs[precision][0](feeds)
-        vectors = (states * mask).sum(axis=1) / mask.sum(axis=1)
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-    f32, bf16 = pooled("f32"), pooled("bf16")
-    assert (f32 * bf16).sum(axis=1).min() > 0.999
-    assert np.abs(f32 - bf16).max() > 1e-6  # bf16 really ran: it is not the f32 graph again
-
-
 def test_openvino_runs_queued_work_while_a_batch_computes(minilm_models):
     from types import SimpleNamespace
 
@@ -495,9 +437,9 @@ def test_second_load_reuses_the_cache(minilm_models, minilm_path, monkeypatch, b
     monkeypatch.setattr(eb, "_export_into", no_export)
     model = eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", backend,
                            calibration=local_rag.calibration_for(backend))
-    # The export's name: CPU family for onnx-int8, calibration fingerprint (and bf16 where the CPU runs it) for
-    # openvino-int8; the same name is known without loading the model.
-    assert re.fullmatch(r"onnx-int8-(avx512_vnni|avx2|arm64)|openvino-int8-[0-9a-f]{12}(-bf16)?",
+    # The export's name: CPU family for onnx-int8, calibration fingerprint for openvino-int8; the same name is
+    # known without loading the model.
+    assert re.fullmatch(r"onnx-int8-(avx512_vnni|avx2|arm64)|openvino-int8-[0-9a-f]{12}",
                         getattr(model, eb.EXPORT_ATTRIBUTE))
     assert getattr(model, eb.EXPORT_ATTRIBUTE) == eb.expected_export_name(backend,
                                                                           local_rag.calibration_for(backend))
