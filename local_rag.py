@@ -47,6 +47,9 @@ CALIBRATION_PDFS = tuple(Path(__file__).resolve().parent / "eval" / "docs" / f"{
     "Retrieval_Evaluation_Notes", "Betriebsanleitung_Espressomaschine_Aurora_E20"))
 EMBEDDING_BATCH_SIZE = 64  # chunks per embedding call (one progress-bar step)
 ENCODE_BATCH_SIZE = 16  # texts per forward pass: small batches keep activations in the CPU cache (bench/speed.py)
+# On openvino-int8, which computes a batch in small jobs of its own (embeddings.OPENVINO_JOB_ROWS): a whole
+# embedding call, whose forward pass covers the store write the index does in OpenVINO's wait (bench/README.md)
+OPENVINO_ENCODE_BATCH_SIZE = EMBEDDING_BATCH_SIZE
 CHUNK_SIZE = 2000  # characters per chunk, header excluded; "page" keeps each page whole (see PAGE_CHUNK_LIMIT)
 CHUNK_OVERLAP = 200  # characters shared by neighbouring chunks of one page
 PAGE_CHUNK_LIMIT = 8000  # with CHUNK_SIZE "page" (one chunk per page): a longer page is split into pieces this long
@@ -77,7 +80,12 @@ _DEFAULT = object()  # "the caller did not choose": distinguishes a default rera
 def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
     """The embedding model (localrag/models.py), loaded once per process: every LocalRAG over it shares one copy."""
     calibration = calibration_for(backend)  # before the model loads: a missing corpus fails fast
-    return models.load_embeddings(name, backend, ENCODE_BATCH_SIZE, NETWORK_PROBE_SECONDS, calibration)
+    return models.load_embeddings(name, backend, encode_batch_size(backend), NETWORK_PROBE_SECONDS, calibration)
+
+
+def encode_batch_size(backend: str) -> int:
+    """Texts per forward pass on `backend`: OPENVINO_ENCODE_BATCH_SIZE on "openvino-int8", else ENCODE_BATCH_SIZE."""
+    return OPENVINO_ENCODE_BATCH_SIZE if backend == "openvino-int8" else ENCODE_BATCH_SIZE
 
 
 @functools.lru_cache(maxsize=8)

