@@ -586,17 +586,17 @@ def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any =
         queue = getattr(waiting, "queue", None)
         with lock:  # the requests reuse their buffers: calls from two threads would share them
             for start in range(0, len(jobs), len(requests)):  # one round for a batch of up to 64 rows
-                round_ = list(zip(requests, jobs[start:start + len(requests)]))
+                this_round = list(zip(requests, jobs[start:start + len(requests)]))
                 try:
-                    for request, (rows, width) in round_:
+                    for request, (rows, width) in this_round:
                         request.start_async({name: np.ascontiguousarray(value[rows, :width])
                                              for name, value in feeds.items()})
                     if queue and start == 0:
                         queue.popleft()()
                 finally:  # also after Ctrl-C: a request left running would refuse the next call
-                    for request, _ in round_:
+                    for request, _ in this_round:
                         request.wait()
-                for request, (rows, width) in round_:
+                for request, (rows, width) in this_round:
                     hidden = request.get_tensor(output).data
                     if out is None:
                         out = np.zeros((len(first), first.shape[1], hidden.shape[-1]), dtype=hidden.dtype)
