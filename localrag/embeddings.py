@@ -11,7 +11,8 @@ normalization: only the transformer's forward pass runs in ONNX Runtime or OpenV
 texts, with SmoothQuant for the transformer's activation outliers) and runs it in OpenVINO. The caller chooses the
 texts (local_rag.py: the pages of the sample PDFs, via `calibration_texts`); their fingerprint names the export.
 Fixed activation scales make a text's vector independent of the other texts in its batch, unlike "onnx-int8",
-whose scales are measured per batch.
+whose scales are measured per batch. On x86 CPUs without an int32-accumulating int8 dot product (VNNI), OpenVINO's
+int8 kernels saturate and are slower than f32, so there the same model runs its steps in f32 (`runtime_suffix`).
 
 The export is made locally at first use, from the loaded model (no download, works with HF_HUB_OFFLINE=1),
 into ``model_cache()/<model>-<fingerprint>/<backend>/``: written into a temp folder beside it, then renamed,
@@ -79,6 +80,14 @@ CALIBRATION_MIN_PAGES = 20
 # bf16. On the AMD EPYC (Zen 4) build machine bf16 embedded 6-8% more FinanceBench chunks/s, but the index it built
 # ranked worse: hybrid MRR 0.268 -> 0.243 (p = 0.027), dense 0.293 -> 0.275 (bench/README.md).
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+# x86 CPU flags of an int8 dot product that accumulates in int32 (VNNI, AMX). Without one, OpenVINO's int8 kernels
+# multiply with VPMADDUBSW, whose int16 pair sums can saturate: on an AVX2-only EPYC the worst test sentence came out at
+# cosine 0.940 to torch against 0.955 with the same model's steps in f32, which ran 1.13x faster (bench/README.md).
+INT8_DOT_PRODUCT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+# OpenVINO's CPU option that runs a quantized model's steps (quantize, dequantize, matmul) in f32 instead of int8.
+OPENVINO_F32_STEPS = {"LP_TRANSFORMS_MODE": False}
+# Suffix of the export name where the int8 model runs in f32 steps: its vectors differ from the int8 kernels' ones.
+OPENVINO_F32_SUFFIX = "-f32-steps"
 # Inference streams of the OpenVINO model (at most one per thread): a batch's jobs (OPENVINO_JOB_ROWS) run on them
 # at once. Two streams of one thread each embedded 1.06-1.12x the chunks/s of one stream of two threads on the busy
 # 2-core machine (bench/README.md, index_financebench.py); the vectors are bit-identical (tests/test_embeddings.py).
@@ -137,6 +146,14 @@ def quantization_for_cpu(machine: str, cpu_flags: set[str]) -> str:
     if machine.lower() in ("arm64", "aarch64"):
         return "arm64"
     return "avx512_vnni" if "avx512_vnni" in cpu_flags else "avx2"
+
+
+def openvino_int8_kernels(machine: str, cpu_flags: set[str]) -> bool:
+    """Whether OpenVINO may run the int8 model with its int8 kernels on this CPU: yes on ARM and where the flags
+    are unknown (empty: not Linux), and on x86 with one of INT8_DOT_PRODUCT_FLAGS; else its steps run in f32."""
+    if machine.lower() in ("arm64", "aarch64") or not cpu_flags:
+        return True
+    return any(flag in cpu_flags for flag in INT8_DOT_PRODUCT_FLAGS)
 
 
 def read_cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
@@ -283,7 +300,15 @@ def expected_export_name(backend: str, calibration: Sequence[str] | None = None)
     """What `export_name` says once `use_backend` has run on this machine, known without loading the model."""
     if check_backend(backend) == "torch":
         return "torch"
-    return backend_folder_name(backend, export_variant(backend, calibration))
+    return backend_folder_name(backend, export_variant(backend, calibration)) + runtime_suffix(backend)
+
+
+def runtime_suffix(backend: str) -> str:
+    """What the export name adds for how this CPU runs the export: OPENVINO_F32_SUFFIX for "openvino-int8" on a CPU
+    whose int8 kernels would saturate (`openvino_int8_kernels`), else nothing."""
+    if backend == "openvino-int8" and not openvino_int8_kernels(platform.machine(), read_cpu_flags()):
+        return OPENVINO_F32_SUFFIX
+    return ""
 
 
 def prepare(model: Any, display_name: str, backend: str, cache: Path | None = None,
@@ -559,21 +584,23 @@ def row_jobs(mask: Any, rows_per_job: int) -> list[tuple[Any, int]]:
 
 
 def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any = None,
-                     job_rows: int = OPENVINO_JOB_ROWS) -> tuple[Any, list[str]]:
+                     job_rows: int = OPENVINO_JOB_ROWS, f32_steps: bool = False) -> tuple[Any, list[str]]:
     """(run, input names) of an OpenVINO model compiled for the CPU with torch's thread count in up to `streams`
     streams; run(feeds) computes a batch's rows in `row_jobs` (each job at its own padded width, on whichever stream
     is free) and returns last_hidden_state in row order, zero past each job's width. A row's vector depends on the
     rows of its job, never on the stream count or which stream ran it (tests/test_embeddings.py).
     `waiting`: a threading.local; once a batch's jobs are queued, run calls the first callable of the calling
-    thread's `waiting.queue`, if any (one per batch), instead of only waiting."""
+    thread's `waiting.queue`, if any (one per batch), instead of only waiting.
+    `f32_steps`: run a quantized model's steps in f32 (OPENVINO_F32_STEPS), not with int8 kernels."""
     import numpy as np
     import torch
 
     openvino = import_without_telemetry("openvino")
     threads = torch.get_num_threads()
     streams = max(1, min(streams, threads))
-    compiled = openvino.Core().compile_model(str(path), "CPU", {**OPENVINO_CONFIG, "NUM_STREAMS": streams,
-                                                                "INFERENCE_NUM_THREADS": threads})
+    config = {**OPENVINO_CONFIG, **(OPENVINO_F32_STEPS if f32_steps else {}), "NUM_STREAMS": streams,
+              "INFERENCE_NUM_THREADS": threads}
+    compiled = openvino.Core().compile_model(str(path), "CPU", config)
     # Plain requests, no completion callback: a callback needs the GIL, which a caller's waiting work (a Chroma
     # write) holds for its whole call, and the stream would stand still until it returned.
     requests, output, lock = [compiled.create_infer_request() for _ in range(OPENVINO_QUEUED_JOBS)], \
@@ -640,13 +667,14 @@ def use_backend(model: Any, display_name: str, backend: str, cache: Path | None 
         setattr(model, EXPORT_ATTRIBUTE, "torch")
         return model
     path = prepare(model, display_name, backend, cache, calibration)
-    setattr(model, EXPORT_ATTRIBUTE, path.parent.name)
+    suffix = runtime_suffix(backend)
+    setattr(model, EXPORT_ATTRIBUTE, path.parent.name + suffix)
     transformer = _transformer(model)
     runtime, needs = ("OpenVINO", OPENVINO_REQUIREMENTS) if backend == "openvino-int8" else \
         ("ONNX Runtime", EXPORT_REQUIREMENTS)
     waiting = threading.local()  # the caller's work for OpenVINO's wait (`wait_work`)
     try:
-        run, input_names = _openvino_runner(path, waiting=waiting) \
+        run, input_names = _openvino_runner(path, waiting=waiting, f32_steps=bool(suffix)) \
             if backend == "openvino-int8" else _onnx_runner(path)
     except Exception as exc:  # noqa: BLE001
         raise BackendError(f"{runtime} could not load the {backend} export of embedding model {display_name!r} "
@@ -698,9 +726,10 @@ def runtime_pooling_threads(embeddings: Any) -> Iterator[None]:
 
 def export_name(embeddings: Any) -> str | None:
     """The export a LangChain HuggingFaceEmbeddings runs: "torch", "onnx", "onnx-int8-avx512_vnni",
-    "openvino-int8-<calibration>"; None if it was not set up by `attach`/`use_backend`.
+    "openvino-int8-<calibration>" (with OPENVINO_F32_SUFFIX where its steps run in f32); None if it was not set up
+    by `attach`/`use_backend`.
 
-    Two int8 exports of one model differ by CPU family or calibration; an index records which one made it.
+    Two int8 exports of one model differ by CPU family, calibration or kernels; an index records which one made it.
     """
     return getattr(getattr(embeddings, "_client", None), EXPORT_ATTRIBUTE, None)
 

@@ -114,6 +114,19 @@ def test_quantization_for_cpu(machine, flags, expected):
     assert eb.quantization_for_cpu(machine, flags) == expected
 
 
+@pytest.mark.parametrize("machine, flags, expected", [
+    ("x86_64", {"avx2", "avx512f", "avx512_vnni"}, True),
+    ("x86_64", {"avx2", "avx_vnni"}, True),  # Alder Lake's VEX-encoded VNNI
+    ("x86_64", {"avx2", "amx_int8"}, True),
+    ("x86_64", {"sse4_2", "avx2"}, False),  # AVX2 only: VPMADDUBSW saturates
+    ("x86_64", {"avx2", "avx512f", "avx512bw"}, False),  # trap: AVX-512 without VNNI saturates alike
+    ("AMD64", set(), True),  # flags unknown (Windows): OpenVINO's own kernels
+    ("aarch64", {"fp", "asimd"}, True),
+])
+def test_openvino_int8_kernels_need_an_int8_dot_product(machine, flags, expected):
+    assert eb.openvino_int8_kernels(machine, flags) is expected
+
+
 def test_quantization_settings_follow_optimum():
     # optimum-onnx 0.1.0 AutoQuantizationConfig: s8 weights for avx512_vnni and arm64, u8 for avx2; all per
     # channel, full range.
@@ -393,10 +406,10 @@ def test_openvino_runs_queued_work_while_a_batch_computes(minilm_models):
     wrapper = SimpleNamespace(_client=model)  # the LangChain wrapper's attribute that wait_work reads
     queue = eb.wait_work(wrapper)
     assert queue is eb.wait_work(wrapper) and eb.wait_work(SimpleNamespace(_client=minilm_models["torch"])) is None
-    plain = _encode(model, SENTENCES)
+    plain, pair = _encode(model, SENTENCES), _encode(model, SENTENCES[:2])
     ran: list[int] = []
     queue.extend([lambda: ran.append(1), lambda: ran.append(2), lambda: ran.append(3)])
-    assert np.array_equal(_encode(model, SENTENCES[:2]), plain[:2])  # one batch: one piece, the vectors unchanged
+    assert np.array_equal(_encode(model, SENTENCES[:2]), pair)  # one batch: one piece, the vectors unchanged
     assert ran == [1] and len(queue) == 2
 
     def interrupted() -> None:
@@ -422,6 +435,53 @@ def test_runtime_backends_pool_with_one_torch_thread(minilm_models):
             seen[backend] = torch.get_num_threads()
     assert seen == {"torch": threads, "openvino-int8": 1}  # torch computes the whole model: all its threads
     assert torch.get_num_threads() == threads  # restored
+
+
+def test_openvino_int8_runs_its_steps_in_f32_where_int8_kernels_saturate(minilm_models, minilm_path, session_cache,
+                                                                        monkeypatch):
+    calibration = local_rag.calibration_for("openvino-int8")
+    plain = eb.backend_folder_name("openvino-int8", eb.export_variant("openvino-int8", calibration))
+    runner, f32_steps = eb._openvino_runner, []
+
+    def recording_runner(path, **kwargs):
+        f32_steps.append(kwargs.get("f32_steps"))
+        return runner(path, **kwargs)
+
+    monkeypatch.setattr(eb, "_openvino_runner", recording_runner)
+    monkeypatch.setattr(eb.platform, "machine", lambda: "x86_64")
+    names = {}
+    for label, flags in (("vnni", {"avx2", "avx512_vnni"}), ("avx2", {"avx2", "fma"})):
+        monkeypatch.setattr(eb, "read_cpu_flags", lambda *args, flags=flags: set(flags))
+        model = eb.use_backend(_load(minilm_path), "all-MiniLM-L6-v2", "openvino-int8", calibration=calibration)
+        names[label] = getattr(model, eb.EXPORT_ATTRIBUTE)
+        assert names[label] == eb.expected_export_name("openvino-int8", calibration)
+    # Another name where the vectors come from other kernels: an index of one is not read with the other's queries.
+    assert names == {"vnni": plain, "avx2": plain + eb.OPENVINO_F32_SUFFIX} and f32_steps == [False, True]
+    vectors = _encode(model, SENTENCES)
+    torch_vectors = _encode(minilm_models["torch"], SENTENCES)
+    cosines = (vectors * torch_vectors).sum(axis=1)
+    assert cosines[:3].min() > 0.99 and cosines[3] > 0.95  # AVX2's int8 kernels: 0.940 on the last one
+    assert np.abs(vectors - torch_vectors).max() > 1e-4  # still the quantized model, not the fp32 graph
+    assert np.abs(_encode(model, SENTENCES[1:2]) - vectors[1:2]).max() < 1e-6  # static scales: batch-independent
+    # The option does what its name says in the pinned OpenVINO: no fully connected layer takes u8 activations (the
+    # int8 kernels), and every activation FakeQuantize of the model is still computed (in f32).
+    openvino = eb.import_without_telemetry("openvino")
+    (xml,) = session_cache.glob("*/openvino-int8-*/model.xml")
+    core = openvino.Core()
+    fake_quantize = {op.get_friendly_name() for op in core.read_model(str(xml)).get_ops()
+                     if op.get_type_name() == "FakeQuantize"}
+
+    def runtime(config):
+        ops = core.compile_model(str(xml), "CPU", config).get_runtime_model().get_ops()
+        info = [{key: op.get_rt_info()[key].astype(str) for key in ("layerType", "runtimePrecision",
+                                                                     "originalLayersNames")} for op in ops]
+        u8_layers = sum(i["layerType"] == "FullyConnected" and i["runtimePrecision"] == "u8" for i in info)
+        kept = set(",".join(i["originalLayersNames"] for i in info).split(","))
+        return u8_layers, len(fake_quantize & kept)
+
+    assert len(fake_quantize) >= 36
+    assert runtime({**eb.OPENVINO_CONFIG, **eb.OPENVINO_F32_STEPS}) == (0, len(fake_quantize))
+    assert runtime(eb.OPENVINO_CONFIG)[0] >= 30  # the trap: by default the int8 kernels run
 
 
 def test_openvino_int8_graph_is_quantized(minilm_models, session_cache):
@@ -463,7 +523,7 @@ def test_second_load_reuses_the_cache(minilm_models, minilm_path, monkeypatch, b
                            calibration=local_rag.calibration_for(backend))
     # The export's name: CPU family for onnx-int8, calibration fingerprint for openvino-int8; the same name is
     # known without loading the model.
-    assert re.fullmatch(r"onnx-int8-(avx512_vnni|avx2|arm64)|openvino-int8-[0-9a-f]{12}",
+    assert re.fullmatch(r"onnx-int8-(avx512_vnni|avx2|arm64)|openvino-int8-[0-9a-f]{12}(-f32-steps)?",
                         getattr(model, eb.EXPORT_ATTRIBUTE))
     assert getattr(model, eb.EXPORT_ATTRIBUTE) == eb.expected_export_name(backend,
                                                                           local_rag.calibration_for(backend))
