@@ -12,7 +12,7 @@ texts, with SmoothQuant for the transformer's activation outliers) and runs it i
 texts (local_rag.py: the pages of the sample PDFs, via `calibration_texts`); their fingerprint names the export.
 Fixed activation scales make a text's vector independent of the other texts in its batch, unlike "onnx-int8",
 whose scales are measured per batch. On x86 CPUs without an int32-accumulating int8 dot product (VNNI), OpenVINO's
-int8 kernels saturate and are slower than f32, so there the same model runs its steps in f32 (`runtime_suffix`).
+int8 kernels can saturate and are slower than f32, so there the same model runs its steps in f32 (`runtime_suffix`).
 
 The export is made locally at first use, from the loaded model (no download, works with HF_HUB_OFFLINE=1),
 into ``model_cache()/<model>-<fingerprint>/<backend>/``: written into a temp folder beside it, then renamed,
