@@ -194,14 +194,19 @@ class QueryVectorCache:
         return False
 
     def _check_format(self, db: sqlite3.Connection) -> None:
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        version, tables = _layout(db)
         if version == 0 and not tables:  # a new (or empty) file
             db.execute("BEGIN IMMEDIATE")
-            db.execute(_SCHEMA)
-            db.execute(f"PRAGMA user_version = {FORMAT}")
-            db.execute("COMMIT")
-            return
+            try:
+                version, tables = _layout(db)  # again under the write lock: another run may have made it meanwhile
+                if version == 0 and not tables:
+                    db.execute(_SCHEMA)
+                    db.execute(f"PRAGMA user_version = {FORMAT}")
+                    version, tables = FORMAT, {"vectors"}
+                db.execute("COMMIT")
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
         if version != FORMAT or "vectors" not in tables:
             raise _Damaged(f"it is not a query vector cache of format {FORMAT} (format {version}, tables "
                            f"{', '.join(sorted(tables)) or 'none'})")
@@ -233,6 +238,15 @@ class QueryVectorCache:
         self.warn(f"the query vector cache {self.path} is not used in this run: {why}; questions are embedded as "
                   f"without a cache (check the file, or give another with --query-cache)")
         return False
+
+
+def _layout(db: sqlite3.Connection) -> tuple[int, set[str]]:
+    """The file's user_version and table names, read in one statement: one snapshot, never a version from before
+    another run created the file and tables from after."""
+    version, names = db.execute("SELECT (SELECT user_version FROM pragma_user_version), "
+                                "(SELECT group_concat(name, char(31)) FROM sqlite_master WHERE type = 'table')"
+                                ).fetchone()
+    return version, set(names.split("\x1f")) if names else set()
 
 
 class _Damaged(Exception):

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -186,6 +187,36 @@ def test_two_writers_at_once_keep_every_vector(tmp_path):
     found = cache.get(embedder, wanted)
     assert len(found) == 800 and all(found[q] == [float(q.split()[1]), float(q.split()[2])] for q in wanted)
     assert sqlite3.connect(path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+@pytest.mark.parametrize("step", range(1, 10))  # a new file's first put runs 10 statements
+def test_another_run_making_the_file_between_two_statements_is_no_damage(tmp_path, monkeypatch, step):
+    """Another evaluation makes the new file between this one's statements `step` and `step + 1` (CI once saw a
+    user_version read before the other's commit and the tables after it, and a sound file moved aside)."""
+    path = tmp_path / "qv.sqlite3"
+    connect, main = sqlite3.connect, threading.current_thread()
+    warnings: list[str] = []
+    statements: list[str] = []
+    other = threading.Thread(target=lambda: QueryVectorCache(path, warn=warnings.append).put(MINILM, {"B": ODD}))
+
+    def traced(*args, **kwargs):
+        db = connect(*args, **kwargs)
+        if threading.current_thread() is main:
+            def trace(sql: str) -> None:
+                statements.append(sql)
+                if len(statements) == step + 1:
+                    other.start()
+                    other.join(0.5)  # done, or waiting for this run's write lock
+            db.set_trace_callback(trace)
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    cache = QueryVectorCache(path, warn=warnings.append)
+    assert cache.put(MINILM, {"A": VECTOR}) == 1
+    assert other.ident is not None, statements  # it ran during the put
+    other.join(60)
+    assert (cache.get(MINILM, ["A", "B"]), warnings) == ({"A": VECTOR, "B": ODD}, [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["qv.sqlite3"]
 
 
 # ----------------------------------------------------------------------------- fill, with a counting fake
