@@ -96,6 +96,9 @@ OPENVINO_STREAMS = 2
 # own longest row, to whichever stream is free. On 1,024 FinanceBench chunks: 88 chunks/s against 83 with whole
 # batches split in halves; jobs of 1 row ran at 81, of 2 at 86, of 8 at 88, of 16 at 83 (bench/README.md).
 OPENVINO_JOB_ROWS = 4
+# A job's width is rounded up to a multiple of this many tokens: OpenVINO keeps compiled kernels per input shape
+# (CPU_RUNTIME_CACHE_CAPACITY), and jobs at every width from 1 to 256 grew the process by ~1.7 GB.
+OPENVINO_JOB_WIDTH_STEP = 16
 # Jobs OpenVINO holds at once (one inference request each): all jobs of a batch (local_rag's 64 texts in jobs of 4)
 # are queued before `run` does its caller's waiting work, so both streams keep computing while it does.
 OPENVINO_QUEUED_JOBS = 16
@@ -565,10 +568,12 @@ def _onnx_runner(path: Path) -> tuple[Any, list[str]]:
     return run, [i.name for i in session.get_inputs()]
 
 
-def row_jobs(mask: Any, rows_per_job: int) -> list[tuple[Any, int]]:
+def row_jobs(mask: Any, rows_per_job: int, width_step: int = 1, max_width: int | None = None) -> list[tuple[Any, int]]:
     """A padded batch's rows as jobs of `rows_per_job` (the last may hold fewer): (row indices, width), longest
     row first (ties in row order). Width: the job's longest row, counted in its attention `mask`, where every row is
-    right-padded (BERT tokenizers pad so); else the batch's width, since cutting columns would cut a left-padded row.
+    right-padded (BERT tokenizers pad so), rounded up to a multiple of `width_step` but not past `max_width` (or the
+    batch's width when None), so that few shapes recur; else the batch's width, since cutting columns would cut a
+    left-padded row.
     """
     import numpy as np
 
@@ -576,24 +581,31 @@ def row_jobs(mask: Any, rows_per_job: int) -> list[tuple[Any, int]]:
     lengths, width = mask.sum(axis=1), mask.shape[1]
     right_padded = np.array_equal(mask, np.arange(width) < lengths[:, None])
     order = np.argsort(-lengths, kind="stable")
+    step, limit = max(1, width_step), max(width, max_width or 0)
     jobs = []
     for start in range(0, len(order), max(1, rows_per_job)):
         rows = order[start:start + max(1, rows_per_job)]
-        jobs.append((rows, max(1, int(lengths[rows].max())) if right_padded else width))
+        longest = max(1, int(lengths[rows].max()))
+        jobs.append((rows, max(longest, min(-(-longest // step) * step, limit)) if right_padded else width))
     return jobs
 
 
 def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any = None,
-                     job_rows: int = OPENVINO_JOB_ROWS, f32_steps: bool = False) -> tuple[Any, list[str]]:
+                     job_rows: int = OPENVINO_JOB_ROWS, f32_steps: bool = False, width_step: int | None = None,
+                     max_width: int | None = None) -> tuple[Any, list[str]]:
     """(run, input names) of an OpenVINO model compiled for the CPU with torch's thread count in up to `streams`
     streams; run(feeds) computes a batch's rows in `row_jobs` (each job at its own padded width, on whichever stream
     is free) and returns last_hidden_state in row order, zero past each job's width. A row's vector depends on the
     rows of its job, never on the stream count or which stream ran it (tests/test_embeddings.py).
     `waiting`: a threading.local; once a batch's jobs are queued, run calls the first callable of the calling
     thread's `waiting.queue`, if any (one per batch), instead of only waiting.
-    `f32_steps`: run a quantized model's steps in f32 (OPENVINO_F32_STEPS), not with int8 kernels."""
+    `f32_steps`: run a quantized model's steps in f32 (OPENVINO_F32_STEPS), not with int8 kernels.
+    `width_step`, `max_width`: a job's width is rounded up to a multiple of `width_step` (OPENVINO_JOB_WIDTH_STEP
+    when None) up to `max_width` (see `row_jobs`); columns past the batch's width are masked-out zeros."""
     import numpy as np
     import torch
+
+    step = OPENVINO_JOB_WIDTH_STEP if width_step is None else width_step
 
     openvino = import_without_telemetry("openvino")
     threads = torch.get_num_threads()
@@ -608,7 +620,7 @@ def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any =
 
     def run(feeds: dict[str, Any]) -> Any:
         first = next(iter(feeds.values()))
-        jobs = row_jobs(feeds.get("attention_mask", np.ones(first.shape, dtype=np.int64)), job_rows)
+        jobs = row_jobs(feeds.get("attention_mask", np.ones(first.shape, dtype=np.int64)), job_rows, step, max_width)
         out = None
         queue = getattr(waiting, "queue", None)
         with lock:  # the requests reuse their buffers: calls from two threads would share them
@@ -616,8 +628,7 @@ def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any =
                 this_round = list(zip(requests, jobs[start:start + len(requests)]))
                 try:
                     for request, (rows, width) in this_round:
-                        request.start_async({name: np.ascontiguousarray(value[rows, :width])
-                                             for name, value in feeds.items()})
+                        request.start_async({name: _job_input(value, rows, width) for name, value in feeds.items()})
                     if queue and start == 0:
                         queue.popleft()()
                 finally:  # also after Ctrl-C: a request left running would refuse the next call
@@ -627,10 +638,20 @@ def _openvino_runner(path: Path, streams: int = OPENVINO_STREAMS, waiting: Any =
                     hidden = request.get_tensor(output).data
                     if out is None:
                         out = np.zeros((len(first), first.shape[1], hidden.shape[-1]), dtype=hidden.dtype)
-                    out[rows, :width] = hidden  # a copy: the request reuses its buffer
+                    out[rows, :width] = hidden[:, :first.shape[1]]  # a copy: the request reuses its buffer
         return out
 
     return run, [i.get_any_name() for i in compiled.inputs]
+
+
+def _job_input(value: Any, rows: Any, width: int) -> Any:
+    """One input of a job: its rows, cut or padded with zeros (masked out, like BERT's [PAD]) to `width` columns."""
+    import numpy as np
+
+    part = value[rows, :width]
+    if part.shape[1] < width:
+        part = np.pad(part, ((0, 0), (0, width - part.shape[1])))
+    return np.ascontiguousarray(part)
 
 
 def _runtime_encoder(run: Any, input_names: list[str], config: Any):
@@ -674,7 +695,8 @@ def use_backend(model: Any, display_name: str, backend: str, cache: Path | None 
         ("ONNX Runtime", EXPORT_REQUIREMENTS)
     waiting = threading.local()  # the caller's work for OpenVINO's wait (`wait_work`)
     try:
-        run, input_names = _openvino_runner(path, waiting=waiting, f32_steps=bool(suffix)) \
+        run, input_names = _openvino_runner(path, waiting=waiting, f32_steps=bool(suffix),
+                                            max_width=getattr(transformer, "max_seq_length", None)) \
             if backend == "openvino-int8" else _onnx_runner(path)
     except Exception as exc:  # noqa: BLE001
         raise BackendError(f"{runtime} could not load the {backend} export of embedding model {display_name!r} "

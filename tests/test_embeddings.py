@@ -343,8 +343,8 @@ def test_openvino_int8_is_close_to_torch_and_independent_of_the_batch(minilm_mod
     assert np.abs(dynamic_alone - _encode(minilm_models["onnx-int8"], SENTENCES)[1:2]).max() > 1e-4
 
 
-def _jobs(mask, rows_per_job):
-    return [(rows.tolist(), width) for rows, width in eb.row_jobs(np.array(mask), rows_per_job)]
+def _jobs(mask, rows_per_job, width_step=1, max_width=None):
+    return [(rows.tolist(), width) for rows, width in eb.row_jobs(np.array(mask), rows_per_job, width_step, max_width)]
 
 
 def test_row_jobs_group_rows_longest_first_at_their_own_width():
@@ -359,6 +359,23 @@ def test_row_jobs_group_rows_longest_first_at_their_own_width():
     assert _jobs([[1, 1, 1, 1], [0, 0, 1, 1], [1, 1, 1, 0]], 2) == [([0, 2], 4), ([1], 4)]
 
 
+def test_row_jobs_round_widths_up_to_a_step_within_the_limit():
+    mask = [[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0]]
+    # Longest rows 5, 4 and 2 round up to 8, 4 and 4; without a max_width the batch's width 6 is the limit.
+    assert _jobs(mask, 2, width_step=4) == [([1, 2], 6), ([4, 0], 4), ([3], 4)]
+    assert _jobs(mask, 2, width_step=4, max_width=8) == [([1, 2], 8), ([4, 0], 4), ([3], 4)]  # past the batch
+    assert _jobs(mask, 2, width_step=4, max_width=7) == [([1, 2], 7), ([4, 0], 4), ([3], 4)]
+    assert _jobs(mask, 2, width_step=4, max_width=3) == [([1, 2], 6), ([4, 0], 4), ([3], 4)]  # never narrower
+    assert _jobs([[1, 1, 1, 1], [0, 0, 1, 1], [1, 1, 1, 0]], 2, width_step=8, max_width=16) == [([0, 2], 4), ([1], 4)]
+
+
+def test_a_job_input_is_cut_or_padded_with_masked_zeros_to_its_width():
+    value = np.array([[101, 7, 102, 0], [101, 8, 9, 102]])
+    assert eb._job_input(value, np.array([1, 0]), 3).tolist() == [[101, 8, 9], [101, 7, 102]]
+    wide = eb._job_input(value, np.array([1]), 8)  # past the batch's width: the shape OpenVINO is given
+    assert wide.tolist() == [[101, 8, 9, 102, 0, 0, 0, 0]] and wide.flags.c_contiguous
+
+
 def test_openvino_jobs_run_on_any_stream_without_changing_a_bit(minilm_models, session_cache):
     import torch
 
@@ -369,9 +386,10 @@ def test_openvino_jobs_run_on_any_stream_without_changing_a_bit(minilm_models, s
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # two streams need two threads, also on a 1-core runner
     try:
-        one, names = eb._openvino_runner(xml, streams=1, job_rows=2)
-        two, _ = eb._openvino_runner(xml, streams=2, job_rows=2)
-        whole, _ = eb._openvino_runner(xml, streams=1, job_rows=100)  # the batch as one job at its full width
+        one, names = eb._openvino_runner(xml, streams=1, job_rows=2, width_step=1)
+        two, _ = eb._openvino_runner(xml, streams=2, job_rows=2, width_step=1)
+        whole, _ = eb._openvino_runner(xml, streams=1, job_rows=100, width_step=1)  # one job at the batch's width
+        stepped, _ = eb._openvino_runner(xml, streams=2, job_rows=2, width_step=8, max_width=256)
     finally:
         torch.set_num_threads(threads)
     feeds = {n: features[n].astype(np.int64) for n in names}
@@ -390,6 +408,14 @@ def test_openvino_jobs_run_on_any_stream_without_changing_a_bit(minilm_models, s
     assert min(widths.values()) < mask.shape[1]  # some job was narrowed: the trap this test is about
     alone = two({n: v[2:3] for n, v in feeds.items()})  # one row (a query's case) runs at its own width
     assert alone.shape[1] == mask.shape[1] and np.abs(alone[0][mask[2]] - padded[2][mask[2]]).max() < 1e-4
+    # Widths rounded up to 8, past the batch's own width (not a multiple of 8): zero columns appended and masked
+    # out, the output still the batch's shape and its real tokens as before up to float noise.
+    short = {n: v[:3, :int(mask[:3].sum(axis=1).max())] for n, v in feeds.items()}  # the three short sentences
+    short_mask = short["attention_mask"].astype(bool)
+    assert short_mask.shape[1] % 8 and max(w for _, w in eb.row_jobs(short_mask, 2, 8, 256)) > short_mask.shape[1]
+    rounded = stepped(short)
+    assert rounded.shape == padded[:3, :short_mask.shape[1]].shape
+    assert np.abs(rounded[short_mask] - padded[:3][mask[:3]]).max() < 1e-4
 
 
 def test_openvino_batches_are_whole_embedding_calls_queued_at_once():
