@@ -5,6 +5,10 @@ Answers "how long does `add_pdfs.py` take on 10,000 pages of annual reports, and
 * Build: ``LocalRAG(index, reranker_model=None).sync([pdf folder])`` with local_rag's default settings into a
   fresh index outside the repo; total time, pages, chunks, chunks/s inside ``embed_documents``, peak RSS of this
   process and of its extraction workers, then the time of a second sync with nothing changed.
+* Bare forward pass (``--bare``): the same chunks, read back from the built index, embedded by a bare script in the
+  same run (tokenizer, the backend's model file, mean pooling; no LocalRAG, Chroma or extraction), so that the build
+  is reported as a ratio to it as well as in seconds, with the load average beside both. The bare vectors are
+  compared with the stored ones (lowest cosine), which shows it did the same work.
 * Extraction: ``extract_pdf`` in one process and ``iter_extracted(workers=2)`` for each loader; pages/s.
   pypdf (~15 pages/s) can be timed on the first N files (``--extract-sample N``) and extrapolated by pages.
 
@@ -39,6 +43,9 @@ LOADERS = local_rag.PDF_LOADERS  # loaders whose extraction is timed
 SAMPLED_LOADER = "pypdf"  # the slow loader that --extract-sample applies to
 WORKERS = 2  # processes of the parallel extraction run (local_rag.EXTRACT_WORKERS on a 2-core machine)
 KIB_PER_MIB = 1024  # ru_maxrss is in KiB on Linux
+BARE_ROWS = 4  # rows per inference of the bare OpenVINO loop (embeddings.OPENVINO_JOB_ROWS is the product's)
+BARE_BATCH = 16  # texts per encode call of the bare torch loop (sentence-transformers' own loop)
+BARE_BACKENDS = ("torch", "openvino-int8")  # backends bare_embed runs
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -114,6 +121,86 @@ class TimedEmbeddings:
 
 
 # ----------------------------------------------------------------------------- measurements
+
+def load_average() -> float:
+    """The 1-minute load average, as `uptime` prints it."""
+    return round(os.getloadavg()[0], 2)
+
+
+def lowest_cosine(a, b) -> float:
+    """Lowest row-wise cosine of two equally shaped matrices of vectors."""
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min())
+
+
+def bare_embed(texts: Sequence[str], backend: str) -> list:
+    """Vectors of `texts` from a bare loop on `backend`: torch through SentenceTransformer.encode; openvino-int8
+    through the cached export (the file LocalRAG runs) compiled with the same CPU settings, all texts tokenized,
+    sorted by length, BARE_ROWS rows an inference on an AsyncInferQueue, mean pooling and normalizing in numpy."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from localrag import embeddings as backends, models
+
+    path, name = models.resolve_embedding_model(local_rag.EMBEDDING_MODEL)
+    model = SentenceTransformer(path, device="cpu")
+    if backend == "torch":
+        return list(model.encode(list(texts), batch_size=BARE_BATCH, normalize_embeddings=True))
+    import torch
+
+    xml = backends.prepare(model, name, backend, calibration=local_rag.calibration_for(backend))
+    openvino = backends.import_without_telemetry("openvino")
+    threads = torch.get_num_threads()
+    config = {**backends.OPENVINO_CONFIG, "NUM_STREAMS": min(backends.OPENVINO_STREAMS, threads),
+              "INFERENCE_NUM_THREADS": threads,
+              **(backends.OPENVINO_F32_STEPS if backends.runtime_suffix(backend) else {})}
+    compiled = openvino.Core().compile_model(str(xml), "CPU", config)
+    encoded = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)
+    names = [i.get_any_name() for i in compiled.inputs]
+    order = sorted(range(len(texts)), key=lambda i: -len(encoded["input_ids"][i]))
+    vectors: list = [None] * len(texts)
+
+    def pooled(request, rows) -> None:
+        hidden = request.get_output_tensor(0).data
+        mask = request.get_tensor("attention_mask").data[..., None].astype(np.float32)
+        mean = (hidden * mask).sum(1) / mask.sum(1)
+        for row, vector in zip(rows, mean / np.linalg.norm(mean, axis=1, keepdims=True)):
+            vectors[row] = vector
+
+    queue = openvino.AsyncInferQueue(compiled, 2 * config["NUM_STREAMS"])
+    queue.set_callback(pooled)
+    for start in range(0, len(order), BARE_ROWS):
+        rows = order[start:start + BARE_ROWS]
+        width = len(encoded["input_ids"][rows[0]])
+        feeds = {n: np.array([encoded[n][r] + [0] * (width - len(encoded[n][r])) for r in rows], dtype=np.int64)
+                 for n in names}
+        queue.start_async(feeds, rows)
+    queue.wait_all()
+    return vectors
+
+
+def run_bare(index_dir: Path, backend: str) -> dict:
+    """The bare forward pass over the chunks stored in `index_dir` (see bare_embed), timed, with its vectors
+    compared with the stored ones."""
+    from localrag.index import STORE_READ_PAGE
+
+    collection = LocalRAG(index_dir, reranker_model=None, embedding_backend=backend).index.vectorstore._collection
+    store: dict[str, list] = {"ids": [], "documents": [], "embeddings": []}
+    for offset in range(0, collection.count(), STORE_READ_PAGE):
+        data = collection.get(include=["documents", "embeddings"], limit=STORE_READ_PAGE, offset=offset)
+        for key in store:
+            store[key] += list(data[key])  # embeddings come as one numpy array
+    progress(f"bare forward pass over the {len(store['ids']):,} stored chunks on {backend} ...")
+    load_before = load_average()
+    started = time.perf_counter()
+    vectors = bare_embed(store["documents"], backend)
+    seconds = time.perf_counter() - started
+    return {"chunks": len(vectors), "seconds": round(seconds, 3), "chunks_per_s": per_second(len(vectors), seconds),
+            "load_before": load_before, "load_after": load_average(),
+            "lowest_cosine_to_index": round(lowest_cosine(vectors, store["embeddings"]), 6)}
+
 
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
@@ -196,6 +283,7 @@ def prepare_index_dir(index_dir: Path, fresh: bool) -> None:
 
 def run_build(pdf_dir: Path, index_dir: Path, embedding_backend: str | None = None) -> dict:
     """Full build with default settings (or another embedding backend), then a second sync with nothing changed."""
+    load_before = load_average()
     started = time.perf_counter()
     rag = LocalRAG(index_dir, reranker_model=None, embedding_backend=embedding_backend)
     load_seconds = time.perf_counter() - started
@@ -205,6 +293,7 @@ def run_build(pdf_dir: Path, index_dir: Path, embedding_backend: str | None = No
     first = rag.sync([pdf_dir])
     build_seconds = time.perf_counter() - started
     rss_self, rss_children = peak_rss_mib(resource.RUSAGE_SELF), peak_rss_mib(resource.RUSAGE_CHILDREN)
+    load_after = load_average()
     progress(first.summary())
     progress("second sync, nothing changed ...")
     second = rag.sync([pdf_dir])
@@ -217,7 +306,8 @@ def run_build(pdf_dir: Path, index_dir: Path, embedding_backend: str | None = No
             "pages_per_s": per_second(first.pages, build_seconds),
             "peak_rss_mib": round(rss_self, 1), "peak_rss_workers_mib": round(rss_children, 1),
             "resync_seconds": round(second.seconds, 3), "resync_changed": second.changed,
-            "resync_chunks": second.chunks, "settings": rag.display_settings}
+            "resync_chunks": second.chunks, "load_before": load_before, "load_after": load_after,
+            "settings": rag.display_settings}
 
 
 # ----------------------------------------------------------------------------- report
@@ -233,13 +323,14 @@ def extraction_table(rows: Sequence[dict]) -> str:
     return format_table(["loader", "mode", "files", "pages", "seconds", "pages/s", "all files s", "failed"], body)
 
 
-def build_table(build: dict) -> str:
+def build_table(build: dict, bare: dict | None = None) -> str:
     resync = "nothing re-indexed" if not build["resync_changed"] else f"CHANGED: {build['resync_chunks']} chunks"
     rows = [
         ["files indexed / failed", f"{build['files']} / {build['failed']}", ""],
         ["pages (without text)", f"{build['pages']:,} ({build['empty_pages']:,})", ""],
         ["chunks", fmt_number(build["chunks"]), ""],
-        ["total build", fmt_number(build["build_seconds"]), "s, model load + first sync"],
+        ["total build", fmt_number(build["build_seconds"]), f"s, model load + first sync; load average "
+                                                             f"{build['load_before']} before, {build['load_after']} after"],
         ["  model load", fmt_number(build["model_load_seconds"]), "s"],
         ["  first sync", fmt_number(build["sync_seconds"]), "s, hashing + extraction + embedding + BM25"],
         ["  embed_documents", fmt_number(build["embed_seconds"]), "s"],
@@ -249,6 +340,16 @@ def build_table(build: dict) -> str:
         ["peak RSS, one extraction worker", fmt_number(build["peak_rss_workers_mib"]), "MiB (forked: shares pages)"],
         ["second sync, nothing changed", fmt_number(build["resync_seconds"], 2), f"s, {resync}"],
     ]
+    if bare:
+        rows += [
+            ["bare forward pass", fmt_number(bare["seconds"]),
+             f"s, {bare['chunks']:,} stored chunks, {fmt_number(bare['chunks_per_s'])} chunks/s; load average "
+             f"{bare['load_before']} before, {bare['load_after']} after"],
+            ["  total build / bare", fmt_number(per_second(build["build_seconds"], bare["seconds"]), 2), "x"],
+            ["  embed_documents / bare", fmt_number(per_second(build["embed_seconds"], bare["seconds"]), 2), "x"],
+            ["  lowest cosine to the index", fmt_number(bare["lowest_cosine_to_index"], 6),
+             "bare vectors against the stored ones"],
+        ]
     return format_table(["build", "value", "unit / note"], rows)
 
 
@@ -259,7 +360,7 @@ def render(results: dict) -> str:
         s = results["build"]["settings"]
         parts += ["", f"Index {results['index']} (loader {s['pdf_loader']}, {s['embedding_model']} on "
                       f"{s['embedding_backend']}, chunk {s['chunk_size']}/"
-                      f"{s['chunk_overlap']})", build_table(results["build"])]
+                      f"{s['chunk_overlap']})", build_table(results["build"], results.get("bare"))]
     if results.get("extraction"):
         parts += ["", "Extraction (all files s: measured, or ~ extrapolated from the sample by pages/s)",
                   extraction_table(results["extraction"])]
@@ -281,6 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=WORKERS, help="processes of the parallel extraction run")
     parser.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                         help=f"embedding backend of the build (default: {local_rag.EMBEDDING_BACKEND})")
+    parser.add_argument("--bare", action="store_true",
+                        help="after the build, time a bare forward pass over the same chunks (torch, openvino-int8)")
     parser.add_argument("--skip-build", action="store_true", help="only time extraction")
     parser.add_argument("--skip-extract", action="store_true", help="only build and re-sync")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the results as JSON")
@@ -292,6 +395,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.extract_sample is not None and args.extract_sample < 1:
             raise RAGError(f"--extract-sample {args.extract_sample} must be at least 1 (leave it out for all files)")
+        if args.bare and args.skip_build:
+            raise RAGError("--bare times the chunks of the build it follows; leave out --skip-build")
+        backend = args.embedding_backend or local_rag.EMBEDDING_BACKEND
+        if args.bare and backend not in BARE_BACKENDS:
+            raise RAGError(f"--bare runs {' and '.join(BARE_BACKENDS)}, not {backend!r}; leave --bare out for it")
         if args.workers < 2:
             raise RAGError(f"--workers {args.workers} must be at least 2; the single-process run is always timed")
         paths = find_pdfs([args.pdfs])
@@ -302,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.skip_build:
             prepare_index_dir(args.index, args.fresh)
             results["build"] = run_build(args.pdfs, args.index, args.embedding_backend)
+            if args.bare:
+                results["bare"] = run_bare(args.index, backend)
         if not args.skip_extract:
             results["extraction"] = run_extraction(paths, args.loaders, args.extract_sample, args.workers)
     except RAGError as exc:
