@@ -43,6 +43,11 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return DASH if value is None else f"{value:.{digits}f}"
 
 
+def signed(value: float) -> str:
+    """A difference with sign at 3 decimals, or at 2 significant digits where 3 decimals would show 0.000."""
+    return f"{value:+.3f}" if value == 0 or round(value, 3) != 0 else f"{value:+.2g}"
+
+
 def rank_text(rank: int | None) -> str:
     return DASH if rank is None else str(rank)
 
@@ -179,7 +184,7 @@ def render_compare(compare: Comparison) -> list[str]:
         ci = f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
         needed = ""
         if c.verdict.startswith("no detectable") and c.needed_n and c.diff != 0:
-            needed = f" (about {c.needed_n} questions would detect {c.diff:+.3f})"
+            needed = f" (about {c.needed_n} questions would detect {signed(c.diff)})"
         lines.append(f"  {metric_label(key):<10}{c.old_mean:>7.3f}{c.new_mean:>7.3f}{c.diff:>+8.3f}  "
                      f"{ci:<18}{c.p_value:>7.3f}  {c.verdict}{needed}")
     lines.append(f"  (paired bootstrap CI, {compare.resamples:,} resamples, seed {compare.seed}; two-sided "

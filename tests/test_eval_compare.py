@@ -169,6 +169,25 @@ def test_one_worse_question_is_no_detectable_difference(tmp_path, capsys):
                                      "                 lost at: stage unknown (older report)"]
 
 
+def test_a_difference_under_half_a_thousandth_is_written_with_its_digits(tmp_path, capsys):
+    # q07 falls from rank 10 to 11: MRR diff (1/11 - 1/10) / 20 = -0.000455, which 3 decimals would show as
+    # "-0.000"; the single non-zero difference gives 157 questions as above.
+    old_ranks = {q: 1 for q in QIDS}
+    old = write_json(tmp_path / "old.json", fake_report({**old_ranks, "q07": 10}))
+    new = write_json(tmp_path / "new.json", fake_report({**old_ranks, "q07": 11}))
+    code, out, _ = run(capsys, "--compare", old, new)
+    assert code == 0
+    assert metric_line(out, "MRR").endswith(f"    1.000  {NO_DIFFERENCE} (about 157 questions would detect -0.00045)")
+    assert metric_line(out, "Hit@5") == f"  Hit@5       0.950  0.950  +0.000  [+0.000, +0.000]    1.000  {NO_DIFFERENCE}"
+
+
+def test_signed_differences():
+    from localrag.report import signed
+
+    assert [signed(v) for v in (0.0, 0.0125, -0.05, 0.0004999, -0.00045454, 0.0005)] == [
+        "+0.000", "+0.013", "-0.050", "+0.0005", "-0.00045", "+0.001"]
+
+
 def test_different_questions_need_intersect(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     old = write_json(tmp_path / "old.json", fake_report({q: 2 for q in QIDS}))
