@@ -329,8 +329,8 @@ def build_table(build: dict, bare: dict | None = None) -> str:
         ["files indexed / failed", f"{build['files']} / {build['failed']}", ""],
         ["pages (without text)", f"{build['pages']:,} ({build['empty_pages']:,})", ""],
         ["chunks", fmt_number(build["chunks"]), ""],
-        ["total build", fmt_number(build["build_seconds"]), f"s, model load + first sync; load average "
-                                                             f"{build['load_before']} before, {build['load_after']} after"],
+        ["total build", fmt_number(build["build_seconds"]),
+         f"s, model load + first sync; load average {build['load_before']} before, {build['load_after']} after"],
         ["  model load", fmt_number(build["model_load_seconds"]), "s"],
         ["  first sync", fmt_number(build["sync_seconds"]), "s, hashing + extraction + embedding + BM25"],
         ["  embed_documents", fmt_number(build["embed_seconds"]), "s"],

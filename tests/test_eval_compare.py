@@ -178,7 +178,8 @@ def test_a_difference_under_half_a_thousandth_is_written_with_its_digits(tmp_pat
     code, out, _ = run(capsys, "--compare", old, new)
     assert code == 0
     assert metric_line(out, "MRR").endswith(f"    1.000  {NO_DIFFERENCE} (about 157 questions would detect -0.00045)")
-    assert metric_line(out, "Hit@5") == f"  Hit@5       0.950  0.950  +0.000  [+0.000, +0.000]    1.000  {NO_DIFFERENCE}"
+    assert metric_line(out, "Hit@5") == (f"  Hit@5       0.950  0.950  +0.000  [+0.000, +0.000]    1.000  "
+                                         f"{NO_DIFFERENCE}")
 
 
 def test_signed_differences():
