@@ -5,7 +5,7 @@ Answers "how long does `add_pdfs.py` take on 10,000 pages of annual reports, and
 * Build: ``LocalRAG(index, reranker_model=None).sync([pdf folder])`` with local_rag's default settings into a
   fresh index outside the repo; total time, pages, chunks, chunks/s inside ``embed_documents``, peak RSS of this
   process and of its extraction workers, then the time of a second sync with nothing changed.
-* Bare forward pass (``--bare``): the same chunks, read back from the built index, embedded by a bare script in the
+* Bare embedding loop (``--bare``): the same chunks, read back from the built index, embedded by a bare script in the
   same run (tokenizer, the backend's model file, mean pooling; no LocalRAG, Chroma or extraction), so that the build
   is reported as a ratio to it as well as in seconds, with the load average beside both. The bare vectors are
   compared with the stored ones (lowest cosine), which shows it did the same work.
@@ -182,8 +182,8 @@ def bare_embed(texts: Sequence[str], backend: str) -> list:
 
 
 def run_bare(index_dir: Path, backend: str) -> dict:
-    """The bare forward pass over the chunks stored in `index_dir` (see bare_embed), timed, with its vectors
-    compared with the stored ones."""
+    """The bare embedding loop (model load, tokenizing, forward pass, pooling; see bare_embed) over the chunks
+    stored in `index_dir`, timed, with its vectors compared with the stored ones."""
     from localrag.index import STORE_READ_PAGE
 
     collection = LocalRAG(index_dir, reranker_model=None, embedding_backend=backend).index.vectorstore._collection
@@ -192,7 +192,10 @@ def run_bare(index_dir: Path, backend: str) -> dict:
         data = collection.get(include=["documents", "embeddings"], limit=STORE_READ_PAGE, offset=offset)
         for key in store:
             store[key] += list(data[key])  # embeddings come as one numpy array
-    progress(f"bare forward pass over the {len(store['ids']):,} stored chunks on {backend} ...")
+    if not store["ids"]:
+        raise RAGError(f"the build stored no chunks in {index_dir} (no page has a text layer), so --bare has nothing "
+                       f"to embed; leave --bare out, or give PDFs with text")
+    progress(f"bare embedding loop over the {len(store['ids']):,} stored chunks on {backend} ...")
     load_before = load_average()
     started = time.perf_counter()
     vectors = bare_embed(store["documents"], backend)
@@ -342,7 +345,7 @@ def build_table(build: dict, bare: dict | None = None) -> str:
     ]
     if bare:
         rows += [
-            ["bare forward pass", fmt_number(bare["seconds"]),
+            ["bare embedding loop", fmt_number(bare["seconds"]),
              f"s, {bare['chunks']:,} stored chunks, {fmt_number(bare['chunks_per_s'])} chunks/s; load average "
              f"{bare['load_before']} before, {bare['load_after']} after"],
             ["  total build / bare", fmt_number(per_second(build["build_seconds"], bare["seconds"]), 2), "x"],
@@ -383,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedding-backend", choices=local_rag.EMBEDDING_BACKENDS, default=None,
                         help=f"embedding backend of the build (default: {local_rag.EMBEDDING_BACKEND})")
     parser.add_argument("--bare", action="store_true",
-                        help="after the build, time a bare forward pass over the same chunks (torch, openvino-int8)")
+                        help="after the build, time a bare embedding loop over the same chunks (torch, openvino-int8)")
     parser.add_argument("--skip-build", action="store_true", help="only time extraction")
     parser.add_argument("--skip-extract", action="store_true", help="only build and re-sync")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the results as JSON")

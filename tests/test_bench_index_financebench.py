@@ -1,4 +1,4 @@
-"""bench/index_financebench.py's own logic: the cosine check and the bare forward pass it times beside the build."""
+"""bench/index_financebench.py's own logic: the cosine check and the bare embedding loop it times beside a build."""
 from __future__ import annotations
 
 import importlib.util
@@ -29,7 +29,7 @@ def test_bare_pass_embeds_the_stored_chunks_as_the_build_did(tmp_path, capsys):
     assert results["bare"]["chunks"] == results["build"]["chunks"] == 5  # every stored chunk, the scan page none
     assert results["bare"]["lowest_cosine_to_index"] > 0.99999
     table = capsys.readouterr().out
-    assert "bare forward pass" in table and "total build / bare" in table and "lowest cosine to the index" in table
+    assert "bare embedding loop" in table and "total build / bare" in table and "lowest cosine to the index" in table
 
 
 def test_bare_needs_a_build_and_a_backend_it_runs(tmp_path, capsys):
@@ -38,3 +38,13 @@ def test_bare_needs_a_build_and_a_backend_it_runs(tmp_path, capsys):
     assert index_financebench.main(["--pdfs", str(tmp_path), "--bare", "--embedding-backend", "onnx"]) == 2
     assert capsys.readouterr().err == ("error: --bare runs torch and openvino-int8, not 'onnx'; leave --bare out "
                                        "for it\n")
+
+
+def test_bare_over_a_build_without_chunks_exits_2_and_keeps_the_index(tmp_path, capsys):
+    docs = write_corpus(tmp_path / "docs", {"scan.pdf": [None]})  # one image-only page: nothing to chunk
+    index = tmp_path / "index"
+    assert index_financebench.main(["--pdfs", str(docs), "--index", str(index), "--skip-extract", "--bare"]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: the build stored no chunks in {index} (no page has a text layer), so --bare has nothing to embed; "
+        f"leave --bare out, or give PDFs with text\n")
+    assert (index / "index_info.json").is_file()
