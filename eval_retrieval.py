@@ -35,7 +35,7 @@ from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult, LeftOut, QuestionRe
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
 GOLDSET_TEMPLATE_PATH = Path(__file__).resolve().parent / "eval" / "goldset_template.csv"  # copied to start a goldset
 REPORT_PATH = "eval/baseline.txt"  # the committed plain-text report
-ABLATION_REPORT_PATH = "eval/ablation.txt"  # the --ablation table (per-configuration reports beside it)
+ABLATION_REPORT_PATH = "eval/runs/ablation.txt"  # the --ablation table (per-configuration reports beside it)
 VECTORSTORE_PATH = local_rag.VECTORSTORE_PATH  # the same index the retriever uses
 K_VALUES = [5, 10, 20]  # cutoffs for goldsets; the deepest one is the retrieval depth
 DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
@@ -48,15 +48,17 @@ QUERY_VECTOR_CACHE = "eval/.cache/query_vectors.sqlite3"
 # Where indexes with other index settings than the evaluated one are kept (--index-cache), one folder per docs
 # folder and settings: `--chunk-size 800` builds one on first use and syncs it after, never the evaluated index.
 INDEX_CACHE = "eval/.cache/indexes"
-SWEEP_REPORT_PATH = "eval/sweep.txt"  # the --sweep table of the default goldset and index (reports beside it)
+SWEEP_REPORT_PATH = "eval/runs/sweep.txt"  # the --sweep table of the default goldset and index (reports beside it)
 DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
 COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
-GENERATED_PATH = "eval/goldset_generated.csv"  # where --generate writes its goldset
+GENERATED_PATH = "eval/runs/goldset_generated.csv"  # where --generate writes its goldset
 JUDGE_CACHE_PATH = "eval/judge_cache.json"  # the LLM judge's (and --llm's) cache of replies
 SUITE_OUTPUT_DIR = "eval/suite_reports"  # where --suite writes entry reports and the summary
 DATASET_REPORT_DIR = "eval/dataset_reports"  # default reports of --dataset runs, named after dataset and split
 GOLDSET_REPORT_SUFFIX = ".report"  # another goldset's default report: beside it, <goldset name>.report.txt
 DIAGNOSTIC_DEPTH = 100  # how deep the dense and BM25 lists are searched for stage ranks ("just outside the pool")
+COMPARE_PATH = "eval/runs/baseline.compare.txt"  # the baseline's comparison with the report it replaced
+RUNS_DIR = "eval/runs"  # reports of the default goldset under other settings, ablations, sweeps (git-ignored)
 DETAILS_SUFFIX = ".details.md"  # the details file beside a goldset report: eval/baseline.txt -> baseline.details.md
 
 T = TypeVar("T")
@@ -366,9 +368,12 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         args.dataset = str(resolve_dataset(args))
     check_gate_flags(args)
     args.settings_base_json = None  # the JSON report of the same run without the index settings given
+    args.compare_file = None  # where the committed baseline's comparison goes instead of into the baseline
     if args.report is None:
         args.report = default_report_path(args)
-        if settings_suffix(args) and args.json is None:
+        if args.report == REPORT_PATH and not (args.ablation or args.sweep_axes):
+            args.compare_file = COMPARE_PATH
+        if run_suffix(args) and args.json is None:
             args.settings_base_json = str(Path(default_report_path(args, suffix=False)).with_suffix(".json"))
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
@@ -429,18 +434,22 @@ def is_default_setup(args: argparse.Namespace) -> bool:
 
 
 def default_report_path(args: argparse.Namespace, suffix: bool = True) -> str:
-    """The report path without --report: the committed one only for the default goldset and index; another
-    goldset or index gets one beside the goldset, named after it; a dataset one under DATASET_REPORT_DIR. Index
-    settings given as flags add themselves to the name (eval/baseline.chunk_size-800.txt)."""
-    # The index settings given name the report: a run of other settings never replaces the evaluated index's.
-    suffix = settings_suffix(args) if suffix else ""
+    """The report path without --report: the committed one only for the default goldset, index and settings;
+    the default goldset under other index or retrieval settings, --ablation and --sweep under RUNS_DIR; another
+    goldset or index gets one beside the goldset, named after it; a dataset one under DATASET_REPORT_DIR. Settings
+    given as flags add themselves to the name (eval/runs/baseline.chunk_size-800.mode-dense.txt)."""
+    # The settings given name the report: a run of other settings never replaces the committed baseline.
+    suffix = run_suffix(args) if suffix else ""
     sweep = bool(getattr(args, "sweep_axes", None))  # set by resolve_args
     if args.dataset:
         table = "-sweep" if sweep else "-ablation" if args.ablation else ""
         name = f"{Path(args.dataset).resolve().name}-{args.split}{table}{suffix}.txt"
         return str(Path(DATASET_REPORT_DIR) / name)
     if is_default_setup(args):
-        path = Path(SWEEP_REPORT_PATH if sweep else ABLATION_REPORT_PATH if args.ablation else REPORT_PATH)
+        if not (sweep or args.ablation or suffix):
+            return REPORT_PATH
+        path = Path(SWEEP_REPORT_PATH if sweep else ABLATION_REPORT_PATH if args.ablation
+                    else Path(RUNS_DIR) / Path(REPORT_PATH).name)
         return str(path.with_name(path.stem + suffix + path.suffix))
     goldset = Path(args.goldset)
     table = ".sweep" if sweep else ".ablation" if args.ablation else GOLDSET_REPORT_SUFFIX
@@ -452,7 +461,8 @@ def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     details = None if args.dataset else details_path(args.report)
     return [(flag, path) for flag, path in (("--report", args.report), ("--json", args.json),
                                             ("--markdown", args.markdown), ("--run-file", args.run_file),
-                                            ("the details file of --report", details)) if path]
+                                            ("the details file of --report", details),
+                                            ("the comparison file", getattr(args, "compare_file", None))) if path]
 
 
 def details_path(report: str | Path) -> str:
@@ -597,6 +607,23 @@ def slug(text: str) -> str:
 def settings_suffix(args: argparse.Namespace) -> str:
     """What the default report name adds for the index settings given: '.chunk_size-800.loader-pypdf'."""
     return "".join(f".{key}-{slug(format_setting(value))}" for key, value in requested_settings(args).items())
+
+
+def retrieval_suffix(args: argparse.Namespace) -> str:
+    """What the default report name adds for retrieval and scoring settings other than the defaults:
+    '.mode-dense.rerank-off.rrf_k-60'."""
+    given = [("mode", args.mode if args.mode != local_rag.RETRIEVAL_MODE else None),
+             ("rerank", "off" if args.no_rerank else None), ("rerank_model", args.rerank_model),
+             ("rrf_k", args.rrf_k if args.rrf_k not in (None, local_rag.RRF_K) else None),
+             ("k", args.k and args.k.replace(",", "_")),
+             ("query_instructions", "on" if args.query_instructions != USE_QUERY_INSTRUCTIONS else None),
+             ("page_tolerance", args.page_tolerance if args.page_tolerance != PAGE_TOLERANCE else None)]
+    return "".join(f".{key}-{slug(str(value))}" for key, value in given if value is not None)
+
+
+def run_suffix(args: argparse.Namespace) -> str:
+    """The default report name's addition for every setting given: index settings, then retrieval ones."""
+    return settings_suffix(args) + retrieval_suffix(args)
 
 
 def parse_axis_value(axis: str, text: str) -> Any:
@@ -775,7 +802,16 @@ def open_pdf_index(args: argparse.Namespace, wanted: Mapping[str, Any]) -> Opene
 
 def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
     """The details file (a goldset's), the report and the JSON report; the details first, so a report never
-    names a details file that is not there."""
+    names a details file that is not there.
+
+    The committed baseline carries no comparison: it would differ between the run that made it (compared
+    with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
+    stdout and to COMPARE_PATH instead."""
+    if getattr(args, "compare_file", None) and result.compare:
+        block = "\n".join(eval_report.render_compare(result.compare)) + "\n"
+        write_text_atomic(args.compare_file, block)
+        print(block, end="")
+        result = dataclasses.replace(result, compare=None)
     if result.details:
         write_text_atomic(details_path(args.report), diagnose.render_details(result, display_path(args.report)))
     write_text_atomic(args.report, eval_report.render_text(result))

@@ -1,7 +1,11 @@
-"""How two ranked lists of chunk ids become one: reciprocal rank fusion and the plain union."""
+"""How two ranked lists of chunk ids become one (reciprocal rank fusion, the plain union), and the rule that
+makes a final list a total order that any scorer reads back in the same order (`strictly_decreasing`)."""
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Sequence, TypeVar
+
+T = TypeVar("T")
 
 
 def rrf_fuse(rankings: Sequence[Sequence[str]], k: int) -> list[tuple[str, float]]:
@@ -25,4 +29,21 @@ def union_ids(first: Sequence[str], second: Sequence[str]) -> list[str]:
         if doc_id not in seen:
             seen.add(doc_id)
             out.append(doc_id)
+    return out
+
+
+def strictly_decreasing(ranked: Sequence[tuple[T, float]]) -> list[tuple[T, float]]:
+    """`ranked` (best first) with each score that does not fall below the one before it lowered to the next
+    double below that one, so scores strictly decrease with rank.
+
+    trec_eval (and our metrics, which follow it) order equal scores by doc id; a list whose scores tie or
+    rise would be scored in another order than it is returned. A tie moves by one unit in the last place
+    (about 1e-16 for scores near 1), far below any printed digit; the order is never changed.
+    """
+    out: list[tuple[T, float]] = []
+    for item, score in ranked:
+        score = float(score)
+        if out and not score < out[-1][1]:
+            score = math.nextafter(out[-1][1], -math.inf)
+        out.append((item, score))
     return out

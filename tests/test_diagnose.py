@@ -14,8 +14,8 @@ keeps the fused order (sorted is stable) but drops c09 to the end.
 
 RRF by hand: qa: c02 1/61+1/62 > c01 1/61 > c03 1/63. qb: c01 1/61+1/62 = 0.03252 > c02 1/62+1/63 = 0.03100 >
 c08 1/61 = 0.01639 > c03 1/63. qc: c09 2/61 > c01 1/62 = c03 1/62 (tie: dense is walked first) > c02 1/63.
-(*) The trap: the 6-deep dense search orders its top differently from the 3-deep one, as an approximate
-nearest-neighbour search may; the candidates must stay the 3-deep list, the deeper search only adds a tail.
+(*) The trap: the 6-deep dense search orders its top differently from the 3-deep one (an approximate search
+could); the candidates must stay the 3-deep list, the deeper search only adds a tail.
 So qa: (a) outside every candidate list, just outside (dense 5); qb: (b) in the BM25 list at 1, fusion put it
 at 3 > 2; qc: (c) fused 1, reranked 4; qd: (d) found at 1.
 """
@@ -63,14 +63,11 @@ class FakeIndex:
     def embed_query(self, query):
         return query  # the "vector" names the query, so the fake search can look it up
 
-    def query(self, query_embeddings, n_results, include):
-        self.dense_calls.append(n_results)
-        shallow, deep = DENSE[query_embeddings[0]]
-        ids = (shallow if n_results <= len(shallow) else deep)[:n_results]
-        return {"ids": [ids], "distances": [[0.1 * n for n in range(len(ids))]]}
-
-    def orphan_count(self):
-        return 0
+    def nearest(self, vector, k):
+        self.dense_calls.append(k)
+        shallow, deep = DENSE[vector]
+        ids = (shallow if k <= len(shallow) else deep)[:k]
+        return [(i, 1.0 - 0.1 * n) for n, i in enumerate(ids)]
 
     def bm25(self):
         return self

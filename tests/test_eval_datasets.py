@@ -365,3 +365,35 @@ def test_stage_ranks_count_documents(hybrid_run):
     assert "Where the misses are lost (at k = 5; 6 questions with stage ranks)" in report
     assert "  found within 5                                      6" in report
     assert not list(hybrid_run["report"].parent.glob("*.details.md"))  # passages are shown for goldsets only
+
+
+@pytest.mark.parametrize("mode", local_rag.RETRIEVAL_MODES)
+@pytest.mark.parametrize("rerank", [False, True])
+def test_run_file_reproduces_the_json_metrics_with_trec_eval(dataset, spread_cross_encoder, tmp_path, mode, rerank):
+    """trec_eval (pytrec_eval) on the written run file gives the JSON report's per-query metrics, for every mode
+    with and without a reranker. The corpus ties: doc9 and doc11 are byte-identical (equal cosine, BM25 and
+    cross-encoder scores), and at RRF k = 1 (the default) 1/2 + 1/3 ties whichever list ranks a document first."""
+    import pytrec_eval
+
+    folder, index = dataset
+    flags = ["--rerank-model", str(spread_cross_encoder)] if rerank else ["--no-rerank"]
+    code = er.main(["--dataset", str(folder), "--index", str(index), "--k", "1,3,5", "--quiet", "--no-compare",
+                    "--mode", mode, *flags, "--report", str(tmp_path / "r.txt"),
+                    "--run-file", str(tmp_path / "r.run")])
+    assert code == 1  # degraded: corpus.jsonl has a broken line (test_report_notes_malformed_lines)
+    payload = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    ours = {q["query_id"]: q["metrics"] for q in payload["per_query"]}
+    run = datasets.read_trec_run(tmp_path / "r.run")
+    for scores in run.values():  # the documented rule: scores strictly decrease with rank
+        assert len(set(scores.values())) == len(scores)
+    qrels = {qid: {d: int(g) for d, g in docs.items()} for qid, docs in datasets.load_beir(folder).qrels.items()
+             if qid in ours}
+    trec = pytrec_eval.RelevanceEvaluator(qrels, {"success.1,3,5", "recall.1,3,5", "ndcg_cut.1,3,5",
+                                                  "recip_rank"}).evaluate(run)
+    names = {"hit": "success", "recall": "recall", "ndcg": "ndcg_cut"}
+    assert set(ours) == set(trec) and len(ours) == 6
+    for qid, metrics in ours.items():
+        for key, value in metrics.items():
+            name, _, k = key.partition("@")
+            expected = trec[qid]["recip_rank" if name == "mrr" else f"{names[name]}_{k}"]
+            assert value == pytest.approx(expected, abs=1e-9), (mode, rerank, qid, key)

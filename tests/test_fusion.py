@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from localrag.fusion import rrf_fuse, union_ids
+import math
+
+from localrag.fusion import rrf_fuse, strictly_decreasing, union_ids
+from localrag.metrics import rank_run
 
 
 def scores(results) -> list[float]:
@@ -31,3 +34,20 @@ def test_union_ids_first_then_new_ids_once():
     assert union_ids(["a", "b"], ["c", "a", "d", "c"]) == ["a", "b", "c", "d"]
     assert union_ids([], ["b", "b"]) == ["b"]
     assert union_ids(["a", "a"], []) == ["a"]
+
+
+def test_strictly_decreasing_breaks_ties_and_rises_in_list_order():
+    # The trap: "b" ties "a", "c" scores above both (a reranker's equal or out-of-order scores), "d" is below.
+    out = strictly_decreasing([("a", 0.5), ("b", 0.5), ("c", 0.9), ("d", 0.1)])
+    below_a = math.nextafter(0.5, -math.inf)
+    assert out == [("a", 0.5), ("b", below_a), ("c", math.nextafter(below_a, -math.inf)), ("d", 0.1)]
+    assert [s for _, s in out] == sorted((s for _, s in out), reverse=True) and len({s for _, s in out}) == 4
+    assert strictly_decreasing([]) == []
+
+
+def test_strictly_decreasing_makes_trec_order_the_list_order():
+    # RRF at k = 1: 1/2 + 1/3 from either list ties; trec_eval would put "z" (greater id) first.
+    fused = rrf_fuse([["a", "z"], ["z", "a"]], k=1)
+    assert fused == [("a", 1 / 2 + 1 / 3), ("z", 1 / 2 + 1 / 3)]
+    assert rank_run(dict(fused)) == ["z", "a"]
+    assert rank_run(dict(strictly_decreasing(fused))) == ["a", "z"]
