@@ -2,7 +2,6 @@
 makes a final list a total order that any scorer reads back in the same order (`strictly_decreasing`)."""
 from __future__ import annotations
 
-import math
 from typing import Sequence, TypeVar
 
 T = TypeVar("T")
@@ -33,17 +32,22 @@ def union_ids(first: Sequence[str], second: Sequence[str]) -> list[str]:
 
 
 def strictly_decreasing(ranked: Sequence[tuple[T, float]]) -> list[tuple[T, float]]:
-    """`ranked` (best first) with each score that does not fall below the one before it lowered to the next
-    double below that one, so scores strictly decrease with rank.
+    """`ranked` (best first) with each score that does not fall below the one before it, as single-precision
+    floats compare, lowered to the next single-precision value below that one: scores strictly decrease.
 
-    trec_eval (and our metrics, which follow it) order equal scores by doc id; a list whose scores tie or
-    rise would be scored in another order than it is returned. A tie moves by one unit in the last place
-    (about 1e-16 for scores near 1), far below any printed digit; the order is never changed.
+    trec_eval (and our metrics, which follow it) order equal scores by doc id, and trec_eval keeps scores as C
+    `float`: a list whose scores tie or rise there would be scored in another order than it is returned. A tie
+    moves by one unit in float32's last place (6e-8 for scores near 1, 2e-9 near 1/30); the order never changes.
     """
+    import numpy
+
     out: list[tuple[T, float]] = []
+    last = None  # the previous score as float32
     for item, score in ranked:
-        score = float(score)
-        if out and not score < out[-1][1]:
-            score = math.nextafter(out[-1][1], -math.inf)
-        out.append((item, score))
+        single = numpy.float32(score)
+        if last is not None and not single < last:
+            single = numpy.nextafter(last, numpy.float32(-numpy.inf))
+            score = float(single)
+        out.append((item, float(score)))
+        last = single
     return out

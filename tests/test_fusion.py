@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-import math
+import numpy
 
 from localrag.fusion import rrf_fuse, strictly_decreasing, union_ids
 from localrag.metrics import rank_run
@@ -38,10 +38,13 @@ def test_union_ids_first_then_new_ids_once():
 
 def test_strictly_decreasing_breaks_ties_and_rises_in_list_order():
     # The trap: "b" ties "a", "c" scores above both (a reranker's equal or out-of-order scores), "d" is below.
-    out = strictly_decreasing([("a", 0.5), ("b", 0.5), ("c", 0.9), ("d", 0.1)])
-    below_a = math.nextafter(0.5, -math.inf)
-    assert out == [("a", 0.5), ("b", below_a), ("c", math.nextafter(below_a, -math.inf)), ("d", 0.1)]
-    assert [s for _, s in out] == sorted((s for _, s in out), reverse=True) and len({s for _, s in out}) == 4
+    # "e" and "f" differ as doubles but not as float32, the precision trec_eval keeps scores in.
+    out = strictly_decreasing([("a", 0.5), ("b", 0.5), ("c", 0.9), ("d", 0.1), ("e", 0.05), ("f", 0.05 - 1e-12)])
+    below_a = 0.5 - 2 ** -25  # float32 has 24 significant bits: one unit below 0.5 is 2^-25
+    assert out[:4] == [("a", 0.5), ("b", below_a), ("c", below_a - 2 ** -25), ("d", 0.1)]
+    assert out[4] == ("e", 0.05) and out[5][1] == float(numpy.nextafter(numpy.float32(0.05), numpy.float32(0)))
+    singles = [numpy.float32(s) for _, s in out]
+    assert all(x > y for x, y in zip(singles, singles[1:]))
     assert strictly_decreasing([]) == []
 
 
