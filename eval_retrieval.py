@@ -367,14 +367,16 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.dataset:  # after the cheap checks: a name is downloaded once, then it is a BEIR folder like a path
         args.dataset = str(resolve_dataset(args))
     check_gate_flags(args)
-    args.settings_base_json = None  # the JSON report of the same run without the index settings given
+    args.settings_base_json = None  # the JSON report a run of other settings is first compared with
     args.compare_file = None  # where the committed baseline's comparison goes instead of into the baseline
     if args.report is None:
         args.report = default_report_path(args)
         if args.report == REPORT_PATH and not (args.ablation or args.sweep_axes):
             args.compare_file = COMPARE_PATH
         if run_suffix(args) and args.json is None:
-            args.settings_base_json = str(Path(default_report_path(args, suffix=False)).with_suffix(".json"))
+            # Other index settings: the same retrieval settings on the evaluated index; else the default run's.
+            base = retrieval_suffix(args) if settings_suffix(args) else ""
+            args.settings_base_json = str(Path(default_report_path(args, suffix=base)).with_suffix(".json"))
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
     if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
@@ -433,13 +435,13 @@ def is_default_setup(args: argparse.Namespace) -> bool:
             and args.chroma_url == local_rag.CHROMA_URL)
 
 
-def default_report_path(args: argparse.Namespace, suffix: bool = True) -> str:
+def default_report_path(args: argparse.Namespace, suffix: str | None = None) -> str:
     """The report path without --report: the committed one only for the default goldset, index and settings;
     the default goldset under other index or retrieval settings, --ablation and --sweep under RUNS_DIR; another
     goldset or index gets one beside the goldset, named after it; a dataset one under DATASET_REPORT_DIR. Settings
     given as flags add themselves to the name (eval/runs/baseline.chunk_size-800.mode-dense.txt)."""
     # The settings given name the report: a run of other settings never replaces the committed baseline.
-    suffix = run_suffix(args) if suffix else ""
+    suffix = run_suffix(args) if suffix is None else suffix
     sweep = bool(getattr(args, "sweep_axes", None))  # set by resolve_args
     if args.dataset:
         table = "-sweep" if sweep else "-ablation" if args.ablation else ""

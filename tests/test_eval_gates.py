@@ -293,7 +293,7 @@ def default_args(**changes) -> argparse.Namespace:
 
 def test_default_report_paths():
     assert er.default_report_path(default_args()) == "eval/baseline.txt"
-    assert er.default_report_path(default_args(ablation=True)) == "eval/ablation.txt"
+    assert er.default_report_path(default_args(ablation=True)) == "eval/runs/ablation.txt"
     assert er.default_report_path(default_args(index="eval/index")) == "eval/baseline.txt"
     assert er.default_report_path(default_args(index="other")) == "eval/goldset.report.txt"
     assert er.default_report_path(default_args(docs="papers")) == "eval/goldset.report.txt"

@@ -120,11 +120,11 @@ def test_other_settings_build_a_cached_index_once_and_never_touch_the_evaluated_
     built = next(line for line in lines if line.startswith(f"Index {derived.as_posix()} ("))
     assert "files added 4 / updated 0 / removed 0 / unchanged 0 / failed 0" in built
     # The report is named after the settings given, and compared with the report of the evaluated index.
-    text = (workdir / "gold.report.chunk_size-page.txt").read_text(encoding="utf-8")
+    text = (workdir / "gold.report.chunk_size-page.rerank-off.page_tolerance-0.txt").read_text(encoding="utf-8")
     assert ("  Settings that differ: index base → " + derived.as_posix() + "; chunk_size 2000 → page; chunk_overlap "
             f"200 → 0; page_chunk_limit unset → {local_rag.PAGE_CHUNK_LIMIT}") in text.splitlines()
-    assert "Compared to report gold.report.json (6 common questions)" in text
-    settings = json.loads((workdir / "gold.report.chunk_size-page.json").read_text(encoding="utf-8"))["settings"]
+    assert "Compared to report gold.report.rerank-off.page_tolerance-0.json (6 common questions)" in text
+    settings = json.loads((workdir / "gold.report.chunk_size-page.rerank-off.page_tolerance-0.json").read_text(encoding="utf-8"))["settings"]
     assert settings == {"index": derived.as_posix(), "embedding_model": local_rag.EMBEDDING_MODEL,
                         "embedding_backend": local_rag.EMBEDDING_BACKEND, "chunk_size": "page", "chunk_overlap": 0,
                         "page_chunk_limit": local_rag.PAGE_CHUNK_LIMIT, "chunk_headers": True,
@@ -142,8 +142,8 @@ def test_other_settings_build_a_cached_index_once_and_never_touch_the_evaluated_
             f"chunk_headers on, bm25_stemmer {local_rag.BM25_STEMMER}, page_chunk_limit {local_rag.PAGE_CHUNK_LIMIT}): "
             "up to date, nothing embedded"
             ) in err.splitlines()
-    text = (workdir / "gold.report.chunk_size-page.txt").read_text(encoding="utf-8")
-    assert "Compared to previous report gold.report.chunk_size-page.json (6 common questions)" in text
+    text = (workdir / "gold.report.chunk_size-page.rerank-off.page_tolerance-0.txt").read_text(encoding="utf-8")
+    assert "Compared to previous report gold.report.chunk_size-page.rerank-off.page_tolerance-0.json (6 common questions)" in text
     assert "Settings that differ" not in text  # same settings as the previous run: no line
     assert (workdir / "base" / "index_info.json").read_bytes() == manifest
     assert sorted(p.relative_to(workdir / "base") for p in (workdir / "base").rglob("*")) == listing
@@ -154,7 +154,7 @@ def test_settings_equal_to_the_evaluated_index_use_it(workdir, capsys):
     code, _, err = run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--chunk-size", "2000", "--no-rerank",
                        "--index-cache", workdir / "cache")
     assert code == 1 and "differ from" not in err and not Path("cache").exists()
-    report = json.loads((workdir / "gold.report.chunk_size-2000.json").read_text(encoding="utf-8"))
+    report = json.loads((workdir / "gold.report.chunk_size-2000.rerank-off.json").read_text(encoding="utf-8"))
     assert report["settings"]["index"] == "base"
 
 
@@ -165,10 +165,17 @@ def test_report_names_say_which_settings_were_given(monkeypatch):
         return er.resolve_args(args).report
 
     assert path_of() == er.REPORT_PATH
-    assert path_of("--chunk-size", "800") == "eval/baseline.chunk_size-800.txt"
-    assert path_of("--no-chunk-headers", "--loader", "pypdf") == "eval/baseline.loader-pypdf.chunk_headers-off.txt"
+    assert path_of("--chunk-size", "800") == "eval/runs/baseline.chunk_size-800.txt"
+    assert path_of("--no-chunk-headers", "--loader", "pypdf") == \
+        "eval/runs/baseline.loader-pypdf.chunk_headers-off.txt"
     assert path_of("--embedding-model", "BAAI/bge-small-en-v1.5", "--sweep", "mode=dense,hybrid") == \
-        "eval/sweep.embedding_model-BAAI_bge-small-en-v1.5.txt"
+        "eval/runs/sweep.embedding_model-BAAI_bge-small-en-v1.5.txt"
+    # Retrieval and scoring settings name the report too: an everyday ablation never replaces the baseline.
+    assert path_of("--mode", "dense") == "eval/runs/baseline.mode-dense.txt"
+    assert path_of("--mode", local_rag.RETRIEVAL_MODE) == er.REPORT_PATH  # the default, given: still the baseline
+    assert path_of("--no-rerank", "--rrf-k", "60", "--k", "5,10") == "eval/runs/baseline.rerank-off.rrf_k-60.k-5_10.txt"
+    assert path_of("--chunk-size", "800", "--mode", "bm25", "--page-tolerance", "0") == \
+        "eval/runs/baseline.chunk_size-800.mode-bm25.page_tolerance-0.txt"
     assert path_of("--goldset", "my/gold.csv", "--sweep", "chunk_size=500,page") == "my/gold.sweep.txt"
     assert path_of("--dataset", "data/scifact", "--chunk-size", "page") == \
         f"{er.DATASET_REPORT_DIR}/scifact-test.chunk_size-page.txt"
@@ -209,7 +216,7 @@ def test_sweep_table_rows_share_indexes_and_query_vectors(workdir, capsys, monke
     assert code == 1  # degraded (scans.pdf missing), as the status line says
     assert len(opened) == 2  # one index per chunk size, shared by both modes
     assert [rag.stats["query_embeddings"] for rag in opened] == [6, 0]  # the page index reused the vectors
-    table = (workdir / "gold.sweep.txt").read_text(encoding="utf-8")
+    table = (workdir / "gold.sweep.rerank-off.page_tolerance-0.txt").read_text(encoding="utf-8")
     assert out == table
     lines = [re.sub(r"\s+[\d.]+$", "", line) for line in table.splitlines()]  # seconds vary between runs
     start = lines.index("Results (* = best in column; seconds = wall time of the row, including opening and "
@@ -244,7 +251,7 @@ def test_sweep_table_rows_share_indexes_and_query_vectors(workdir, capsys, monke
         "no detectable difference at this goldset size",
     ]
     # One report per row beside the table, each compared with the first row and naming what differs.
-    row = (workdir / "gold.sweep-chunk_size-page.mode-bm25.txt").read_text(encoding="utf-8").splitlines()
+    row = (workdir / "gold.sweep.rerank-off.page_tolerance-0-chunk_size-page.mode-bm25.txt").read_text(encoding="utf-8").splitlines()
     assert "Compared to first row (chunk_size=2000 mode=dense) (6 common questions)" in row
     derived = er.display_path(opened[1].path)
     assert (f"  Settings that differ: index base → {derived}; chunk_size 2000 → page; chunk_overlap 200 → 0; "
