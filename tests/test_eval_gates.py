@@ -365,3 +365,32 @@ def test_a_goldset_whose_every_page_is_invalid_exits_2(evaluate, tmp_path):
     assert err.endswith(f"error: every question of {tmp_path / 'gold.csv'} has an invalid expected page (see the "
                         f"warnings above), so nothing can be evaluated; fix the pages and rerun\n")
     assert not (tmp_path / "r.txt").exists()
+
+
+def test_the_baseline_is_the_default_run_s_and_carries_no_comparison(tiny_index, tmp_path, capsys, monkeypatch):
+    docs, index = tiny_index
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(er, "VECTORSTORE_PATH", str(index))
+    monkeypatch.setattr(er.local_rag, "DOCS_PATH", str(docs))
+    write(tmp_path / "eval" / "goldset.csv", CLEAN)
+    without_generated = lambda path: [line for line in path.read_text(encoding="utf-8").splitlines()  # noqa: E731
+                                      if not line.startswith("Generated:")]
+    assert run(capsys, "--quiet")[0] == 0
+    baseline = tmp_path / "eval" / "baseline.txt"
+    first, first_json = without_generated(baseline), without_generated(baseline.with_suffix(".json"))
+    # The second run compares with the first: the comparison goes to stdout and eval/runs/, the baseline is
+    # the same file but for its Generated: line (what a fresh clone's first run must leave).
+    code, out, _ = run(capsys, "--quiet")
+    assert code == 0 and "Compared to previous report eval/baseline.json (3 common questions)" in out
+    compare = (tmp_path / "eval" / "runs" / "baseline.compare.txt").read_text(encoding="utf-8")
+    assert compare.startswith("Compared to previous report eval/baseline.json") and compare in out
+    assert without_generated(baseline) == first and "Compared to" not in baseline.read_text(encoding="utf-8")
+    assert without_generated(baseline.with_suffix(".json")) == first_json
+    assert json.loads(baseline.with_suffix(".json").read_text(encoding="utf-8")).get("compare") is None
+    # An everyday ablation writes beside it, under a name that says its settings, and compares with it.
+    before = baseline.read_bytes(), baseline.with_suffix(".json").read_bytes()
+    code, out, err = run(capsys, "--mode", "dense")
+    assert code == 0 and "Report written to eval/runs/baseline.mode-dense.txt" in err
+    ablation = (tmp_path / "eval" / "runs" / "baseline.mode-dense.txt").read_text(encoding="utf-8")
+    assert "Compared to report eval/baseline.json (3 common questions)" in ablation
+    assert (baseline.read_bytes(), baseline.with_suffix(".json").read_bytes()) == before
