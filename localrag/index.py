@@ -154,6 +154,23 @@ def read_store(collection, include: list[str]) -> dict[str, list]:
     return out
 
 
+def top_k_cosine(matrix: Any, vector: Sequence[float], k: int) -> list[tuple[int, float]]:
+    """(row, cosine similarity) of the k rows of `matrix` (unit rows, float32) nearest to `vector`, best first;
+    equal similarities in row order, also at the cut."""
+    import numpy
+
+    n = len(matrix)
+    k = min(k, n)
+    if k <= 0:
+        return []
+    query = numpy.asarray(vector, dtype=numpy.float32)
+    similarities = matrix @ (query / (float(numpy.linalg.norm(query)) or 1.0))
+    cut = numpy.partition(similarities, n - k)[n - k]  # the k-th best similarity
+    top = numpy.flatnonzero(similarities >= cut)  # every row tied at the cut, so the row rule decides there too
+    order = top[numpy.lexsort((top, -similarities[top]))][:k]
+    return [(int(i), float(similarities[i])) for i in order]
+
+
 def parse_chunk_size(text: str) -> int | str:
     """A --chunk-size value: a positive number of characters, or "page" (ValueError naming both otherwise)."""
     text = str(text).strip()
@@ -1295,22 +1312,11 @@ class Index:
         Not Chroma's HNSW search: Chroma rebuilds that graph from its write-ahead log at every open, and the
         graph is not deterministic; one 912-chunk index gave Hit@20 0.915 to 0.949 from one open to the next.
         Exact search returns the same list for the same index and query on every copy of it."""
-        import numpy
-
         fingerprint = self.fingerprint()
         if self._vectors is None or self._vectors[0] != fingerprint:
             self._vectors = (fingerprint, *self.indexed_vectors())
         ids, matrix = self._vectors[1], self._vectors[2]
-        k = min(k, len(ids))
-        if k <= 0:
-            return []
-        query = numpy.asarray(vector, dtype=numpy.float32)
-        similarities = matrix @ (query / (float(numpy.linalg.norm(query)) or 1.0))
-        # The k-th best similarity, then every chunk at or above it, so a tie at the cut is decided by id too.
-        cut = numpy.partition(similarities, len(ids) - k)[len(ids) - k]
-        top = numpy.flatnonzero(similarities >= cut)
-        order = top[numpy.lexsort((top, -similarities[top]))][:k]  # ids are sorted: position order is id order
-        return [(ids[i], float(similarities[i])) for i in order]
+        return [(ids[i], similarity) for i, similarity in top_k_cosine(matrix, vector, k)]
 
     def indexed_vectors(self) -> tuple[list[str], "numpy.ndarray"]:
         """(ids sorted, their stored vectors scaled to unit length as float32 rows) of every fully indexed chunk."""
