@@ -1,0 +1,97 @@
+"""Dense retrieval is deterministic: exact search over the stored vectors, the same top-100 in every fresh process
+and on every copy of the index, equal to a brute-force cosine search computed here (float64, ties by chunk id).
+
+Chroma's own HNSW search is rebuilt from its write-ahead log at every open and is not deterministic, which is why
+the retriever does not use it (localrag/index.py, Index.nearest). The store has 2,000 chunks; every 40th text is
+a copy of the one before it, so equal similarities (the trap) occur in every top-100.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy
+import pytest
+from conftest import ROOT
+
+from local_rag import LocalRAG
+from localrag.index import top_k_cosine
+
+WORDS = ("option volatility pricing rainfall harvest espresso grinder castle trial clerk ledger dividend glacier "
+         "volcano tyre bicycle aqueduct honey pollen jazz trumpet caffeine river bridge").split()
+N_RECORDS, DEPTH, PROCESSES, COPIES = 2000, 100, 15, 5
+OPEN_AND_SEARCH = """
+import json, sys
+sys.path.insert(0, {root!r})
+from local_rag import LocalRAG
+rag = LocalRAG(sys.argv[1], reranker_model=None, quiet=True)
+vectors = json.load(open(sys.argv[2]))
+print(json.dumps([[i for i, _ in rag.index.nearest(v, {depth})] for v in vectors]))
+"""
+
+
+def text(n: int) -> str:
+    n = n - 1 if n % 40 == 39 else n  # a byte-identical copy of the record before: equal vectors
+    rng = numpy.random.default_rng(n)
+    return " ".join(WORDS[i] for i in rng.integers(0, len(WORDS), 12))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    base = tmp_path_factory.mktemp("exact")
+    rag = LocalRAG(base / "index", reranker_model=None, chunk_size=2000, quiet=True)
+    rag.sync_records([{"doc_id": f"d{n}", "title": "", "text": text(n), "metadata": {}} for n in range(N_RECORDS)],
+                     progress=False)
+    vectors = [rag.index.embeddings.embed_query(q) for q in ("volatility of an option", "harvest after rain",
+                                                              "espresso grinder", "a trial in a castle")]
+    return base, rag, vectors
+
+
+def brute_force(rag, vector) -> list[str]:
+    data = rag.index.vectorstore._collection.get(include=["embeddings"])
+    ids = numpy.array(data["ids"])
+    matrix = numpy.asarray(data["embeddings"], dtype=numpy.float64)
+    similarities = (matrix / numpy.linalg.norm(matrix, axis=1, keepdims=True)) @ (vector / numpy.linalg.norm(vector))
+    # Rounded to float32 first: the store keeps float32, so float64 sums may split a tie by 1e-17.
+    similarities = similarities.astype(numpy.float32)
+    order = numpy.lexsort((ids, -similarities))
+    return list(ids[order[:DEPTH]])
+
+
+def test_top_k_cosine_by_hand():
+    matrix = numpy.array([[1, 0], [0, 1], [1, 0], [0.6, 0.8]], dtype=numpy.float32)
+    # Rows 0 and 2 tie at 1.0 and stay in row order; at k = 2 the tie at the cut is kept whole before cutting.
+    assert top_k_cosine(matrix, [2.0, 0.0], 2) == [(0, 1.0), (2, 1.0)]
+    assert [i for i, _ in top_k_cosine(matrix, [0.0, 1.0], 4)] == [1, 3, 0, 2]
+    assert top_k_cosine(matrix, [1.0, 0.0], 0) == []
+
+
+def test_the_store_ties(store):
+    _, rag, vectors = store
+    found = rag.index.nearest(vectors[0], DEPTH)
+    assert len(found) == DEPTH and len({s for _, s in found}) < DEPTH  # equal similarities among the top 100
+
+
+def test_every_fresh_process_and_copy_returns_exact_search(store, tmp_path):
+    base, rag, vectors = store
+    expected = [brute_force(rag, numpy.asarray(v)) for v in vectors]
+    assert [[i for i, _ in rag.index.nearest(v, DEPTH)] for v in vectors] == expected
+    (tmp_path / "vectors.json").write_text(json.dumps(vectors), encoding="utf-8")
+    script = OPEN_AND_SEARCH.format(root=str(ROOT), depth=DEPTH)
+    folders = [base / "index"] * PROCESSES
+    for n in range(COPIES):
+        shutil.copytree(base / "index", tmp_path / f"copy{n}")
+        folders.append(tmp_path / f"copy{n}")
+    results = []
+    for start in range(0, len(folders), 2):  # two at a time: the machine has two cores
+        running = [subprocess.Popen([sys.executable, "-c", script, str(f), str(tmp_path / "vectors.json")],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for f in folders[start:start + 2]]
+        for process in running:
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == 0, err
+            results.append(json.loads(out))
+    assert len(results) == PROCESSES + COPIES
+    assert all(result == expected for result in results)
