@@ -255,6 +255,10 @@ def manifest_problem(data: object) -> str | None:
     """What is structurally wrong with a parsed index_info.json, or None when it can be trusted."""
     if not isinstance(data, dict):
         return f"it holds a JSON {type(data).__name__} instead of an object"
+    lacking = [key for key in ("files", "settings") if key not in data]
+    if lacking:  # every manifest localRAG writes has both; `{}` is not an empty index's manifest
+        return f"it lacks the {' and '.join(repr(k) for k in lacking)} entr{'ies' if len(lacking) > 1 else 'y'} " \
+               f"that every manifest localRAG writes has"
     for key in ("files", "failed", "partial", "settings", "counts"):
         if key in data and not isinstance(data[key], dict):
             return f'its "{key}" entry is not an object'

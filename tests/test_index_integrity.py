@@ -292,15 +292,21 @@ def test_links_are_followed_only_inside_the_folder_and_every_skip_is_named(capsy
     ('{"files": {"alpha.pdf": {"sha256": "ab', "it cannot be read (JSONDecodeError: Unterminated string starting "
                                               "at: line 1 column 36 (char 35))"),
     ("[]", "it holds a JSON list instead of an object"),
+    # `{}` is no empty index's manifest: once read as "no index", and a sync deleted the stored chunks.
+    ("{}", "it lacks the 'files' and 'settings' entries that every manifest localRAG writes has"),
+    ('{"files": {}}', "it lacks the 'settings' entry that every manifest localRAG writes has"),
 ])
 def test_a_damaged_manifest_is_named_and_rebuild_moves_it_aside(capsys, tmp_path, docs_a, content, problem):
     index = tmp_path / "index"
     assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
     (index / "index_info.json").write_text(content, encoding="utf-8")
+    store = (index / "chroma.sqlite3").read_bytes()
     message = (f"error: the index manifest {index / 'index_info.json'} is damaged: {problem}; run add_pdfs.py "
                f"--index {index} --rebuild (it moves the damaged manifest aside and builds the index again)\n")
     code, out, err = run(capsys, str(docs_a), "--index", str(index))
     assert (code, out, err) == (2, [], message)
+    assert run(capsys, "--index", str(index))[:3] == (2, [], message)  # the folder it follows is not guessed
+    assert (index / "chroma.sqlite3").read_bytes() == store  # nothing deleted
     (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
     for extra in ([], ["--no-sync"]):
         code, out, err = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index),
