@@ -438,7 +438,6 @@ class Index:
         self._expected_export = expected_export or (lambda name, backend: models.expected_export(name, backend))
         self._bm25 = None
         self._fingerprint: str | None = None
-        self._orphans: tuple[str, int] | None = None
         self._vectors: tuple[str, list[str], Any] | None = None  # (fingerprint, ids, unit vectors) for nearest()
         self._lock_token: str | None = None
 
@@ -722,7 +721,7 @@ class Index:
             self._store = None
         self._fingerprint = None
         self._bm25 = None
-        self._orphans = self._vectors = None
+        self._vectors = None
 
     # ------------------------------------------------------------------ index contents
 
@@ -1052,7 +1051,7 @@ class Index:
         self.info = {"files": {}, "failed": {}}
         self._fingerprint = None
         self._bm25 = None
-        self._orphans = self._vectors = None
+        self._vectors = None
 
     def _pdf_units(self, todo: list[tuple[str, Path, str]], report: SyncReport, progress: bool,
                    extract: Callable[[Sequence[Path], str], Iterator[ExtractedPdf]]) -> Iterator[SourceUnit]:
@@ -1242,7 +1241,7 @@ class Index:
 
     def _write_info(self) -> None:
         self._fingerprint = None
-        self._orphans = self._vectors = None
+        self._vectors = None
         if self.chroma_url:
             self._info_collection().upsert(ids=["index_info"], embeddings=[[1.0]],
                                            documents=[json.dumps(self.info, ensure_ascii=False, sort_keys=True)])
@@ -1336,11 +1335,3 @@ class Index:
         matrix = numpy.asarray([v for _, v in kept], dtype=numpy.float32)
         norms = numpy.linalg.norm(matrix, axis=1, keepdims=True)
         return [i for i, _ in kept], matrix / numpy.where(norms == 0, 1.0, norms)
-
-    def orphan_count(self) -> int:
-        """Stored chunks beyond those of the manifest's files; counted once per manifest state."""
-        fingerprint = self.fingerprint()
-        if self._orphans is None or self._orphans[0] != fingerprint:
-            listed = sum(e["chunks"] for e in self.files.values())
-            self._orphans = (fingerprint, max(0, self.vectorstore._collection.count() - listed))
-        return self._orphans[1]
