@@ -74,7 +74,9 @@ def metric_keys(kind: str, ks: Sequence[int]) -> list[str]:
 def progress_bar(items: Sequence, show: bool, desc: str) -> Iterable:
     from tqdm import tqdm
 
-    return tqdm(items, desc=desc, unit="q", file=sys.stderr, disable=not show, leave=False)
+    # Not on a non-terminal stderr (CI logs, files): tqdm's \r redraws and cursor codes only garble them.
+    return tqdm(items, desc=desc, unit="q", file=sys.stderr, disable=not show or not sys.stderr.isatty(),
+                leave=False)
 
 
 # ----------------------------------------------------------------------------- goldsets

@@ -1058,8 +1058,9 @@ class Index:
         from tqdm import tqdm
 
         loader = self.settings["pdf_loader"]
-        bar = tqdm(total=len(todo), desc="Reading PDFs", unit="file", disable=not progress or self.quiet or not todo,
-                   file=sys.stderr)
+        # No bar on a non-terminal stderr (CI logs, files): tqdm's \r redraws only garble them.
+        bar = tqdm(total=len(todo), desc="Reading PDFs", unit="file", file=sys.stderr,
+                   disable=not progress or self.quiet or not todo or not sys.stderr.isatty())
         extracted = extract([path for _, path, _ in todo], loader)
         try:
             for (name, path, digest), pdf in zip(todo, extracted):
@@ -1115,8 +1116,8 @@ class Index:
         """
         from tqdm import tqdm
 
-        bar = tqdm(desc="Embedding", unit="chunk", disable=not progress or self.quiet or total == 0,
-                   file=sys.stderr)
+        bar = tqdm(desc="Embedding", unit="chunk", file=sys.stderr,
+                   disable=not progress or self.quiet or total == 0 or not sys.stderr.isatty())
         pending: dict[str, tuple] = {}  # source -> (unit, chunks still to store, empty pages, chunks in all)
         group: list[tuple[str, str, str, dict]] = []  # (source, id, text, metadata)
         writer = GroupWriter(embedding_backends.wait_work(self.embeddings) if total else None)

@@ -374,7 +374,7 @@ def test_the_baseline_is_the_default_run_s_and_carries_no_comparison(tiny_index,
     monkeypatch.setattr(er.local_rag, "DOCS_PATH", str(docs))
     write(tmp_path / "eval" / "goldset.csv", CLEAN)
     without_generated = lambda path: [line for line in path.read_text(encoding="utf-8").splitlines()  # noqa: E731
-                                      if not line.startswith("Generated:")]
+                                      if not line.startswith(("Generated:", ' "generated": '))]
     assert run(capsys, "--quiet")[0] == 0
     baseline = tmp_path / "eval" / "baseline.txt"
     first, first_json = without_generated(baseline), without_generated(baseline.with_suffix(".json"))

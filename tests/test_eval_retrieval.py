@@ -678,3 +678,17 @@ def test_sample_corpus_end_to_end(tmp_path, capsys):
     assert len(block(report, "Per question")) == 2 * n + 1  # the question, then where it was expected
     assert f"  Questions:          {n}" in block(report, "Configuration")
     assert json.loads((tmp_path / "baseline.json").read_text(encoding="utf-8"))["num_queries"] == n
+
+
+def test_no_progress_bar_codes_on_a_non_terminal_stderr(tmp_path):
+    """CI logs and files get no tqdm redraws (\\r) or cursor codes; the bars are for terminals."""
+    import subprocess
+    import sys as _sys
+
+    from conftest import ROOT
+
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from localrag.evaluate import progress_bar\n"
+            "list(progress_bar(range(50), True, 'Questions'))\n" % str(ROOT))
+    done = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
