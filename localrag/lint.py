@@ -173,7 +173,7 @@ def _places(question: QuestionLike) -> set[tuple[str, int | None, int | None]]:
 
 def _progress(items: Iterable, total: int, enabled: bool, desc: str) -> Iterable:
     """``items`` with a tqdm bar on stderr when enabled and the goldset is large."""
-    if not enabled or total < PROGRESS_MIN_QUESTIONS or not sys.stderr.isatty():  # no \r redraws in CI logs
+    if not enabled or total < PROGRESS_MIN_QUESTIONS:
         return items
     from tqdm import tqdm
 
