@@ -158,7 +158,7 @@ class LocalRAG:
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
                  chroma_url: str | None = CHROMA_URL):
         check_mode(retrieval_mode)
-        if quiet:
+        if quiet or not sys.stderr.isatty():  # bars redraw with \r: noise in a log file or CI
             progress_bars_off()
         requested = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
                      "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
@@ -172,10 +172,14 @@ class LocalRAG:
         self.index = Index(vectorstore_path, requested, defaults, _load_embeddings, chroma_url=chroma_url,
                            collection=COLLECTION_NAME, cache_dir=CACHE_DIR, low_disk_bytes=LOW_DISK_BYTES,
                            lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet, expected_export=expected_export)
-        name, reranker, off_reason = self._init_reranker(reranker_model)
+        # The default reranker loads (or warns that it cannot) at its first use; an explicit one loads now, so a
+        # model the caller named and that cannot be loaded is an error at once.
+        explicit = reranker_model is not _DEFAULT and reranker_model is not None
+        state = self._init_reranker(reranker_model) if explicit else None
         self.retriever = Retriever(self.index, retrieval_mode, candidate_k=candidate_k, rrf_k=rrf_k,
-                                   query_instructions=query_instructions, reranker_model=name, reranker=reranker,
-                                   reranker_off_reason=off_reason, rerank_batch_size=RERANK_BATCH_SIZE)
+                                   query_instructions=query_instructions, rerank_batch_size=RERANK_BATCH_SIZE,
+                                   load_reranker=(lambda: state) if explicit else
+                                   (lambda: self._init_reranker(reranker_model)))
 
     def _init_reranker(self, requested):
         if requested is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from langchain_core.documents import Document
 
@@ -48,21 +48,34 @@ class Retriever:
     """Ordered chunks for a query from one `Index`; query vectors and reranker scores are computed once each."""
 
     def __init__(self, index: Index, mode: str, *, candidate_k: int, rrf_k: int, query_instructions: str,
-                 reranker_model: str | None, reranker: Any, reranker_off_reason: str | None, rerank_batch_size: int):
-        """`reranker`: a loaded CrossEncoder named `reranker_model`, or None (then `reranker_off_reason` says why)."""
+                 reranker_model: str | None = None, reranker: Any = None, reranker_off_reason: str | None = None,
+                 rerank_batch_size: int, load_reranker: Callable[[], tuple[str | None, Any, str | None]] | None = None):
+        """`reranker`: a loaded CrossEncoder named `reranker_model`, or None (then `reranker_off_reason` says why).
+
+        `load_reranker` instead returns those three at the first use of any of them, so that a retriever that never
+        reranks (lint, generate, a chat without reranking) neither loads the model nor warns that it cannot.
+        """
         self.index = index
         self.retrieval_mode = mode
         self.candidate_k = candidate_k
         self.rrf_k = rrf_k
         self.query_instructions = query_instructions
-        self.reranker_model = reranker_model
-        self.reranker = reranker
-        self.reranker_off_reason = reranker_off_reason
+        self._load_reranker = load_reranker
+        self._reranker_state = None if load_reranker else (reranker_model, reranker, reranker_off_reason)
         self.rerank_batch_size = rerank_batch_size
         self._query_vectors: dict[str, list[float]] = {}
         self._chunks: tuple[str, dict[str, tuple[str, dict]]] | None = None  # (index fingerprint, id -> chunk)
         self._rerank_scores: dict[tuple[str, str, str], float] = {}
         self.stats = {"query_embeddings": 0, "rerank_pairs": 0}
+
+    def _reranker_part(self, index: int):
+        if self._reranker_state is None:
+            self._reranker_state = self._load_reranker()
+        return self._reranker_state[index]
+
+    reranker_model = property(lambda self: self._reranker_part(0), doc="the cross-encoder's name; None when off")
+    reranker = property(lambda self: self._reranker_part(1), doc="the loaded cross-encoder, or None")
+    reranker_off_reason = property(lambda self: self._reranker_part(2), doc="why reranking is off, or None")
 
     def prepare_query(self, query: str, instructions: bool = True) -> str:
         extra = self.query_instructions.strip() if instructions else ""

@@ -146,11 +146,13 @@ def test_dense_only_reads_no_bm25_arrays_and_reranking_off_loads_no_cross_encode
     assert "  Retrieval mode:     dense (30 candidates per retriever)" in report_lines(tmp_path / "dense.txt")
 
 
-def test_lint_and_compare_load_no_model(copied, tmp_path):
+def test_lint_and_compare_load_no_model_and_no_reranker(copied, tmp_path):
     docs, index, gold = copied
     assert evaluate_isolated(tmp_path, *eval_args(copied, tmp_path, "a"), forbid_model=False)["result"] == 0
     shutil.copy(tmp_path / "a.json", tmp_path / "b.json")
-    lint = evaluate_isolated(tmp_path, "--lint", "--goldset", gold, "--index", index, "--docs", docs, "--quiet")
+    # Without --no-rerank: lint never reranks, so it neither loads the default reranker nor warns that it cannot.
+    lint = evaluate_isolated(tmp_path, "--lint", "--goldset", gold, "--index", index, "--docs", docs, "--quiet",
+                             forbid_reranker=True)
     compare = evaluate_isolated(tmp_path, "--compare", tmp_path / "a.json", tmp_path / "b.json")
     assert (lint["result"], lint["heavy"]) == (0, [])
     assert (compare["result"], compare["heavy"]) == (0, [])

@@ -291,6 +291,9 @@ def test_default_reranker_offline_turns_reranking_off_with_one_warning(tiny_inde
     monkeypatch.setattr(socket, "create_connection", no_network)
     capsys.readouterr()
     rag = LocalRAG(tiny_index[1], quiet=False)
+    # Opening the index, and retrieval that does not rerank, neither load the reranker nor warn about it.
+    assert keys(rag.retrieve(VEGA_QUERY, k=1, rerank=False))[0] == ("options.pdf", 0)
+    assert capsys.readouterr().err == ""
     assert rag.reranker is None and rag.reranker_model is None
     assert "cross-encoder/ms-marco-MiniLM-L-6-v2" in rag.reranker_off_reason
     assert "not in the local Hugging Face cache" in rag.reranker_off_reason
