@@ -69,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: the index holds every file that was completely indexed; run again to finish",
               file=sys.stderr)
         return 130
+    repaired = {name for name, _ in report.repaired}  # named below with the reason
+    for kind in ("added", "updated", "removed"):
+        for name in getattr(report, kind):
+            if name not in repaired:
+                print(f"{kind}: {name}")
     for name, reason in report.failed:
         print(f"failed: {name}: {reason}")
     for name, reason in report.skipped:

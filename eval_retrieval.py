@@ -1425,6 +1425,9 @@ def run_explain(args: argparse.Namespace) -> int:
     sync_pdf_index(rag, args)
     rerank = rag.reranker is not None
     text = question.question if question else wanted
+    if args.mode != "bm25":  # a cached vector spares loading the model; a new one is embedded, not stored
+        query_vectors.fill(rag.retriever, query_vector_cache(args), [rag.prepare_query(text)], embed=False,
+                           batch_size=1)
     trace = rag.retrieve_traced(text, k=max(args.k_values), mode=args.mode, rerank=rerank,
                                 depth=args.diagnostic_depth)
     k = stage_cutoff(args.k_values)
@@ -1443,7 +1446,8 @@ def run_explain(args: argparse.Namespace) -> int:
           f"{args.mode} mode, {rag.candidate_k} candidates per retriever, lists searched {args.diagnostic_depth} "
           f"deep" + ("" if question else f"; not a question or query id of {display_path(args.goldset)}"))
     print()
-    print("\n".join(diagnose.render_question_block(entry, k, lists, in_goldset=question is not None)).rstrip())
+    block = "\n".join(diagnose.render_question_block(entry, k, lists, in_goldset=question is not None)).rstrip()
+    print(diagnose.unescape_markdown(block))  # read on a terminal, not rendered: no Markdown escapes
     return EXIT_OK
 
 

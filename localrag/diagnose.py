@@ -193,6 +193,12 @@ def escape_markdown(text: str) -> str:
     return re.sub(r"^(\d+)([.)])", r"\1\\\2", re.sub(r"^([-+=])", r"\\\1", text))
 
 
+def unescape_markdown(text: str) -> str:
+    """The inverse of escape_markdown, for text shown on a terminal (--explain): every backslash there is one it
+    added (a backslash of the text itself was doubled), so dropping each one before a character is exact."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
 def excerpt(text: str, query: str, width: int = EXCERPT_CHARS) -> str:
     """About `width` characters of a chunk (header dropped, whitespace collapsed) around the densest run of
     the query's words, Markdown-escaped, those words in **bold**, '…' where it was cut."""

@@ -373,14 +373,15 @@ def common_questions(old_ids: Iterable[str], new_ids: Iterable[str], intersect: 
     """(sorted common question ids, note) of two runs; EvalError if they differ without intersect, or share none."""
     old_ids, new_ids = set(old_ids), set(new_ids)
     common = sorted(old_ids & new_ids)
+    if not common:  # checked first: --intersect cannot help, so it is not suggested
+        raise EvalError(f"the two runs have no question in common ({len(old_ids)} and {len(new_ids)} questions); "
+                        f"nothing to compare: are they runs of the same goldset or dataset?")
     note = ""
     if old_ids != new_ids:
         if not intersect:
             raise EvalError(f"the two runs cover different questions ({len(old_ids)} and {len(new_ids)}, "
                             f"{len(common)} in common); pass --intersect to compare the common questions only")
         note = f"questions differ: {len(old_ids)} old, {len(new_ids)} new; only the common ones are compared"
-    if not common:
-        raise EvalError("the two runs have no question in common; nothing to compare")
     return common, note
 
 

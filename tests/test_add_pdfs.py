@@ -95,9 +95,10 @@ def test_summary_and_named_failures(capsys, docs, tmp_path):
     index = str(tmp_path / "index")
     code, out, err = run(capsys, str(docs), "--index", index)
     assert code == 1  # some files failed: the index is updated for the rest
-    assert len(out) == 2 and out[0].startswith("failed: corrupt.pdf: not a readable PDF (")
+    assert len(out) == 4 and out[:2] == ["added: good.pdf", "added: scan.pdf"]
+    assert out[2].startswith("failed: corrupt.pdf: not a readable PDF (")
     # good.pdf (1 page) and scan.pdf (2 pages, one empty) are indexed: 3 pages, 2 chunks; corrupt.pdf failed.
-    assert summary_counts(out[1]) == (2, 0, 0, 0, 1, 3, 2)
+    assert summary_counts(out[3]) == (2, 0, 0, 0, 1, 3, 2)
     assert "skipped corrupt.pdf: not a readable PDF" in err
     assert "note: scan.pdf page 2 has no text layer (image only?); it cannot be retrieved" in err
 
@@ -106,6 +107,14 @@ def test_summary_and_named_failures(capsys, docs, tmp_path):
     assert out[0].startswith("failed: corrupt.pdf: not a readable PDF (") and \
         out[0].endswith(" (unchanged since last sync)")
     assert summary_counts(out[1]) == (0, 0, 0, 2, 1, 0, 0)
+
+    write_pdf(docs / "good.pdf", ["A good page about glaciers, ice and snow."])
+    (docs / "scan.pdf").unlink()
+    write_pdf(docs / "new.pdf", ["A new page about rivers."])
+    code, out, err = run(capsys, str(docs), "--index", index, "--quiet")
+    assert code == 1
+    assert out[:3] == ["added: new.pdf", "updated: good.pdf", "removed: scan.pdf"]
+    assert summary_counts(out[4]) == (1, 1, 1, 0, 1, 2, 2)
 
 
 def test_exit_1_when_every_file_fails_also_on_the_second_run(capsys, tmp_path):
@@ -187,8 +196,8 @@ def test_quiet_silences_stderr(capfd, docs, tmp_path):
     assert code == 1
     assert err == ""
     lines = out.splitlines()
-    assert lines[0].startswith("failed: corrupt.pdf: not a readable PDF (")
-    assert summary_counts(lines[1]) == (2, 0, 0, 0, 1, 3, 2)
+    assert lines[2].startswith("failed: corrupt.pdf: not a readable PDF (")
+    assert summary_counts(lines[3]) == (2, 0, 0, 0, 1, 3, 2)
     info = json.loads((tmp_path / "quiet" / "index_info.json").read_text(encoding="utf-8"))
     assert info["settings"]["pdf_loader"] == "pypdf"
 

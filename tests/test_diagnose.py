@@ -301,6 +301,20 @@ def test_explain_a_question_not_in_the_goldset(cli_args, capsys):
     assert "First 5 retrieved (query words in bold):" in out and "- dense: " in out and "- RRF: " in out
 
 
+def test_explain_prints_no_markdown_escapes(cli_args, capsys):
+    assert er.main([*cli_args, "--explain", r"Is Options_Pricing [1] a *call* \ put?"]) == 0
+    out = capsys.readouterr().out
+    assert r"## not in the goldset: Is Options_Pricing [1] a *call* \ put?" in out.splitlines()
+
+
+def test_unescape_markdown_inverts_escape_markdown():
+    from localrag.diagnose import escape_markdown, unescape_markdown
+
+    for text in ("Options_Pricing", r"a \ b \_ c", "1. first", "- item", "`x` *y* [z] <w> #h |p| ~s", "+= 2) ok"):
+        assert unescape_markdown(escape_markdown(text)) == text
+    assert escape_markdown(r"a\_b") == r"a\\\_b"
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--explain", "  "], "error: --explain needs a question or a query id of the goldset, got an empty text\n"),
     (["--explain", "vega", "--ablation"], "error: --explain and --ablation cannot be combined; run them one at a "

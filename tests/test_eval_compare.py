@@ -205,6 +205,16 @@ def test_different_questions_need_intersect(tmp_path, capsys, monkeypatch):
     assert out.splitlines().count("  Better (19):") == 1
 
 
+def test_runs_without_a_common_question_do_not_suggest_intersect(tmp_path, capsys):
+    old = write_json(tmp_path / "old.json", fake_report({q: 2 for q in QIDS[:10]}))
+    new = write_json(tmp_path / "new.json", fake_report({q: 1 for q in QIDS[10:]}))
+    for flags in ((), ("--intersect",)):
+        code, out, err = run(capsys, "--compare", old, new, *flags)
+        assert (code, out) == (2, "")
+        assert err == ("error: the two runs have no question in common (10 and 10 questions); nothing to compare: "
+                       "are they runs of the same goldset or dataset?\n")
+
+
 def test_compare_input_errors(tmp_path, capsys):
     good = write_json(tmp_path / "good.json", fake_report({"q1": 1}))
     code, _, err = run(capsys, "--compare", tmp_path / "missing.json", good)

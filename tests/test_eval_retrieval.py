@@ -401,7 +401,7 @@ def test_previous_report_without_common_questions_is_not_compared(gold_args, tmp
     code, _, err = run(capsys, *gold_args(other, "--quiet"))  # --quiet hides no warning
     assert code == 0
     message = (f"Not compared with the previous report {tmp_path / 'report.json'}: the two runs have no question "
-               f"in common; nothing to compare")
+               f"in common (7 and 1 questions); nothing to compare: are they runs of the same goldset or dataset?")
     assert f"warning: {message[0].lower()}{message[1:]}" in err
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert f"  {message}" in block(report, "Notes")

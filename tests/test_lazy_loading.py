@@ -158,6 +158,20 @@ def test_lint_and_compare_load_no_model_and_no_reranker(copied, tmp_path):
     assert (compare["result"], compare["heavy"]) == (0, [])
 
 
+def test_explain_of_a_cached_question_loads_no_model(copied, tmp_path):
+    docs, index, gold = copied
+    assert evaluate_isolated(tmp_path, *eval_args(copied, tmp_path, "warm"), forbid_model=False)["result"] == 0
+    out = evaluate_isolated(tmp_path, "--explain", QUESTIONS[0], "--goldset", gold, "--index", index, "--docs", docs,
+                            "--no-sync", "--quiet", "--query-cache", tmp_path / "qv.sqlite3")
+    assert (out["result"], out["heavy"]) == (0, [])
+    # A question the cache does not hold is still explained: its vector is embedded (and not stored).
+    new = evaluate_isolated(tmp_path, "--explain", "a question nobody asked before", "--goldset", gold, "--index",
+                            index, "--docs", docs, "--no-sync", "--quiet", "--query-cache", tmp_path / "qv.sqlite3",
+                            forbid_model=False)
+    assert new["result"] == 0 and "torch" in new["heavy"]
+    assert len(QueryVectorCache(tmp_path / "qv.sqlite3")) == 4
+
+
 def test_an_absent_default_reranker_is_known_without_torch(copied, tmp_path):
     _, index, _ = copied
     # The real loader runs (the model is not in the empty Hugging Face cache, and the hub is offline).
