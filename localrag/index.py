@@ -1,7 +1,7 @@
 """The index: its manifest (index_info.json), Chroma store, writer lock, consistency check, sync and BM25 arrays.
 
 `Index.sync` follows the docs folder by file hash and never re-embeds unchanged files; chunks are embedded and
-committed in groups, so an interrupt loses at most one group. add_pdfs.py builds an index through local_rag.py's
+committed in groups, and a later sync reuses every stored chunk of an interrupted one (see _index_units). add_pdfs.py builds an index through local_rag.py's
 `LocalRAG`, which hands this module its settings at call time; retrieval reads it (localrag/retriever.py).
 """
 from __future__ import annotations
@@ -208,8 +208,8 @@ class SyncReport:
     repaired: list[tuple[str, str]] = field(default_factory=list)  # sources re-embedded because the store lost chunks
     orphans_removed: int = 0  # stored chunks of no indexed file (left by an interrupted or concurrent run)
     empty_pages: list[tuple[str, int]] = field(default_factory=list)  # (source, 0-based page) without text
-    pages: int = 0
-    chunks: int = 0
+    pages: int = 0  # pages of the files this sync completed
+    chunks: int = 0  # chunks embedded and stored by this sync (not those of an interrupted run it reused)
     seconds: float = 0.0
     rebuilt_because: str | None = None
 
@@ -1110,9 +1110,11 @@ class Index:
         """Embed and store chunks in groups of `group_chunks`, however the files divide.
 
         A file whose chunks span several groups is recorded as partial after each group; its stored chunks are
-        reused by the next sync (chunk ids depend on file hash and settings only), so an interrupt loses at most
-        one group. The manifest lists a file only once all its chunks are stored. A group is written to the store
-        while the next one is embedded (`GroupWriter`).
+        reused by the next sync (chunk ids depend on file hash and settings only). A group is written to the store
+        while the next one is embedded (`GroupWriter`), so an interrupt loses the embedding of the group in hand
+        and, of the group being written beside it, the chunks not yet stored: with Ctrl-C between two writes the
+        write in flight is finished first (less than one group is lost); with Ctrl-C inside a write, or a killed
+        process, up to two groups. The manifest lists a file only once all its chunks are stored.
         """
         from tqdm import tqdm
 
@@ -1170,6 +1172,7 @@ class Index:
                 documents=[text for _, _, text, _ in group[rows]], metadatas=[meta for _, _, _, meta in group[rows]])
 
         def stored() -> None:
+            report.chunks += len(group)
             for source, *_ in group:
                 unit, left, empty, total = pending[source]
                 pending[source] = (unit, left - 1, empty, total)
@@ -1204,7 +1207,6 @@ class Index:
             self.files[source] = {"sha256": unit.file_hash, "pages": len(unit.pages), "chunks": total,
                                   "empty_pages": empty}
             report.pages += len(unit.pages)
-            report.chunks += total
             report.empty_pages.extend((unit.source, page) for page in empty)
             if unit.extraction_method != "text":
                 for page in empty:

@@ -569,7 +569,7 @@ def test_interrupt_keeps_whole_groups_and_the_next_sync_reuses_them(tmp_path, mo
     # beta page 1 is reused; only beta page 2 and gamma are embedded.
     assert [text.split("\n", 1)[1] for texts in embedded for text in texts] == \
         ["Beta second page about yellow lemons.", "Gamma page about blue plums."]
-    assert report.chunks == 3 and fresh.vectorstore._collection.count() == 4
+    assert report.chunks == 2 and fresh.vectorstore._collection.count() == 4  # embedded now, not reused
     assert "partial" not in json.loads((tmp_path / "index" / "index_info.json").read_text(encoding="utf-8"))
     assert keys(fresh.retrieve("lemons", mode="bm25")) == [("beta.pdf", 1)]
 
@@ -747,4 +747,36 @@ def test_one_long_file_is_committed_in_groups_of_chunks(tmp_path, monkeypatch, e
     monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", counting)
     embedded.clear()
     report = new_rag(tmp_path / "index").sync([docs], progress=False)
-    assert report.added == ["long.pdf"] and report.chunks == 7 and n_embedded(embedded) == 1
+    assert report.added == ["long.pdf"] and report.chunks == 1 and n_embedded(embedded) == 1
+
+
+def test_ctrl_c_inside_a_store_write_loses_at_most_two_groups_and_the_summary_counts_what_was_embedded(
+        tmp_path, monkeypatch, embedded):
+    """The bound README states: group 2's write runs after group 3 is embedded (this backend has no model wait to
+    run it in), so Ctrl-C inside it loses groups 2 and 3; the rerun embeds those 6 chunks and says 6, not 9."""
+    import chromadb.api.models.Collection as collection_module
+
+    docs = tmp_path / "docs"
+    write_pdf(docs / "long.pdf", [f"Page {i} tells of harbour number {i}." for i in range(1, 10)])
+    monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 3)
+    monkeypatch.setattr(local_rag, "EMBEDDING_BATCH_SIZE", 3)
+    real_upsert, writes = collection_module.Collection.upsert, []
+
+    def upsert(self, *args, **kwargs):
+        writes.append(len(kwargs["ids"]))
+        if len(writes) == 2:
+            raise KeyboardInterrupt
+        return real_upsert(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection_module.Collection, "upsert", upsert)
+    with pytest.raises(KeyboardInterrupt):
+        new_rag(tmp_path / "index").sync([docs], progress=False)
+    assert n_embedded(embedded) == 9 and writes == [3, 3]  # all three groups embedded, the second write interrupted
+    monkeypatch.setattr(collection_module.Collection, "upsert", real_upsert)
+    embedded.clear()
+    rag = new_rag(tmp_path / "index")
+    assert rag.vectorstore._collection.count() == 3
+    report = rag.sync([docs], progress=False)
+    assert report.added == ["long.pdf"] and n_embedded(embedded) == 6 and report.chunks == 6
+    assert report.summary().startswith("files added 1 / updated 0 / removed 0 / unchanged 0 / failed 0; "
+                                       "9 pages and 6 chunks embedded; ")
