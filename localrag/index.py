@@ -423,6 +423,7 @@ class Index:
         self._client = None
         self._store = None
         self._store_path = self.path  # a temporary copy when the index folder is read-only
+        self._may_create_store = False  # True inside sync (see _refuse_missing_store)
         self._temp_copy = None
         self.info_problem: str | None = None  # why index_info.json cannot be trusted; None when it can
         self._manifest_moved = False
@@ -520,6 +521,7 @@ class Index:
 
         settings = Settings(anonymized_telemetry=False)
         if not self.chroma_url:
+            self._refuse_missing_store()
             if self.read_only and self._temp_copy is None:
                 self._copy_read_only_index()
             self._store_path.mkdir(parents=True, exist_ok=True)
@@ -544,6 +546,60 @@ class Index:
             raise RAGError(f"cannot reach the Chroma server at {self.chroma_url} ({type(exc).__name__}: {exc}); "
                            f"start one with `chroma run --path DIR --port PORT` or check --chroma-url") from exc
         return self._client
+
+    def _refuse_missing_store(self) -> None:
+        """Raise when the manifest lists chunks but the store file is gone and no sync holds the lock: Chroma would
+        create an empty database (and segment folder) in a folder that a reader (--no-sync, the chat) must not
+        change. A sync (writer lock held) creates it and re-embeds every file."""
+        database = self.path / "chroma.sqlite3"
+        listed = sum(entry.get("chunks", 0) for entry in self.files.values())
+        if not listed or database.exists():
+            return
+        if self._may_create_store:
+            return
+        raise RAGError(f"the index {self.path} does not match its manifest (it lists {listed} chunks, but the store "
+                       f"file {database} is missing); measuring it would give wrong numbers. Repair it with "
+                       f"add_pdfs.py {self._index_flag()} (or evaluate without --no-sync)",
+                       reason="index does not match its manifest")
+
+    @contextlib.contextmanager
+    def _creating_store(self) -> Iterator[None]:
+        """Inside a sync: a missing store file may be created (and every file re-embedded into it)."""
+        self._may_create_store = True
+        try:
+            yield
+        finally:
+            self._may_create_store = False
+
+    def _remove_orphan_segments(self) -> list[str]:
+        """Delete the segment folders of the local store that its database does not name (left by a deleted or
+        replaced chroma.sqlite3, or a dropped collection); returns their names. Only folders named like Chroma's
+        (a UUID) holding nothing but HNSW files are touched."""
+        import shutil
+        import sqlite3
+        import uuid
+
+        database = self._store_path / "chroma.sqlite3"
+        if self.chroma_url or not database.exists():
+            return []
+        db = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        try:
+            known = {row[0] for row in db.execute("SELECT id FROM segments")}
+        except sqlite3.Error:
+            return []  # a layout this code does not know: leave every folder as it is
+        finally:
+            db.close()
+        hnsw = {"header.bin", "data_level0.bin", "length.bin", "link_lists.bin", "index_metadata.pickle"}
+        removed = []
+        for folder in sorted(p for p in self._store_path.iterdir() if p.is_dir() and p.name not in known):
+            try:
+                uuid.UUID(folder.name)
+            except ValueError:
+                continue
+            if all(f.is_file() and f.name in hnsw for f in folder.iterdir()):
+                shutil.rmtree(folder)
+                removed.append(folder.name)
+        return removed
 
     def _copy_read_only_index(self) -> None:
         """Chroma opens its database for writing even to read; a read-only index is read from a private copy."""
@@ -825,7 +881,7 @@ class Index:
         PDFs and `hash_file` tells changed files from unchanged ones.
         """
         discovery = discover_pdfs(paths, docs_root)  # a missing path is refused before the index is touched
-        with self.writing(wait), self._storage_errors():
+        with self.writing(wait), self._storage_errors(), self._creating_store():
             report = SyncReport()
             older_format = self._older_format()
             started = time.perf_counter()
@@ -1237,6 +1293,10 @@ class Index:
                            f"{self.info['counts']['chunks']}; was it written by another program at the same time? "
                            f"Run add_pdfs.py {self._index_flag()} again to repair it",
                            reason="index does not match its manifest")
+        if report.changed:
+            for name in self._remove_orphan_segments():
+                log(f"note: removed the segment folder {name} of the index {self.path}: its database no longer "
+                    f"names it (a deleted chroma.sqlite3 or a dropped collection left it)", self.quiet)
         self._bm25 = None
         if not BM25Index.is_saved(self._bm25_dir(), self.fingerprint(), self.settings["bm25_stemmer"]):
             self.bm25()  # rebuilt and saved now, so later runs only load it (a no-op sync loads nothing)

@@ -124,10 +124,11 @@ def test_a_store_that_lost_its_data_is_refused_unsynced_and_repaired_by_sync(cap
     code, out, err = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index), "--no-sync",
                               "--no-rerank", "--quiet", "--report", str(tmp_path / "r.txt"))
     assert code == 2 and out == ""
-    assert err == (f"error: the index {index} does not match its manifest (alpha.pdf: the store holds 0 of its 1 "
-                   f"chunks; beta.pdf: the store holds 0 of its 2 chunks); measuring it would give wrong numbers. "
+    assert err == (f"error: the index {index} does not match its manifest (it lists 3 chunks, but the store file "
+                   f"{index / 'chroma.sqlite3'} is missing); measuring it would give wrong numbers. "
                    f"Repair it with add_pdfs.py --index {index} (or evaluate without --no-sync)\n")
     assert not (tmp_path / "r.txt").exists()
+    assert sorted(p.name for p in index.iterdir()) == [".localrag.lock", "bm25", "index_info.json"]  # nothing written
 
     code, out, _ = run(capsys, str(docs_a), "--index", str(index))
     assert code == 0
@@ -139,6 +140,34 @@ def test_a_store_that_lost_its_data_is_refused_unsynced_and_repaired_by_sync(cap
     code, out, _ = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index), "--no-sync",
                             "--no-rerank", "--quiet", "--report", str(tmp_path / "r.txt"))
     assert code == 0 and "MRR 1.000" in out
+
+
+def test_a_deleted_store_file_is_refused_without_writing_and_its_repair_leaves_no_orphan_segment(
+        capsys, tmp_path, docs_a):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+    old_segments = [p.name for p in index.iterdir() if p.is_dir() and p.name != "bm25"]
+    assert len(old_segments) == 1
+    (index / "chroma.sqlite3").unlink()  # only the database: its segment folder stays behind
+    import chromadb.api.client
+
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
+    before = sorted(p.name for p in index.iterdir())
+    code, out, err = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index), "--no-sync",
+                              "--no-rerank", "--quiet", "--report", str(tmp_path / "r.txt"))
+    assert (code, out) == (2, "") and "the store file" in err and "is missing" in err
+    assert sorted(p.name for p in index.iterdir()) == before  # no empty chroma.sqlite3, no new segment folder
+    with pytest.raises(local_rag.RAGError, match="is missing"):  # the chat's reader is refused the same way
+        LocalRAG(index, reranker_model=None, quiet=True).retrieve("red apples", mode="dense")
+    assert sorted(p.name for p in index.iterdir()) == before
+
+    code, out, _ = run(capsys, str(docs_a), "--index", str(index))
+    assert code == 0 and out[-1].startswith("files added 2 / updated 0 / removed 0 / unchanged 0 / failed 0 / "
+                                            "repaired 2; 3 pages and 3 chunks embedded")
+    segments = [p.name for p in index.iterdir() if p.is_dir() and p.name != "bm25"]
+    assert old_segments[0] not in segments  # the orphan of the deleted database is gone
+    assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
 
 
 def test_chunks_of_no_indexed_file_are_removed_and_never_measured(tmp_path, docs_a):
