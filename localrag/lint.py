@@ -293,11 +293,20 @@ def lint_goldset(
         found = _LINE_NUMBER.search(message)
         severity = "error" if _SKIPPED.search(message) else "warning"
         findings.append(LintFinding(severity, f"reader: {message}", (int(found.group(1)),) if found else ()))
+    nothing_indexed = not index_docs and not unindexed
+    if nothing_indexed and any(question.locations for question in questions):
+        expected = sorted({loc.source for q in questions for loc in q.locations})
+        findings.append(LintFinding("error", f"the index holds no files, so none of the {len(expected)} expected "
+                                             f"files ({', '.join(expected[:3])}{', ...' if len(expected) > 3 else ''}) "
+                                             f"can be found; index the docs folder with add_pdfs.py", ()))
     for question in _progress(questions, len(questions), progress, "Lint: questions"):
         length = _length_finding(question)
         if length is not None:
             findings.append(length)
-        problems = (files.diagnose(location) for location in question.locations)
+        if nothing_indexed:
+            continue  # one finding above, not one per location
+        # Two locations of one question may have the same problem (two pages of a missing file): said once.
+        problems = dict.fromkeys(files.diagnose(location) for location in question.locations)
         findings.extend(LintFinding("error", problem, tuple(question.lines)) for problem in problems if problem)
     findings.extend(_duplicate_findings(questions, progress))
     return sorted(findings, key=lambda f: (min(f.lines, default=0), f.severity != "error", f.message))

@@ -105,6 +105,29 @@ def test_one_diagnosis_per_location():
     ]
 
 
+def test_a_problem_shared_by_two_locations_of_one_question_is_said_once():
+    questions = [Q("Which pages define delta and gamma?", (Loc("Gone.pdf", 2), Loc("Gone.pdf", 5),
+                                                           Loc("Hull Options.pdf", 11)), (3, 4, 5))]
+    assert lint_goldset(questions, [], INDEX) == [
+        LintFinding("error", "expected file 'Gone.pdf' is not in the index; no similar name among the 2 indexed "
+                    "files; index the file or fix the name", (3, 4, 5)),
+        LintFinding("error", "page 11 of 'Hull Options.pdf' is beyond its 10 pages; pages in the goldset count from 1",
+                    (3, 4, 5))]
+
+
+def test_an_empty_index_is_one_finding_not_one_per_location():
+    questions = [Q("What does vega measure?", (Loc("b.pdf", 3), Loc("b.pdf", 4)), (2, 3)),
+                 Q("What is gamma hedging?", (Loc("a.pdf", 2),), (4,)),
+                 Q("Vega?", (Loc("c.pdf", 1),), (5,)),
+                 Q("What is theta decay?", (Loc("d.pdf", 1),), (6,))]
+    assert lint_goldset(questions, [], {}) == [
+        LintFinding("error", "the index holds no files, so none of the 4 expected files (a.pdf, b.pdf, c.pdf, ...) "
+                    "can be found; index the docs folder with add_pdfs.py", ()),
+        LintFinding("warning", "question 'Vega?' has 1 word; write a full question of at least 3 words", (5,))]
+    # A file the docs folder holds but that failed to index is still named with its reason.
+    assert lint_goldset(questions[2:3], [], {}, unindexed={"c.pdf": "not a readable PDF"})[0].severity == "error"
+
+
 def test_where_text():
     assert [where_text(lines) for lines in ((), (4,), (2, 8))] == ["goldset", "line 4", "lines 2, 8"]
 
