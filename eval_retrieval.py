@@ -380,7 +380,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
     if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
-        check_output_paths(output_paths(args), input_paths(args))
+        check_output_paths(output_paths(args), input_paths(args), protected_folders(args))
     if args.judge:
         import os
 
@@ -479,26 +479,68 @@ def stage_cutoff(ks: Sequence[int]) -> int:
     return min((k for k in ks if k >= local_rag.RETRIEVAL_K), default=max(ks))
 
 
+SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm")  # files SQLite keeps beside the query vector cache
+INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of these is an index folder
+
+
 def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """(flag, path) of every file an evaluation reads and a report must not replace."""
-    inputs = [("--compare-to", args.compare_to)]
+    """(what, path) of every file a run reads or keeps and an output must not replace: its inputs, and the caches
+    whether or not this run uses them (the judge cache is committed; the query cache holds every earlier run's
+    vectors)."""
+    inputs = [("--compare-to file", args.compare_to)]
     if args.dataset:
-        inputs += [("--dataset", str(Path(args.dataset) / name))
+        inputs += [("--dataset file", str(Path(args.dataset) / name))
                    for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{args.split}.tsv")]
     else:
-        inputs.append(("--goldset", args.goldset))
-    if args.judge:
-        inputs.append(("--judge-cache", args.judge_cache or JUDGE_CACHE_PATH))
-    return [(flag, path) for flag, path in inputs if path]
+        inputs.append(("--goldset file", args.goldset))
+    inputs.append(("--judge-cache file", args.judge_cache or JUDGE_CACHE_PATH))
+    inputs += [("--query-cache file", args.query_cache + side) for side in ("", *SQLITE_SIDE_FILES)]
+    return [(what, path) for what, path in inputs if path]
 
 
-def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tuple[str, str]]) -> None:
-    """EvalError when an output would replace an input or another output of the same run."""
+def protected_folders(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(what, folder) of the folders no output may be written into: the index, the docs folder, the dataset and
+    the cache of derived indexes. Any other index folder is found by check_output_paths."""
+    folders = [("--index-cache folder", args.index_cache)]
+    if args.dataset:
+        folders.append(("--dataset folder", args.dataset))
+    else:
+        folders += [("index folder", args.index or VECTORSTORE_PATH),
+                    ("docs folder", args.docs or (local_rag.DOCS_PATH if args.index is None else None))]
+    return [(what, folder) for what, folder in folders if folder]
+
+
+def index_folder_above(path: str | Path) -> Path | None:
+    """The nearest folder at or above `path`'s folder that holds an index (its manifest or Chroma database)."""
+    folder = Path(path).resolve().parent
+    for candidate in (folder, *folder.parents):
+        if any((candidate / marker).exists() for marker in INDEX_MARKERS):
+            return candidate
+    return None
+
+
+def is_inside(path: str | Path, folder: str | Path) -> bool:
+    resolved, top = Path(path).resolve(), Path(folder).resolve()
+    return resolved == top or top in resolved.parents
+
+
+def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tuple[str, str]],
+                       folders: Sequence[tuple[str, str]] = ()) -> None:
+    """EvalError when an output would replace an input or a cache, land inside an index, docs or dataset folder,
+    or replace another output of the same run."""
     for n, (flag, path) in enumerate(outputs):
-        for other_flag, other in inputs:
+        for what, other in inputs:
             if same_path(path, other):
-                raise EvalError(f"{flag} {path} is the {other_flag} file {other}; writing the report there would "
-                                f"replace it. Give {flag} another path")
+                raise EvalError(f"{flag} {path} is the {what} {other}; writing the report there would replace it. "
+                                f"Give {flag} another path")
+        for what, folder in folders:
+            if is_inside(path, folder):
+                raise EvalError(f"{flag} {path} is inside the {what} {folder}; writing there could replace what "
+                                f"it holds. Give {flag} a path outside it")
+        index = index_folder_above(path)
+        if index is not None:
+            raise EvalError(f"{flag} {path} is inside the index folder {display_path(index)}; writing there could "
+                            f"replace its manifest or store. Give {flag} a path outside it")
         for other_flag, other in outputs[n + 1:]:
             if same_path(path, other):
                 raise EvalError(f"{flag} {path} and {other_flag} {other} are the same file; one would replace the "
@@ -1329,6 +1371,7 @@ def run_generate(args: argparse.Namespace) -> int:
         raise EvalError(f"--generate needs a positive number of questions, got {args.generate}")
     out = Path(args.out)
     # Checked before the index is synced and the model asked, which may take long.
+    check_output_paths([("--out", args.out)], input_paths(args), protected_folders(args))  # --force or not
     if out.is_dir() or not out.parent.is_dir():
         raise EvalError(f"--out {args.out}: {'is a folder' if out.is_dir() else f'folder {out.parent} does not exist'}"
                         f"; give the path of a .csv file in an existing folder")

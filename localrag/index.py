@@ -1041,6 +1041,13 @@ class Index:
                            f"{self.embedding_model_name} makes {dimension}: it was built with another embedding "
                            f"model. Rebuild it with add_pdfs.py {self._index_flag()} --rebuild, or use another index "
                            f"folder", reason="embedding dimension differs")
+        if check.orphan_ids and self.info.get("settings") and "format" not in self.info and not rebuild:
+            # Only a manifest localRAG wrote (it always writes "format") may condemn chunks it does not list.
+            raise RAGError(f"the index manifest {self.path / INDEX_INFO_FILE if not self.chroma_url else self.location} "
+                           f"carries no format marker, so localRAG did not write it (or an old version did), and "
+                           f"the store holds {len(check.orphan_ids)} chunks it does not list; nothing was deleted. "
+                           f"Put the right manifest back, or run add_pdfs.py {self._index_flag()} --rebuild to "
+                           f"build the index again", reason="manifest without format marker")
         if check.orphan_ids:
             for start in range(0, len(check.orphan_ids), 5000):
                 self._store._collection.delete(ids=check.orphan_ids[start:start + 5000])

@@ -394,3 +394,75 @@ def test_the_baseline_is_the_default_run_s_and_carries_no_comparison(tiny_index,
     ablation = (tmp_path / "eval" / "runs" / "baseline.mode-dense.txt").read_text(encoding="utf-8")
     assert "Compared to report eval/baseline.json (3 common questions)" in ablation
     assert (baseline.read_bytes(), baseline.with_suffix(".json").read_bytes()) == before
+
+
+@pytest.fixture
+def project(tiny_index, tmp_path) -> dict[str, Path]:
+    """A temporary project whose every kept file an output could replace: an index (and another one), the docs,
+    a goldset, the query vector and judge caches, the derived-index cache."""
+    import shutil
+
+    from localrag.query_vectors import Embedder, QueryVectorCache
+
+    docs, index = tiny_index
+    paths = {"docs": shutil.copytree(docs, tmp_path / "docs"), "index": shutil.copytree(index, tmp_path / "index"),
+             "other": shutil.copytree(index, tmp_path / "shelf" / "other-index"),
+             "gold": write(tmp_path / "gold.csv", CLEAN), "judge": write(tmp_path / "judge.json", '{"kept": 1}'),
+             "cache": tmp_path / "qv.sqlite3", "icache": tmp_path / "icache", "out": tmp_path / "out"}
+    QueryVectorCache(paths["cache"]).put(Embedder("m", "r", "torch", "torch", ""), {"a question": [0.5, 0.25]})
+    write(paths["icache"] / "kept.txt", "kept")
+    paths["out"].mkdir()
+    return paths
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+PROTECTED = ["index/index_info.json", "index/chroma.sqlite3", "index/bm25/new.json", "index/report.txt",
+             "shelf/other-index/index_info.json", "shelf/other-index/new.txt", "docs/options.pdf", "docs/new.txt",
+             "gold.csv", "judge.json", "qv.sqlite3", "qv.sqlite3-journal", "qv.sqlite3-wal", "icache/kept.txt",
+             "icache/new/report.txt"]
+
+
+@pytest.mark.parametrize("flag", ["--report", "--json", "--markdown", "--out"])
+def test_no_output_flag_may_replace_what_the_project_keeps(project, tmp_path, capsys, flag):
+    common = ["--goldset", project["gold"], "--index", project["index"], "--docs", project["docs"], "--quiet",
+              "--no-rerank", "--query-cache", project["cache"], "--judge-cache", project["judge"], "--index-cache",
+              project["icache"]]
+    others = {"--report": ["--json", project["out"] / "r.json"], "--json": ["--report", project["out"] / "r.txt"],
+              "--markdown": ["--report", project["out"] / "r.txt"], "--out": ["--generate", 2, "--force"]}[flag]
+    before = snapshot(tmp_path)
+    for target in [tmp_path / name for name in PROTECTED]:
+        code, out, err = run(capsys, *common, *others, flag, target)
+        assert (code, out) == (2, ""), (target, err)
+        assert err.startswith(f"error: {flag} {target} is ") and (
+            err.endswith(f"Give {flag} another path\n") or err.endswith(f"Give {flag} a path outside it\n")), err
+        assert snapshot(tmp_path) == before, target  # not a byte changed, nothing new written
+    # Two outputs of one run on one path: refused too.
+    if flag != "--out":
+        same = project["out"] / "same.txt"
+        code, _, err = run(capsys, *common, "--report", project["out"] / "r.txt", "--json", project["out"] / "r.json",
+                           "--markdown", project["out"] / "r.md", flag, same, "--run-file" if flag == "--report"
+                           else "--markdown" if flag == "--json" else "--json", same)
+        assert code == 2 and "are the same file; one would replace the other" in err
+        assert snapshot(tmp_path) == before
+
+
+def test_the_protection_names_what_it_protects(project, tmp_path, capsys):
+    common = ["--goldset", project["gold"], "--index", project["index"], "--docs", project["docs"], "--quiet",
+              "--query-cache", project["cache"], "--judge-cache", project["judge"]]
+    cases = {
+        project["index"] / "index_info.json": f"is inside the index folder {project['index']}; writing there could "
+                                              f"replace what it holds",
+        project["other"] / "index_info.json": f"is inside the index folder {project['other']}; writing there could "
+                                              f"replace its manifest or store",
+        project["cache"]: f"is the --query-cache file {project['cache']}; writing the report there would replace it",
+        project["judge"]: f"is the --judge-cache file {project['judge']}; writing the report there would replace it",
+        project["docs"] / "options.pdf": f"is inside the docs folder {project['docs']}; writing there could replace "
+                                         f"what it holds",
+    }
+    for target, words in cases.items():
+        code, _, err = run(capsys, *common, "--report", project["out"] / "r.txt", "--json", target)
+        advice = "another path" if words.endswith("replace it") else "a path outside it"
+        assert (code, err) == (2, f"error: --json {target} {words}. Give --json {advice}\n")

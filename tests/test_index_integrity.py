@@ -351,6 +351,26 @@ def test_a_damaged_manifest_is_named_and_rebuild_moves_it_aside(capsys, tmp_path
     assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
 
 
+def test_a_json_report_written_over_the_manifest_deletes_nothing(capsys, tmp_path, docs_a):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    settings = manifest(index)["settings"]
+    report = {"generated": "2026-12-03 10:00:00", "settings": settings, "metrics": {"mrr": 1.0}, "per_query": []}
+    (index / "index_info.json").write_text(json.dumps(report), encoding="utf-8")
+    code, out, err = run(capsys, str(docs_a), "--index", str(index))
+    assert (code, out) == (2, []) and "is damaged: it lacks the 'files' entry" in err
+    # The same, shaped like a manifest (files and settings) but without the format marker localRAG writes.
+    (index / "index_info.json").write_text(json.dumps({"files": {}, "settings": settings}), encoding="utf-8")
+    code, out, err = run(capsys, str(docs_a), "--index", str(index))
+    assert (code, out) == (2, [])
+    assert err == (f"error: the index manifest {index / 'index_info.json'} carries no format marker, so localRAG did "
+                   f"not write it (or an old version did), and the store holds 3 chunks it does not list; nothing "
+                   f"was deleted. Put the right manifest back, or run add_pdfs.py --index {index} --rebuild to "
+                   f"build the index again\n")
+    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    assert rag.vectorstore._collection.count() == 3  # every chunk still stored
+
+
 # ----------------------------------------------------------------------------- workers, Ctrl-C, vanishing files
 
 @pytest.fixture
