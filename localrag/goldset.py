@@ -376,6 +376,7 @@ def _read_csv_rows(text: str) -> tuple[list[_Row], list[str]]:
             ) from error
         if not any(cell.strip() for cell in record):
             continue  # e.g. ";;;;" left by a spreadsheet
+        record = [restore_cell(cell) for cell in record]
         if feed.last_line > feed.first_line:
             messages.append(
                 f"line {feed.first_line}: the row runs over lines {feed.first_line}-{feed.last_line} "
@@ -540,8 +541,23 @@ def _message_line(message: str) -> int:
 # Writing
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a cell starting so is a formula in Excel and LibreOffice
+
+
+def neutralise_cell(value: object) -> object:
+    """A CSV cell that a spreadsheet shows as text: one starting like a formula gets a leading single quote
+    (OWASP's rule against CSV injection, e.g. a file named '=HYPERLINK(...).pdf'); read_goldset removes it."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def restore_cell(cell: str) -> str:
+    """The inverse of neutralise_cell, for every cell read from a CSV goldset."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_STARTS) else cell
+
+
 def write_goldset_csv(path: str | Path, rows: Iterable[GoldsetRow]) -> None:
-    """Write rows as a ``;``-delimited UTF-8 goldset with a header line; atomic (temp file + os.replace)."""
+    """Write rows as a ``;``-delimited UTF-8 goldset with a header line, formula-like cells neutralised
+    (neutralise_cell); atomic (temp file + os.replace)."""
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(
@@ -552,7 +568,7 @@ def write_goldset_csv(path: str | Path, rows: Iterable[GoldsetRow]) -> None:
         writer = csv.writer(stream, delimiter=WRITE_DELIMITER, lineterminator="\n")
         writer.writerow(names[0] for names in CSV_COLUMNS.values())
         for row in rows:
-            writer.writerow(getattr(row, field) for field in CSV_COLUMNS)
+            writer.writerow(neutralise_cell(getattr(row, field)) for field in CSV_COLUMNS)
 
     write_atomic(path, write)
 

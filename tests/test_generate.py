@@ -448,3 +448,20 @@ def test_render_generation_summary():
         "questions per language: en 5",
         "rejected by the gates: none",
     ]
+
+
+def test_a_generated_goldset_has_no_formula_cell_and_reads_back_the_file_names(tmp_path):
+    import csv
+
+    from localrag.goldset import FORMULA_STARTS, read_goldset
+
+    evil = '=HYPERLINK("evil.example","x").pdf'
+    chunks = [table_chunk(evil, page, page) for page in range(3, 11)] + [table_chunk("-minus.pdf", 3, 40)]
+    result = generate_questions(chunks, 6, seed=1)
+    path = tmp_path / "generated.csv"
+    write_goldset_csv(path, result.rows)
+    cells = [cell for row in csv.reader(path.open(encoding="utf-8"), delimiter=";") for cell in row]
+    assert sum(cell.startswith("'=HYPERLINK") for cell in cells) >= 5
+    assert not [cell for cell in cells if cell.startswith(FORMULA_STARTS)]
+    sources = {loc.source for q in read_goldset(path).questions for loc in q.locations}
+    assert sources == {row.source for row in result.rows} and evil in sources

@@ -596,6 +596,26 @@ def test_write_goldset_csv_quotes_and_is_atomic(tmp_path):
         write_goldset_csv(tmp_path / "missing" / "gold.csv", rows)
 
 
+def test_formula_like_cells_are_neutralised_and_read_back_as_written(tmp_path: Path) -> None:
+    evil = '=HYPERLINK("evil.example","x").pdf'
+    rows = [GoldsetRow("+ What does the cover say?", "-generated", evil, 1, "@note"),
+            GoldsetRow("What is on page 2?", "", "a.pdf", 2, "\tnote")]
+    path = tmp_path / "gold.csv"
+    write_goldset_csv(path, rows)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    # Every cell a spreadsheet would run as a formula starts with a single quote; the others are as they were.
+    assert lines[1:] == ["'+ What does the cover say?;'-generated;\"'=HYPERLINK(\"\"evil.example\"\",\"\"x\"\").pdf\";"
+                         "1;'@note", "What is on page 2?;;a.pdf;2;'\tnote"]
+    gold = read_goldset(path)
+    assert [(q.question, q.corpus, q.locations, q.note) for q in gold.questions] == [
+        ("+ What does the cover say?", "-generated", (Location(evil, 1),), "@note"),
+        ("What is on page 2?", None, (Location("a.pdf", 2),), "note")]  # a read cell is stripped, as always
+    # A quote a user typed before a harmless text is kept.
+    (tmp_path / "own.csv").write_text("question,expected_source,expected_page\n'Quoted' question?,a.pdf,1\n",
+                                      encoding="utf-8")
+    assert read_goldset(tmp_path / "own.csv").questions[0].question == "'Quoted' question?"
+
+
 def test_written_goldset_reads_back_with_the_same_fields(tmp_path: Path) -> None:
     assert [field for field in GoldsetRow.__dataclass_fields__] == list(CSV_COLUMNS)  # writer and reader agree
     rows = [GoldsetRow("What does vega measure?", "finance", "a.pdf", 3, "first"),
