@@ -1135,6 +1135,9 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
     except beir_data.DatasetError as exc:
         raise EvalError(str(exc)) from None
     messages = list(dataset.problem_lines())
+    for message in messages:
+        log(args, f"warning: dataset: {message}")
+    degraded = ev.dataset_degraded_reasons(messages)
     sample_text = "all queries and documents"
     if args.max_queries or args.max_corpus_docs:
         dataset, info = beir_data.sample_dataset(dataset, args.max_queries, args.max_corpus_docs, args.seed)
@@ -1185,8 +1188,7 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
                                                   settings=settings_json(rag, args, mode, rerank),
                                                   messages=(*messages, *result.messages))
             setup = 0.0
-    # A dataset's skipped lines are notes; only the gates fail a dataset run.
-    return finish([results[n] for n in sorted(results)], args, previous, [], missing_rows, run=run)
+    return finish([results[n] for n in sorted(results)], args, previous, degraded, missing_rows, run=run)
 
 
 def language_note(rag: LocalRAG, questions: Sequence[str], indexed: Callable[[], Sequence[str]],

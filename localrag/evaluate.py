@@ -408,6 +408,15 @@ def run_status(degraded: Sequence[str], failed: Sequence[str], gates: Sequence[s
     return Status(EXIT_FAILED if degraded or failed else EXIT_OK, tuple(gates), tuple(failed), tuple(degraded))
 
 
+def dataset_degraded_reasons(problem_lines: Sequence[str]) -> list[str]:
+    """Why a BEIR evaluation's numbers are not the dataset's: lines of its files were skipped or dropped, so a
+    query may have lost its only relevant document (and left the metrics) and Recall/NDCG count fewer."""
+    if not problem_lines:
+        return []
+    return [f"the dataset's files have lines that were skipped or dropped ({'; '.join(problem_lines)}): the metrics "
+            f"are not those of the dataset as published; repair the files"]
+
+
 def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) -> list[str]:
     """Why a goldset evaluation's numbers cannot be trusted as they stand (empty = they can)."""
     reasons = []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -166,7 +167,7 @@ def test_chunks_of_one_document_count_once(dataset):
 
 
 def test_exact_document_rankings(hybrid_run):
-    assert hybrid_run["code"] == 0
+    assert hybrid_run["code"] == 1  # degraded: the fixture's broken corpus line and unknown document
     payload = json.loads(hybrid_run["json"].read_text(encoding="utf-8"))
     assert payload["kind"] == "dataset"
     tops = {q["query_id"]: [t["doc_id"] for t in q["top"]] for q in payload["per_query"]}
@@ -233,6 +234,34 @@ def test_report_notes_malformed_lines(hybrid_run):
     assert "  Hit@1     0.833" in lines and "  NDCG@3    0.893" in lines and "  MRR       0.889" in lines
 
 
+def test_broken_lines_degrade_the_run_on_stderr_in_the_status_and_the_exit_code(dataset, tmp_path, capsys):
+    folder, index = dataset
+    argv = ["--index", index, "--k", "1,3,5", "--quiet", "--no-compare", "--no-rerank"]
+    code, _, err = run(capsys, "--dataset", folder, *argv, "--report", tmp_path / "broken.txt")
+    assert code == 1
+    reason = ("the dataset's files have lines that were skipped or dropped (corpus.jsonl: 1 line skipped, not a "
+              "JSON object (line 6); qrels/test.tsv: 1 line skipped, document id not in corpus.jsonl (dropped) "
+              "(line 11)): the metrics are not those of the dataset as published; repair the files")
+    assert err.splitlines() == [
+        "warning: dataset: corpus.jsonl: 1 line skipped, not a JSON object (line 6)",
+        "warning: dataset: qrels/test.tsv: 1 line skipped, document id not in corpus.jsonl (dropped) (line 11)",
+        "Status: exit 1, evaluated but the run is degraded", f"  degraded: {reason}"]
+    status = json.loads((tmp_path / "broken.json").read_text(encoding="utf-8"))["status"]
+    assert status["exit_code"] == 1 and status["degraded"] == [reason]
+    assert "  degraded: the dataset's files have lines that were skipped or dropped (" in \
+        (tmp_path / "broken.txt").read_text(encoding="utf-8")
+    # The same dataset repaired: no warning, exit 0.
+    clean = tmp_path / "clean"
+    shutil.copytree(folder, clean)
+    corpus = clean / "corpus.jsonl"
+    corpus.write_text("".join(line + "\n" for line in corpus.read_text(encoding="utf-8").splitlines()
+                              if line != "{not json"), encoding="utf-8")
+    qrels = clean / "qrels" / "test.tsv"
+    qrels.write_text(qrels.read_text(encoding="utf-8").replace("q6\tdoc99\t1\n", ""), encoding="utf-8")
+    code, _, err = run(capsys, "--dataset", clean, *argv, "--report", tmp_path / "clean.txt")
+    assert (code, err) == (0, "")
+
+
 def test_trec_run_file(hybrid_run):
     lines = hybrid_run["run"].read_text(encoding="utf-8").splitlines()
     rows = [line.split() for line in lines]
@@ -273,7 +302,7 @@ def test_sample_keeps_gold_documents(dataset, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(er, "DATASET_CACHE", str(tmp_path / "cache"))
     code, out, _ = run(capsys, "--dataset", folder, "--max-queries", "2", "--max-corpus-docs", "4", "--k", "1,3",
                        "--quiet", "--no-compare", "--report", tmp_path / "sample.txt")
-    assert code == 0
+    assert code == 1  # degraded, as every run of this dataset (its broken lines)
     assert out.endswith("(2 questions)\n")
     # Seed 0 orders the 6 queries with a relevant document as q4, q1, q5, q7, q3, q2 (q6 has none): the sample
     # is q1 and q4, whose relevant documents doc1 and doc6 are both kept; the other 2 of the 4 documents are
@@ -301,7 +330,7 @@ def test_index_cache_is_reused(dataset, tmp_path, capsys, monkeypatch):
     # the cached rerun).
     argv = ["--dataset", folder, "--k", "1,3", "--quiet", "--no-compare", "--no-query-cache", "--report",
             tmp_path / "r.txt"]
-    assert run(capsys, *argv)[0] == 0
+    assert run(capsys, *argv)[0] == 1
     expected = er.dataset_index_path(er.resolve_args(er.build_parser().parse_args([str(a) for a in argv])))
     assert expected.parent == tmp_path / "cache"
     assert (expected / local_rag.INDEX_INFO_FILE).exists()
@@ -313,7 +342,7 @@ def test_index_cache_is_reused(dataset, tmp_path, capsys, monkeypatch):
         return original(self, texts)
 
     monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", count)
-    assert run(capsys, *argv)[0] == 0
+    assert run(capsys, *argv)[0] == 1
     # Second run: no document is embedded again; the one call is the batch of the 7 queries (sorted ids).
     assert embedded == [[QUERIES[q] for q in sorted(QUERIES)]]
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [expected.name]
@@ -383,7 +412,7 @@ def test_run_file_reproduces_the_json_metrics_with_trec_eval(dataset, spread_cro
     code = er.main(["--dataset", str(folder), "--index", str(index), "--k", "1,3,5", "--quiet", "--no-compare",
                     "--mode", mode, *flags, "--report", str(tmp_path / "r.txt"),
                     "--run-file", str(tmp_path / "r.run")])
-    assert code == 0
+    assert code == 1  # degraded by the broken lines; the reports are written
     payload = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     ours = {q["query_id"]: q["metrics"] for q in payload["per_query"]}
     run = datasets.read_trec_run(tmp_path / "r.run")

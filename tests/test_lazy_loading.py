@@ -281,10 +281,10 @@ def test_a_dataset_rerun_loads_no_model(tmp_path, capsys, count_queries, monkeyp
     questions = [q.question for q in ev.dataset_queries(datasets.load_beir(folder))]
     args = ["--dataset", folder, "--index", tmp_path / "index", "--quiet", "--no-compare", "--no-rerank",
             "--query-cache", tmp_path / "qv.sqlite3", "--report", tmp_path / "ds.txt"]
-    assert run(capsys, *args)[0] == 0  # builds the index and embeds the queries
+    assert run(capsys, *args)[0] == 1  # builds the index and embeds the queries (exit 1: its broken lines)
     assert [call for call in count_queries if set(call) & set(questions)] == [questions]
     before = report_lines(tmp_path / "ds.txt")
     count_queries.clear()
     monkeypatch.setattr(local_rag, "load_embeddings", lambda *a: pytest.fail("the model was loaded"))
-    assert run(capsys, *args)[0] == 0 and count_queries == []
+    assert run(capsys, *args)[0] == 1 and count_queries == []
     assert report_lines(tmp_path / "ds.txt") == before
