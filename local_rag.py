@@ -27,7 +27,7 @@ from localrag.models import resolve_embedding_model  # noqa: F401 - part of this
 from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                           source_name)
-from localrag.retriever import RETRIEVAL_MODES, Retriever, Trace, check_mode  # noqa: F401 - RETRIEVAL_MODES: face
+from localrag.retriever import RETRIEVAL_MODES, Retriever, Trace, check_k, check_mode  # noqa: F401 - RETRIEVAL_MODES: face
 
 if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
     from localrag import chat
@@ -315,8 +315,7 @@ class LocalRAG:
     def _check_request(self, k: int, mode: str | None, rerank: bool | None) -> None:
         """RAGError now, not at the first query, for no index, a bad k or mode, or reranking that is off."""
         self.index.require_built()
-        if k < 1:
-            raise RAGError(f"k must be at least 1 chunk, got {k}")
+        check_k(k)  # the rule retrieve applies, checked here before the first query
         if mode is not None:
             check_mode(mode)
         if rerank and self.reranker is None:

@@ -37,6 +37,21 @@ def _deepened(pool: list[tuple[Document, float]], deeper: list[tuple[Document, f
     return (pool + [(doc, score) for doc, score in deeper if doc.id not in seen])[:depth]
 
 
+def check_request(query: object, k: object) -> None:
+    """The one rule for every way in (retrieve, the LangChain retriever and tool, the chat): a query is non-empty
+    text and k a whole number of at least 1; else a RAGError saying which."""
+    if not isinstance(query, str):
+        raise RAGError(f"a query must be text, got {type(query).__name__} ({query!r:.60})")
+    if not query.strip():
+        raise RAGError(f"the query is empty ({query!r:.60}); ask a question or give key words")
+    check_k(k)
+
+
+def check_k(k: object) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise RAGError(f"k must be a whole number of at least 1 chunk, got {k!r}")
+
+
 def check_mode(mode: str) -> str:
     """`mode`, or a RAGError naming the modes there are."""
     if mode not in RETRIEVAL_MODES:
@@ -205,6 +220,7 @@ class Retriever:
 
         `mode` and `rerank` override this object's settings for one call (ablations share one loaded model).
         """
+        check_request(query, k)
         query = self.prepare_query(query)
         use_rerank = self.reranker is not None if rerank is None else rerank
         if use_rerank and self.reranker is None:
@@ -223,6 +239,7 @@ class Retriever:
         outside the pool shows. (The second search never replaces the pool: the stage lists stay the ones
         fusion and the reranker saw.)
         """
+        check_request(query, k)
         query = self.prepare_query(query)
         use_rerank = self.reranker is not None if rerank is None else rerank
         if use_rerank and self.reranker is None:

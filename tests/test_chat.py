@@ -75,8 +75,24 @@ def test_retriever_in_a_chain_and_bad_requests(tiny_index):
         "Kafka Verwandlung", k=2, mode="bm25")] == ["Literatur_Übersicht.pdf"]
     with pytest.raises(RAGError, match=r"^unknown retrieval mode 'sparse'; use one of dense, bm25, hybrid, union$"):
         rag.as_retriever(mode="sparse")
-    with pytest.raises(RAGError, match=r"^k must be at least 1 chunk, got 0$"):
-        rag.as_tool(k=0)
+    # One rule for k and for the query, whichever way in: retrieve, the retriever, the tool.
+    for k in (0, -1, 2.5, True):
+        for make in (rag.as_tool, rag.as_retriever):
+            with pytest.raises(RAGError, match=rf"^k must be a whole number of at least 1 chunk, got {k!r}$"):
+                make(k=k)
+        with pytest.raises(RAGError, match=rf"^k must be a whole number of at least 1 chunk, got {k!r}$"):
+            rag.retrieve("Kafka", k=k)
+    tool, retriever = rag.as_tool(k=3), rag.as_retriever(k=3)
+    for query in ("", "   \n"):
+        message = rf"^the query is empty \({re.escape(repr(query))}\); ask a question or give key words$"
+        for call in (lambda q: tool.invoke({"query": q}), retriever.invoke, lambda q: rag.retrieve(q, k=3),
+                     lambda q: rag.retrieve_traced(q, k=3)):
+            with pytest.raises(RAGError, match=message):
+                call(query)
+    with pytest.raises(RAGError, match=r"^a query must be text, got NoneType \(None\)$"):
+        retriever.invoke(None)
+    with pytest.raises(RAGError, match=r"^a query must be text, got int \(42\)$"):
+        rag.retrieve(42, k=3)
     with pytest.raises(RAGError, match=r"^reranking was requested but is off \(turned off\)$"):
         rag.as_retriever(rerank=True)
 
