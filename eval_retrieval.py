@@ -26,7 +26,7 @@ from localrag import cli
 from localrag import diagnose
 from localrag import language, models
 from localrag import query_vectors
-from localrag.files import write_text_atomic
+from localrag.files import write_texts_atomic
 from localrag.index import PAGE_CHUNKS, parse_chunk_size
 from localrag.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
@@ -851,17 +851,32 @@ def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
     The committed baseline carries no comparison: it would differ between the run that made it (compared
     with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
     stdout and to COMPARE_PATH instead."""
+    files: list[tuple[str, str]] = []
+    block = None
     if getattr(args, "compare_file", None) and result.compare:
         block = "\n".join(eval_report.render_compare(result.compare)) + "\n"
-        write_text_atomic(args.compare_file, block)
-        print(block, end="")
+        files.append((args.compare_file, block))
         result = dataclasses.replace(result, compare=None)
     if result.details:
-        write_text_atomic(details_path(args.report), diagnose.render_details(result, display_path(args.report)))
-    write_text_atomic(args.report, eval_report.render_text(result))
-    write_text_atomic(args.json, eval_report.render_json(result))
+        files.append((details_path(args.report), diagnose.render_details(result, display_path(args.report))))
+    files += [(args.report, eval_report.render_text(result)), (args.json, eval_report.render_json(result))]
     if args.markdown:
-        write_text_atomic(args.markdown, eval_report.render_markdown(result))
+        files.append((args.markdown, eval_report.render_markdown(result)))
+    write_reports(files)
+    if block is not None:
+        print(block, end="")
+
+
+def write_reports(files: Sequence[tuple[str, str]]) -> None:
+    """Write a run's report files all or none (files.write_texts_atomic); an OSError (a full disk, a read-only
+    folder) is one EvalError naming it, with every earlier report left as it was."""
+    try:
+        write_texts_atomic(files)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise EvalError(f"the reports could not be written{where}: {exc.strerror or exc}; the reports there before "
+                        f"are unchanged ({', '.join(display_path(path) for path, _ in files)}). Free some space or "
+                        f"make the folder writable, then run again") from None
 
 
 def previous_report(args: argparse.Namespace, identity: str,
@@ -1284,21 +1299,24 @@ def gate_descriptions(args: argparse.Namespace) -> list[str]:
 
 def write_row_reports(results: Sequence[EvalResult], reports: Sequence[Path]) -> None:
     """Each configuration's own report (text and JSON) at its path, with its details file first when it has one."""
+    files = []
     for r, report in zip(results, reports):
         if r.details:
             r = dataclasses.replace(r, details=display_path(details_path(report)))
-            write_text_atomic(details_path(report), diagnose.render_details(r, display_path(report)))
-        write_text_atomic(report, eval_report.render_text(r))
-        write_text_atomic(report.with_suffix(".json"), eval_report.render_json(r))
+            files.append((details_path(report), diagnose.render_details(r, display_path(report))))
+        files += [(str(report), eval_report.render_text(r)), (str(report.with_suffix(".json")),
+                                                               eval_report.render_json(r))]
+    write_reports(files)
 
 
 def write_table(table_text: str, results: Sequence[EvalResult], path: Path, args: argparse.Namespace) -> None:
     """An --ablation or --sweep table: written to `path` (and --markdown), printed, with the run's status."""
-    write_text_atomic(path, table_text)
+    files = [(str(path), table_text)]
     if args.markdown:
         rows, keys = eval_report.ablation_table(results)
-        write_text_atomic(args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
-                                                                            extra=["seconds"])) + "\n")
+        files.append((args.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
+                                                                        extra=["seconds"])) + "\n"))
+    write_reports(files)
     print(table_text, end="")
     print_status(results[0].status, args)
 

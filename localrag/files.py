@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Sequence
 
 
 
@@ -57,6 +57,31 @@ def write_atomic(path: str | Path, write: Callable[[IO], Any], *, binary: bool =
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_texts_atomic(items: Sequence[tuple[str | Path, str]]) -> None:
+    """Several files (folders created), all or none: every text goes to a temp file beside its path first, and
+    only when all are on disk do the renames replace the old files (renames need no space). On an error (a full
+    disk, a read-only folder) the temp files are removed and every old file is as it was."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in items:
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            mode = path.stat().st_mode & 0o777 if path.exists() else new_file_mode()
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((tmp, path))
+            os.chmod(tmp, mode)
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -466,3 +467,26 @@ def test_the_protection_names_what_it_protects(project, tmp_path, capsys):
         code, _, err = run(capsys, *common, "--report", project["out"] / "r.txt", "--json", target)
         advice = "another path" if words.endswith("replace it") else "a path outside it"
         assert (code, err) == (2, f"error: --json {target} {words}. Give --json {advice}\n")
+
+
+def test_a_full_disk_while_the_reports_are_written_is_one_message_and_keeps_the_old_ones(evaluate, tmp_path,
+                                                                                           monkeypatch):
+    from localrag import files
+
+    report = tmp_path / "out" / "r.txt"
+    assert evaluate(CLEAN, "--report", report, "--no-compare")[0] == 0
+    before = snapshot(tmp_path / "out")
+    real_fsync = files.os.fsync
+
+    def full(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(tmp_path / "out" / ".r.txt.")):
+            raise OSError(28, "No space left on device")  # the details file is staged, the text report is not
+        return real_fsync(fd)
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    code, out, err = evaluate(CLEAN, "--report", report, "--no-compare")
+    assert (code, out) == (2, "")
+    assert err == (f"error: the reports could not be written: No space left on device; the reports there before are "
+                   f"unchanged ({tmp_path / 'out' / 'r.details.md'}, {report}, {tmp_path / 'out' / 'r.json'}). Free "
+                   f"some space or make the folder writable, then run again\n")
+    assert snapshot(tmp_path / "out") == before  # old reports as they were, no temp file left
