@@ -96,8 +96,16 @@ class QuestionResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> QuestionResult:
+        """ValueError when a rank or metric is not what a report holds (an edited report): the comparison would
+        otherwise fail far from the file."""
         stages = data.get("stages")
-        return cls(data["query_id"], data.get("question", ""), data["rank"], dict(data["metrics"]),
+        rank, metrics = data["rank"], dict(data["metrics"])
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
+            raise ValueError(f"question {data['query_id']!r} has the rank {rank!r}, not a whole number >= 1 or null")
+        for key, value in metrics.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"question {data['query_id']!r} has the {key} {value!r}, not a number")
+        return cls(data["query_id"], data.get("question", ""), rank, metrics,
                    data.get("corpus", ""), tuple(data.get("locations", ())), tuple(data.get("top", ())),
                    StageRanks.from_json(stages) if stages else None)
 
@@ -293,6 +301,9 @@ class EvalResult:
     def from_json(cls, data: Mapping[str, Any]) -> EvalResult:
         """A result from a JSON report; KeyError, TypeError or ValueError when `data` is not one."""
         status, compare = data.get("status"), data.get("compare")
+        for key, value in data["metrics"].items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"the metric {key} is {value!r}, not a number")
         return cls(kind=data.get("kind", ""), title=data.get("title", ""), metrics=dict(data["metrics"]),
                    num_queries=data.get("num_queries", len(data["per_query"])),
                    per_query=tuple(map(QuestionResult.from_json, data["per_query"])),

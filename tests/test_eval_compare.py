@@ -231,6 +231,24 @@ def test_compare_input_errors(tmp_path, capsys):
     code, _, err = run(capsys, "--compare", good, write_json(tmp_path / "rankless.json", rankless))
     assert (code, err) == (2, f"error: {tmp_path / 'rankless.json'} is not a JSON report of this tool (the field "
                               f"'rank' is missing); write one with --json FILE\n")
+    # A report whose ranks or metrics were edited to text: the same message, never a traceback.
+    for name, edit, what in (("text-rank", ("rank", "three"), "question 'q1' has the rank 'three', not a whole "
+                                                               "number >= 1 or null"),
+                             ("zero-rank", ("rank", 0), "question 'q1' has the rank 0, not a whole number >= 1 or "
+                                                        "null"),
+                             ("text-metric", ("metrics", {"hit@1": "1.0", "hit@5": 1.0, "mrr": 1.0}),
+                              "question 'q1' has the hit@1 '1.0', not a number")):
+        edited = fake_report({"q1": 1})
+        edited["per_query"][0][edit[0]] = edit[1]
+        path = write_json(tmp_path / f"{name}.json", edited)
+        code, out, err = run(capsys, "--compare", good, path)
+        assert (code, out, err) == (2, "", f"error: {path} is not a JSON report of this tool (a field is malformed: "
+                                           f"{what}); write one with --json FILE\n")
+    edited = fake_report({"q1": 1})
+    edited["metrics"]["mrr"] = "high"
+    code, _, err = run(capsys, "--compare", good, write_json(tmp_path / "mean.json", edited))
+    assert (code, err) == (2, f"error: {tmp_path / 'mean.json'} is not a JSON report of this tool (a field is "
+                              f"malformed: the metric mrr is 'high', not a number); write one with --json FILE\n")
     code, _, err = run(capsys, "--compare", good, good, "--resamples", "0")
     assert (code, err) == (2, "error: --resamples must be 1 or more, got 0\n")
 
