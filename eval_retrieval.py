@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -382,8 +383,6 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
         check_output_paths(output_paths(args), input_paths(args), protected_folders(args))
     if args.judge:
-        import os
-
         from localrag import llm
 
         if args.dataset or args.ablation or args.sweep_axes:
@@ -570,6 +569,20 @@ def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str,
     return rag
 
 
+def check_docs_folder(docs: Path) -> None:
+    """EvalError when the docs folder is missing or this user may not list it."""
+    try:
+        found = docs.is_dir()
+    except OSError as exc:  # a folder above it that this user may not enter
+        raise EvalError(f"docs folder {docs} cannot be read ({exc.strerror}); pass --docs FOLDER with your PDFs, or "
+                        f"make it readable") from None
+    if not found:
+        raise EvalError(f"docs folder {docs} does not exist; pass --docs FOLDER with your PDFs")
+    if not os.access(docs, os.R_OK | os.X_OK):
+        raise EvalError(f"docs folder {docs} cannot be read (Permission denied); pass --docs FOLDER with your PDFs, "
+                        f"or make it readable")
+
+
 def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | None = None,
                    cache: bool = False) -> list[str]:
     """Sync (default) or, with --no-sync, check the index and list what is stale; returns warnings for the report.
@@ -581,8 +594,7 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | N
     if len(rag.followed_paths) > 1 and not args.docs and not cache:
         raise EvalError(f"the index {rag.location} follows several paths ({', '.join(rag.followed_paths)}); "
                         f"pass --docs FOLDER, or sync it with add_pdfs.py and evaluate with --no-sync")
-    if not docs.is_dir():
-        raise EvalError(f"docs folder {docs} does not exist; pass --docs FOLDER with your PDFs")
+    check_docs_folder(docs)
     if args.no_sync and not cache:
         if not rag.info.get("settings") and not rag.info_problem:
             raise EvalError(f"no index at {rag.path} and --no-sync was given; run without --no-sync or run "
@@ -831,8 +843,7 @@ def open_pdf_index(args: argparse.Namespace, wanted: Mapping[str, Any]) -> Opene
         raise EvalError(f"the index {probe.location} follows several paths ({', '.join(probe.followed_paths)}); "
                         f"pass --docs FOLDER to say which folder the index of other settings is built from")
     docs = Path(args.docs or (probe.followed_paths or [local_rag.DOCS_PATH])[0])
-    if not docs.is_dir():
-        raise EvalError(f"docs folder {docs} does not exist; pass --docs FOLDER with your PDFs")
+    check_docs_folder(docs)
     path = base_path if args.chroma_url else derived_index_path(docs, settings, args.index_cache)
     changed = [key for key in settings if settings.get(key) != base.get(key)]
     log(args, f"Index settings {', '.join(settings_words(settings, changed))} differ from "

@@ -88,6 +88,21 @@ def _writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK) and (not database.exists() or os.access(database, os.W_OK))
 
 
+def remove_tree(folder: Path) -> None:
+    """Delete a folder of this user's, also where a file or folder in it lost its write permission."""
+    import shutil
+    import stat
+
+    def retry(function, path, _exc) -> None:
+        os.chmod(os.path.dirname(path), stat.S_IRWXU)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, stat.S_IRWXU)
+        function(path)
+
+    if folder.exists():
+        shutil.rmtree(folder, onexc=retry) if sys.version_info >= (3, 12) else shutil.rmtree(folder, onerror=retry)
+
+
 def package_versions(names: Iterable[str]) -> dict[str, str]:
     """Installed version of each package, or "not installed"."""
     out = {}
@@ -608,9 +623,15 @@ class Index:
         import weakref
 
         self._temp_copy = Path(tempfile.mkdtemp(prefix="localrag-readonly-"))
-        weakref.finalize(self, shutil.rmtree, self._temp_copy, True)
+        # Removed when this object goes, or at exit (Ctrl-C too: weakref.finalize runs at interpreter exit).
+        weakref.finalize(self, remove_tree, self._temp_copy)
         self._store_path = self._temp_copy / "index"
-        shutil.copytree(self.path, self._store_path, ignore=shutil.ignore_patterns(LOCK_FILE))
+        # copytree keeps the modes: a copy of a folder read-only for this user would be read-only too, and
+        # Chroma (which writes even to read) could not open it. The copy is this user's, so it is made writable.
+        shutil.copytree(self.path, self._store_path, ignore=shutil.ignore_patterns(LOCK_FILE),
+                        copy_function=shutil.copyfile)
+        for folder, _, _ in os.walk(self._store_path):
+            os.chmod(folder, 0o700)
         log(f"note: the index {self.path} is read-only; reading a temporary copy of it", self.quiet)
 
     def _info_collection(self):

@@ -607,3 +607,79 @@ def test_created_files_respect_the_umask(capsys, tmp_path, docs_a):
     assert {p.name for p in created} >= {"index_info.json", "chroma.sqlite3", local_rag.LOCK_FILE, "r.txt", "r.json"}
     assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o077) for p in created
             if p.stat().st_mode & 0o077} == {}
+
+
+def as_other_user(argv: list[str], env: dict, **kwargs) -> subprocess.Popen:
+    """`argv` as a user who may not write the index: nobody (via setpriv) when the tests run as root, else the
+    user running them, for whom `chmod -R a-w` already takes the write permission away."""
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as a non-root user needs setpriv(1)")
+        prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    return subprocess.Popen(prefix + argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kwargs)
+
+
+@pytest.fixture
+def unwritable_index(capsys, tmp_path):
+    """(index folder with every file and folder read-only for all, goldset, empty TMPDIR, env) in a world-readable
+    folder outside pytest's private one, so that nobody can read them."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="localrag-ro-test-"))
+    os.chmod(base, 0o755)
+    docs_a = write_corpus(base / "docs", CORPUS_A)
+    index = base / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    (base / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+    temp = base / "tmp"
+    temp.mkdir(mode=0o777)
+    os.chmod(temp, 0o777)
+    out = base / "out"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    for folder, dirs, files in os.walk(index):
+        for name in files:
+            os.chmod(Path(folder) / name, 0o444)
+    for folder, _, _ in sorted(os.walk(index), reverse=True):
+        os.chmod(folder, 0o555)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(temp), "TMPDIR": str(temp), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    yield index, base / "gold.csv", temp, out, env, docs_a
+    for folder, _, _ in os.walk(base):
+        os.chmod(folder, 0o755)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_an_index_read_only_for_a_non_root_user_is_evaluated_from_a_copy_that_is_always_removed(unwritable_index):
+    index, gold, temp, out, env, docs = unwritable_index
+    before = sorted((str(p), p.stat().st_mode) for p in index.rglob("*"))
+    argv = [sys.executable, str(ROOT / "eval_retrieval.py"), "--goldset", str(gold), "--index", str(index),
+            "--no-sync", "--no-rerank", "--mode", "hybrid", "--no-query-cache", "--no-compare"]
+    done = as_other_user([*argv, "--report", str(out / "r.txt")], env)
+    stdout, stderr = done.communicate(timeout=300)
+    assert done.returncode == 0, stderr
+    assert f"note: the index {index} is read-only; reading a temporary copy of it" in stderr
+    assert "MRR 1.000" in stdout
+    assert list(temp.glob("localrag-*")) == []  # the copy is gone (torch may leave its own cache folder)
+    assert sorted((str(p), p.stat().st_mode) for p in index.rglob("*")) == before
+
+    # Ctrl-C once the copy exists: exit 130, and the copy is removed all the same.
+    running = as_other_user([*argv, "--report", str(out / "c.txt")], env)
+    deadline = time.monotonic() + 120
+    while not list(temp.glob("localrag-readonly-*/index/chroma.sqlite3")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert running.poll() is None, running.communicate()
+    running.send_signal(signal.SIGINT)
+    _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 130, stderr
+    assert list(temp.glob("localrag-*")) == []
+
+    # A docs folder this user may not read is a clear error too, not a traceback.
+    os.chmod(docs, 0o700)
+    done = as_other_user([*argv, "--report", str(out / "d.txt")], env)
+    _, stderr = done.communicate(timeout=300)
+    if os.geteuid() == 0:  # (a non-root owner can still read its own folder)
+        assert (done.returncode, stderr) == (2, f"error: docs folder {docs} cannot be read (Permission denied); "
+                                                f"pass --docs FOLDER with your PDFs, or make it readable\n")
