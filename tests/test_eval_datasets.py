@@ -429,3 +429,11 @@ def test_run_file_reproduces_the_json_metrics_with_trec_eval(dataset, spread_cro
             name, _, k = key.partition("@")
             expected = trec[qid]["recip_rank" if name == "mrr" else f"{names[name]}_{k}"]
             assert value == pytest.approx(expected, abs=1e-9), (mode, rerank, qid, key)
+    # The list scored is the list users get: each query's top documents in the JSON are, in order, the documents
+    # of LocalRAG.retrieve's own list (first chunk of each), not a re-sort of equal scores by id.
+    rag = LocalRAG(index, reranker_model=str(spread_cross_encoder) if rerank else None, quiet=True)
+    queries = datasets.load_beir(folder).queries
+    for q in payload["per_query"]:
+        returned = list(dict.fromkeys(doc.metadata["doc_id"] for doc, _ in rag.retrieve(
+            queries[q["query_id"]].question, k=14, mode=mode, rerank=rerank)))
+        assert [t["doc_id"] for t in q["top"]] == returned[:len(q["top"])], (mode, rerank, q["query_id"])
