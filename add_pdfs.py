@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="let a folder without PDFs empty an index that has files")
     index.add_argument("--no-wait", action="store_true",
                        help="fail at once when another process is writing the index, instead of waiting for it")
+    cli.add_ivf_flags(index, vars(local_rag), probes=False)
     chunks = parser.add_argument_group("extraction, chunking and embedding",
                                        "stored in the index; a change rebuilds it")
     cli.add_index_setting_flags(chunks, vars(local_rag), loaders=local_rag.PDF_LOADERS, backends=local_rag.EMBEDDING_BACKENDS,
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
                        chunk_headers=args.chunk_headers, embedding_backend=args.embedding_backend,
                        page_chunk_limit=args.page_chunk_limit, bm25_stemmer=args.bm25_stemmer, quiet=args.quiet,
-                       chroma_url=args.chroma_url)
+                       chroma_url=args.chroma_url, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists)
         paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]
         report = rag.sync(paths, rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
                           switch_folder=args.switch_folder, allow_empty=args.allow_empty)

@@ -102,7 +102,31 @@ def log(args: argparse.Namespace, message: str) -> None:
 
 # ----------------------------------------------------------------------------- configuration block
 
-def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bool, extra: list) -> list:
+def dense_search_text(rag: LocalRAG, questions: Sequence[str]) -> str:
+    """How the dense list was searched: exactly, or by the index's IVF with its recall against exact search,
+    measured here on the run's questions at the candidate depth (localrag/ivf.py)."""
+    from localrag import ivf
+
+    search = rag.index.dense_search()
+    if search["method"] == "exact":
+        return f"exact cosine over all {rag.info.get('counts', {}).get('chunks', 0)} stored vectors"
+    k, asked = rag.candidate_k, tuple(dict.fromkeys(questions))
+    key = (id(rag.index), rag.index.fingerprint(), search["probes"], k, asked)
+    if key not in _IVF_RECALL:  # once per index and question set, not per ablation row
+        vectors = [rag.retriever.query_vector(rag.prepare_query(q)) for q in asked]
+        exact = [[i for i, _ in rag.index.nearest(v, k, exact=True)] for v in vectors]
+        found = [[i for i, _ in rag.index.nearest(v, k)] for v in vectors]
+        _IVF_RECALL[key] = ivf.recall(exact, found)
+    return (f"approximate: IVF of {search['lists']} lists, {search['probes']} probed per query (seed "
+            f"{search['seed']}); recall@{k} against exact search {_IVF_RECALL[key]:.3f} over "
+            f"{plural(len(asked), 'question')}")
+
+
+_IVF_RECALL: dict[tuple, float] = {}  # dense_search_text's measurements in this process
+
+
+def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bool, extra: list,
+                 questions: Sequence[str] = ()) -> list:
     s = rag.display_settings
     counts = rag.info.get("counts", {})
     if rerank:
@@ -122,6 +146,7 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"
                                + (f", RRF k={rag.rrf_k})" if mode == "hybrid" else ")")),
+            *([("Dense search", dense_search_text(rag, questions))] if mode != "bm25" else []),
             ("Reranker", reranker),
             ("Final order by", rag.describe_order(mode, rerank))]
     return rows
@@ -239,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--rrf-k", type=int, default=None,
                      help=f"reciprocal rank fusion constant of hybrid mode: smaller values weigh the first ranks of "
                           f"each list more (default: RRF_K in local_rag.py, {local_rag.RRF_K})")
+    cli.add_ivf_flags(ret, vars(local_rag), probes=True)
     ret.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
                      help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
     ret.add_argument("--query-cache", default=QUERY_VECTOR_CACHE, metavar="FILE",
@@ -338,12 +364,14 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.ablation or args.sweep_axes:  # the ablation and sweep tables always show Hit@1/3/5
         args.k_values = sorted(set(args.k_values) | {1, 3, 5})
     args.page_offset = PAGE_OFFSET
-    if args.page_tolerance < 0:
-        raise EvalError(f"--page-tolerance must be 0 or more, got {args.page_tolerance}")
+    for flag, value in (("--page-tolerance", args.page_tolerance), ("--ivf-lists", args.ivf_lists)):
+        if value is not None and value < 0:
+            raise EvalError(f"{flag} must be 0 or more, got {value}")
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
     for flag, value in (("--max-queries", args.max_queries), ("--max-corpus-docs", args.max_corpus_docs),
                         ("--judge-k", args.judge_k), ("--resamples", args.resamples),
                         ("--diagnostic-depth", args.diagnostic_depth), ("--rrf-k", args.rrf_k),
+                        ("--ivf-probes", args.ivf_probes), ("--ivf-min-chunks", args.ivf_min_chunks),
                         ("--query-cache-entries", args.query_cache_entries)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
@@ -561,6 +589,7 @@ def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str,
     rag = LocalRAG(index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()},
                    retrieval_mode=args.mode, **reranker,
                    rrf_k=local_rag.RRF_K if getattr(args, "rrf_k", None) is None else args.rrf_k,
+                   ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists, ivf_probes=args.ivf_probes,
                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                    quiet=args.quiet, chroma_url=args.chroma_url)
     exists = rag.info.get("settings") or rag.info_problem
@@ -671,6 +700,8 @@ def retrieval_suffix(args: argparse.Namespace) -> str:
     given = [("mode", args.mode if args.mode != local_rag.RETRIEVAL_MODE else None),
              ("rerank", "off" if args.no_rerank else None), ("rerank_model", args.rerank_model),
              ("rrf_k", args.rrf_k if args.rrf_k not in (None, local_rag.RRF_K) else None),
+             ("ivf_probes", args.ivf_probes if args.ivf_probes != local_rag.IVF_PROBES else None),
+             ("ivf_min_chunks", args.ivf_min_chunks), ("ivf_lists", args.ivf_lists),
              ("k", args.k and args.k.replace(",", "_")),
              ("query_instructions", "on" if args.query_instructions != USE_QUERY_INSTRUCTIONS else None),
              ("page_tolerance", args.page_tolerance if args.page_tolerance != PAGE_TOLERANCE else None)]
@@ -1032,7 +1063,7 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
                                          traced=traced, stage_k=stage_cutoff(args.k_values))
             results[number] = dataclasses.replace(
                 result, seconds=time.perf_counter() - started + setup, goldset=identity,
-                config=tuple(config_block(rag, args, mode, rerank, header) + tail),
+                config=tuple(config_block(rag, args, mode, rerank, header, [q.question for q in scored]) + tail),
                 settings=settings_json(rag, args, mode, rerank), messages=tuple(notes), left_out=left_out_rows)
             setup = 0.0
     results_list = [results[n] for n in sorted(results)]
@@ -1207,7 +1238,8 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
                                               progress=not args.quiet, diagnostic_depth=args.diagnostic_depth)
             result = ev.evaluate_dataset(dataset, run, args.k_values, name=row_name or ev.config_name(mode, rerank),
                                          title=identity, stages=stages, stage_k=stage_cutoff(args.k_values))
-            config = config_block(rag, args, mode, rerank, header) + [
+            config = config_block(rag, args, mode, rerank, header,
+                                  [q.question for q in ev.dataset_queries(dataset)]) + [
                 (label, value.format(queries=result.num_queries)) for label, value in tail]
             results[number] = dataclasses.replace(result, seconds=time.perf_counter() - started + setup,
                                                   goldset=identity, config=tuple(config),

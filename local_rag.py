@@ -59,12 +59,15 @@ CHUNK_HEADERS = True  # prefix each chunk with "[file, page N]" so BM25 and embe
 RETRIEVAL_MODE = "hybrid"  # "dense", "bm25", "hybrid" (RRF of both) or "union" (dense, then new BM25 hits)
 RETRIEVAL_K = 5  # chunks returned to the chat
 CANDIDATE_K = 30  # candidates each retriever contributes before fusion or reranking
+IVF_MIN_CHUNKS = 1_000_000  # shelves of this many chunks or more get an IVF (approximate dense search); smaller: exact
+IVF_LISTS = 0  # lists of that IVF (localrag/ivf.py); 0 = 4 x sqrt(chunks)
+IVF_PROBES = 128  # IVF lists one dense search reads; all lists = exact search (README, Exact dense search)
 RRF_K = 1  # reciprocal rank fusion constant; beat Cormack et al.'s 60 on every data set (README, Hybrid fusion)
 RERANKER_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"  # None turns reranking off
 RERANK_BATCH_SIZE = 32  # (query, chunk) pairs per cross-encoder batch
 QUERY_ADDITIONAL_INSTRUCTIONS = ""  # text a caller may append to every query
 EXTRACT_WORKERS = min(2, os.cpu_count() or 1)  # processes extracting PDF text in parallel
-INDEX_GROUP_CHUNKS = 256  # chunks embedded and committed together; an interrupt loses at most one group
+INDEX_GROUP_CHUNKS = 256  # chunks embedded and committed together; Ctrl-C loses at most one group, a kill two
 COLLECTION_NAME = "localrag"  # Chroma collection inside the index folder
 WAIT_FOR_LOCK = True  # a second writer of one index waits for the first; False fails at once (--no-wait)
 LOW_DISK_BYTES = 8 << 20  # a write error with less than this free on the index's disk is reported as a full disk
@@ -154,7 +157,8 @@ class LocalRAG:
                  chunk_size: int | str | None = None, chunk_overlap: int | None = None, pdf_loader: str | None = None,
                  chunk_headers: bool | None = None, embedding_backend: str | None = None,
                  page_chunk_limit: int | None = None, bm25_stemmer: str | None = None,
-                 candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K,
+                 candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K, ivf_min_chunks: int | None = None,
+                 ivf_lists: int | None = None, ivf_probes: int = IVF_PROBES,
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
                  chroma_url: str | None = CHROMA_URL):
         check_mode(retrieval_mode)
@@ -172,6 +176,13 @@ class LocalRAG:
         self.index = Index(vectorstore_path, requested, defaults, _load_embeddings, chroma_url=chroma_url,
                            collection=COLLECTION_NAME, cache_dir=CACHE_DIR, low_disk_bytes=LOW_DISK_BYTES,
                            lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet, expected_export=expected_export)
+        for name, value, least in (("ivf_min_chunks", ivf_min_chunks, 1), ("ivf_lists", ivf_lists, 0),
+                                   ("ivf_probes", ivf_probes, 1)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise RAGError(f"{name} must be a whole number of at least {least}, got {value!r}")
+        self.index.ivf_defaults = {"min_chunks": IVF_MIN_CHUNKS, "lists": IVF_LISTS}
+        self.index.ivf_requested = {"min_chunks": ivf_min_chunks, "lists": ivf_lists}
+        self.index.ivf_probes = ivf_probes
         # The default reranker loads (or warns that it cannot) at its first use; an explicit one loads now, so a
         # model the caller named and that cannot be loaded is an error at once.
         explicit = reranker_model is not _DEFAULT and reranker_model is not None

@@ -53,3 +53,19 @@ def add_index_setting_flags(group: argparse._ArgumentGroup, defaults: Mapping[st
                        help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
                             f"PyStemmer, or german+decompound, which also splits German compounds into words of the "
                             f"corpus{bm25_note} {default('BM25_STEMMER')}")
+
+
+def add_ivf_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *, probes: bool) -> None:
+    """--ivf-min-chunks and --ivf-lists (kept in the manifest once given), and with `probes` --ivf-probes, with
+    local_rag.py's IVF_* values as defaults (`defaults`: its module namespace)."""
+    group.add_argument("--ivf-min-chunks", type=int, default=None, metavar="N",
+                       help=f"give a shelf of N chunks or more an IVF for approximate dense search; smaller shelves "
+                            f"are searched exactly (default: as recorded in the index, else IVF_MIN_CHUNKS "
+                            f"{defaults['IVF_MIN_CHUNKS']:,})")
+    group.add_argument("--ivf-lists", type=int, default=None, metavar="N",
+                       help=f"lists of that IVF, 0 for 4 x the square root of the chunk count (default: as "
+                            f"recorded in the index, else IVF_LISTS {defaults['IVF_LISTS']})")
+    if probes:
+        group.add_argument("--ivf-probes", type=int, default=defaults["IVF_PROBES"], metavar="N",
+                           help="IVF lists one dense search reads; as many as there are lists is exact search "
+                                "(default: %(default)s)")

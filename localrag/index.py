@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from localrag import embeddings as embedding_backends
+from localrag import ivf
 from localrag import models
 from localrag.bm25 import BM25Index, check_stemmer
 from localrag.errors import RAGError
@@ -428,6 +429,13 @@ class Index:
         a heartbeat that marks its writer as dead."""
         self.path = Path(path)
         self.quiet = quiet
+        # Approximate dense search (localrag/ivf.py): a sync gives a shelf of "min_chunks" chunks or more an IVF
+        # of "lists" lists (0: ivf.default_lists); a search probes ivf_probes of them. LocalRAG sets these: the
+        # defaults, and what the caller asked for (None: what the manifest recorded, else the default).
+        self.ivf_defaults: dict[str, int] = {"min_chunks": 1_000_000, "lists": 0}
+        self.ivf_requested: dict[str, int | None] = {"min_chunks": None, "lists": None}
+        self.ivf_probes = 128
+        self._ivf: tuple[str, Any] | None = None  # (fingerprint, the loaded IVF or None)
         self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
         self.cache_dir = Path(cache_dir)
         self.low_disk_bytes = low_disk_bytes
@@ -1321,6 +1329,7 @@ class Index:
                            f"{self.info['counts']['chunks']}; was it written by another program at the same time? "
                            f"Run add_pdfs.py {self._index_flag()} again to repair it",
                            reason="index does not match its manifest")
+        self._update_ivf()
         if report.changed:
             for name in self._remove_orphan_segments():
                 log(f"note: removed the segment folder {name} of the index {self.path}: its database no longer "
@@ -1399,18 +1408,84 @@ class Index:
         return sorted((i, t, m if "page_number" in m else dict(m, page_number=shown_page(int(m["page"]))))
                       for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if self._indexed(m))
 
-    def nearest(self, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) of the k indexed chunks nearest to `vector`, by exact search over the
-        stored vectors; equal similarities are ordered by chunk id.
+    def nearest(self, vector: Sequence[float], k: int, exact: bool = False) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity) of the k indexed chunks nearest to `vector`, best first; equal
+        similarities are ordered by chunk id. Exact search over the stored vectors, or, on a shelf the sync gave
+        an IVF (`dense_search`), its approximate search; `exact` forces exact search (to measure the IVF's
+        recall).
 
         Not Chroma's HNSW search: Chroma rebuilds that graph from its write-ahead log at every open, and the
         graph is not deterministic; one 912-chunk index gave Hit@20 0.915 to 0.949 from one open to the next.
-        Exact search returns the same list for the same index and query on every copy of it."""
+        Both searches here return the same list for the same index and query on every copy of it."""
         fingerprint = self.fingerprint()
         if self._vectors is None or self._vectors[0] != fingerprint:
             self._vectors = (fingerprint, *self.indexed_vectors())
         ids, matrix = self._vectors[1], self._vectors[2]
-        return [(ids[i], similarity) for i, similarity in top_k_cosine(matrix, vector, k)]
+        index = None if exact else self._loaded_ivf(len(ids))
+        found = ivf.search(index, matrix, vector, k, self.ivf_probes) if index is not None else \
+            top_k_cosine(matrix, vector, k)
+        return [(ids[i], similarity) for i, similarity in found]
+
+    def dense_search(self) -> dict:
+        """How `nearest` searches this index: {"method": "exact"} or {"method": "ivf", "lists", "probes",
+        "seed"}; "exact" also where the manifest names an IVF whose file is missing or stale (a warning said so)."""
+        recorded = self.info.get("dense_search") or {"method": "exact"}
+        if recorded.get("method") != "ivf" or self._loaded_ivf(self.info.get("counts", {}).get("chunks", 0)) is None:
+            return {"method": "exact"}
+        return {"method": "ivf", "lists": recorded["lists"], "probes": min(self.ivf_probes, recorded["lists"]),
+                "seed": recorded["seed"]}
+
+    def _ivf_dir(self) -> Path:
+        """The saved IVF: in the index folder, or for a server index beside its local BM25 arrays."""
+        return self._store_path if not self.chroma_url else self._bm25_dir()
+
+    def _loaded_ivf(self, rows: int):
+        """The IVF of the indexed chunks when the manifest names one and its file matches them, else None."""
+        if (self.info.get("dense_search") or {}).get("method") != "ivf":
+            return None
+        fingerprint = self.fingerprint()
+        if self._ivf is None or self._ivf[0] != fingerprint:
+            loaded = ivf.load(self._ivf_dir(), fingerprint, rows)
+            if loaded is None:
+                log(f"warning: the IVF of the index {self.location} ({ivf.IVF_FILE}) is missing or does not match "
+                    f"its chunks; dense search is exact (slower) until `add_pdfs.py {self._index_flag()}` "
+                    f"builds it again", False)
+            self._ivf = (fingerprint, loaded)
+        return self._ivf[1]
+
+    def ivf_setting(self, key: str) -> int:
+        """An IVF setting ("min_chunks", "lists"): as asked for, else as the manifest records it, else the default;
+        a later sync without the flag keeps what an earlier one was given."""
+        asked = self.ivf_requested.get(key)
+        return asked if asked is not None else self.info.get("ivf_settings", {}).get(key, self.ivf_defaults[key])
+
+    def _update_ivf(self) -> None:
+        """After a sync: give a shelf of ivf_setting("min_chunks") chunks or more the IVF of its chunks (rebuilt
+        when the chunks or its settings changed), record it in the manifest; a smaller shelf is searched exactly."""
+        chunks = self.info["counts"]["chunks"]
+        recorded, recorded_settings = self.info.get("dense_search"), self.info.get("ivf_settings")
+        settings = {key: self.ivf_setting(key) for key in self.ivf_defaults
+                    if self.ivf_setting(key) != self.ivf_defaults[key]} or None
+        if chunks < self.ivf_setting("min_chunks"):
+            wanted = None  # exact search: the manifest names no IVF
+            (self._ivf_dir() / ivf.IVF_FILE).unlink(missing_ok=True)
+        else:
+            lists = self.ivf_setting("lists") or ivf.default_lists(chunks)
+            wanted = {"method": "ivf", "lists": min(chunks, lists), "seed": 0}
+            if recorded != wanted or ivf.load(self._ivf_dir(), self.fingerprint(), chunks) is None:
+                log(f"Building the IVF of {chunks} chunks ({wanted['lists']} lists) for approximate dense search",
+                    self.quiet)
+                _, matrix = self.indexed_vectors()
+                self._ivf_dir().mkdir(parents=True, exist_ok=True)
+                ivf.save(ivf.build(matrix, wanted["lists"], wanted["seed"]), self._ivf_dir(), self.fingerprint())
+        self._ivf = None
+        if (recorded, recorded_settings) != (wanted, settings):
+            for key, value in (("dense_search", wanted), ("ivf_settings", settings)):
+                if value is None:
+                    self.info.pop(key, None)
+                else:
+                    self.info[key] = value
+            self._write_info()
 
     def indexed_vectors(self) -> tuple[list[str], "numpy.ndarray"]:
         """(ids sorted, their stored vectors scaled to unit length as float32 rows) of every fully indexed chunk."""

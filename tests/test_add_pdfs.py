@@ -68,6 +68,8 @@ def test_help_lists_every_flag_with_its_default(capsys):
         "--switch-folder": "(default: False)",
         "--allow-empty": "(default: False)",
         "--no-wait": "(default: False)",
+        "--ivf-min-chunks": f"(default: as recorded in the index, else IVF_MIN_CHUNKS {local_rag.IVF_MIN_CHUNKS:,})",
+        "--ivf-lists": f"(default: as recorded in the index, else IVF_LISTS {local_rag.IVF_LISTS})",
         "--quiet": "(default: False)",
     }
     flags = {flag for action in add_pdfs.build_parser()._actions for flag in action.option_strings}
@@ -85,7 +87,8 @@ def test_help_groups_the_flags():
     assert groups == {
         "positional arguments": ["paths"],
         "options": ["-h", "--quiet"],
-        "index": ["--index", "--chroma-url", "--rebuild", "--switch-folder", "--allow-empty", "--no-wait"],
+        "index": ["--index", "--chroma-url", "--rebuild", "--switch-folder", "--allow-empty", "--no-wait",
+                  "--ivf-min-chunks", "--ivf-lists"],
         "extraction, chunking and embedding": ["--loader", "--chunk-size", "--page-chunk-limit", "--chunk-overlap",
                                                "--chunk-headers", "--embedding-model", "--embedding-backend",
                                                "--bm25-stemmer"],

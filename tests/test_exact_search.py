@@ -95,3 +95,54 @@ def test_every_fresh_process_and_copy_returns_exact_search(store, tmp_path):
             results.append(json.loads(out))
     assert len(results) == PROCESSES + COPIES
     assert all(result == expected for result in results)
+
+
+def test_an_ivf_recorded_in_the_manifest_is_searched_the_same_everywhere_and_all_probes_are_exact(store, tmp_path,
+                                                                                                  capsys):
+    import eval_retrieval as er
+    from localrag import ivf
+
+    base, rag, vectors = store
+    records = [{"doc_id": f"d{n}", "title": "", "text": text(n), "metadata": {}} for n in range(N_RECORDS)]
+    folder = shutil.copytree(base / "index", tmp_path / "ivf-index")
+    built = LocalRAG(folder, reranker_model=None, quiet=True, ivf_min_chunks=1000, ivf_lists=20)
+    built.sync_records(records, progress=False)  # nothing to embed: only the IVF is built
+    info = json.loads((folder / "index_info.json").read_text(encoding="utf-8"))
+    assert info["dense_search"] == {"method": "ivf", "lists": 20, "seed": 0}
+    assert info["ivf_settings"] == {"min_chunks": 1000, "lists": 20} and (folder / ivf.IVF_FILE).exists()
+    expected = [brute_force(rag, numpy.asarray(v)) for v in vectors]
+
+    every = LocalRAG(folder, reranker_model=None, quiet=True)  # the recorded settings; 128 probes cap at 20 lists
+    assert every.index.dense_search() == {"method": "ivf", "lists": 20, "probes": 20, "seed": 0}
+    assert [[i for i, _ in every.index.nearest(v, DEPTH)] for v in vectors] == expected
+
+    few = LocalRAG(folder, reranker_model=None, quiet=True, ivf_probes=2)
+    approx = [[i for i, _ in few.index.nearest(v, DEPTH)] for v in vectors]
+    assert approx != expected and 0 < ivf.recall(expected, approx) < 1
+    copy = shutil.copytree(folder, tmp_path / "ivf-copy")
+    script = OPEN_AND_SEARCH.format(root=str(ROOT), depth=DEPTH).replace("quiet=True)", "quiet=True, ivf_probes=2)")
+    (tmp_path / "vectors.json").write_text(json.dumps(vectors), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", script, str(copy), str(tmp_path / "vectors.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout) == approx  # another process, another copy: same lists
+    # The report's configuration says how the dense list was searched, with the recall measured on its questions.
+    questions = ["volatility of an option", "harvest after rain", "espresso grinder", "a trial in a castle"]
+    recall = ivf.recall([[i for i, _ in few.index.nearest(few.retriever.query_vector(q), 30, exact=True)]
+                         for q in questions],
+                        [[i for i, _ in few.index.nearest(few.retriever.query_vector(q), 30)] for q in questions])
+    assert er.dense_search_text(few, questions) == (f"approximate: IVF of 20 lists, 2 probed per query (seed 0); "
+                                                    f"recall@30 against exact search {recall:.3f} over 4 questions")
+    assert er.dense_search_text(every, questions).endswith("recall@30 against exact search 1.000 over 4 questions")
+    assert er.dense_search_text(rag, questions) == "exact cosine over all 2000 stored vectors"
+
+    # A missing IVF file: exact search, said once on stderr; a sync under a higher threshold drops the IVF.
+    (copy / ivf.IVF_FILE).unlink()
+    capsys.readouterr()
+    gone = LocalRAG(copy, reranker_model=None, quiet=True, ivf_probes=2)
+    assert [[i for i, _ in gone.index.nearest(v, DEPTH)] for v in vectors] == expected
+    assert gone.index.dense_search() == {"method": "exact"}
+    assert capsys.readouterr().err.count(f"warning: the IVF of the index {copy} (ivf.npz) is missing") == 1
+    LocalRAG(folder, reranker_model=None, quiet=True, ivf_min_chunks=5000).sync_records(records, progress=False)
+    info = json.loads((folder / "index_info.json").read_text(encoding="utf-8"))
+    assert "dense_search" not in info and not (folder / ivf.IVF_FILE).exists()
+    assert info["ivf_settings"] == {"min_chunks": 5000, "lists": 20}

@@ -1,0 +1,129 @@
+"""Approximate dense search for shelves past exact search's reach: an inverted file (IVF) over spherical k-means.
+
+Why our own code and not Chroma's HNSW or faiss: Chroma rebuilds its graph at every open and the graph is not
+deterministic (issue 29: one index gave Hit@20 0.915 to 0.949 from one open to the next), and faiss is not a
+dependency. This IVF is built once by a sync (seeded k-means, Lloyd 1982 / Dhillon & Modha 2001 for the
+spherical variant; the inverted file of Jégou et al. 2011 without quantisation) and saved in the index folder, so
+every open and every copy of the index searches the same lists; probing every list is exact search (a test
+proves it equal).
+
+Data: `matrix` rows are unit float32 vectors sorted by chunk id (Index.indexed_vectors); an IVF holds the
+centroids, and the rows of each list in ascending row order (`order` cut by `offsets`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+IVF_FILE = "ivf.npz"  # in the index folder, beside index_info.json
+TRAIN_ROWS_PER_LIST = 64  # k-means trains on at most this many sampled rows per list (the rest are assigned)
+ITERATIONS = 12  # Lloyd iterations of the training
+ASSIGN_ROWS = 32_768  # rows scored against the centroids at once (bounds the memory of one step)
+FORMAT = 1  # the saved file's layout
+
+
+@dataclass(frozen=True)
+class IVF:
+    centroids: Any  # (lists, dimensions) float32, unit rows
+    order: Any  # (rows,) int64: the rows of list 0, then of list 1, ..., each list in ascending row order
+    offsets: Any  # (lists + 1,) int64: list j is order[offsets[j]:offsets[j + 1]]
+    seed: int
+
+    @property
+    def lists(self) -> int:
+        return len(self.centroids)
+
+
+def default_lists(rows: int) -> int:
+    """4·sqrt(rows) lists (faiss's guideline of 4-16·sqrt(n)), at least 1 and at most `rows`."""
+    return max(1, min(rows, int(round(4 * rows ** 0.5))))
+
+
+def _assign(matrix: Any, centroids: Any) -> Any:
+    """Each row's nearest centroid by cosine; equal similarities go to the lower list."""
+    import numpy
+
+    out = numpy.empty(len(matrix), dtype=numpy.int64)
+    for start in range(0, len(matrix), ASSIGN_ROWS):
+        out[start:start + ASSIGN_ROWS] = numpy.argmax(matrix[start:start + ASSIGN_ROWS] @ centroids.T, axis=1)
+    return out
+
+
+def build(matrix: Any, lists: int, seed: int = 0) -> IVF:
+    """Spherical k-means of `lists` centroids, trained on a seeded sample of the rows, then every row assigned."""
+    import numpy
+
+    n = len(matrix)
+    if not 1 <= lists <= n:
+        raise ValueError(f"an IVF needs between 1 and {n} lists for {n} vectors, got {lists}")
+    rng = numpy.random.default_rng(seed)
+    sample = numpy.sort(rng.choice(n, size=min(n, lists * TRAIN_ROWS_PER_LIST), replace=False))
+    train = matrix[sample]
+    centroids = train[numpy.sort(rng.choice(len(train), size=lists, replace=False))].copy()
+    for _ in range(ITERATIONS):
+        assigned = _assign(train, centroids)
+        sums = numpy.zeros_like(centroids)
+        numpy.add.at(sums, assigned, train)
+        norms = numpy.linalg.norm(sums, axis=1, keepdims=True)
+        kept = norms[:, 0] > 0  # an empty list keeps its centroid
+        centroids[kept] = sums[kept] / norms[kept]
+    assigned = _assign(matrix, centroids)
+    order = numpy.argsort(assigned, kind="stable").astype(numpy.int64)  # stable: rows ascending in each list
+    offsets = numpy.concatenate([[0], numpy.cumsum(numpy.bincount(assigned, minlength=lists))]).astype(numpy.int64)
+    return IVF(centroids.astype(numpy.float32), order, offsets, seed)
+
+
+def search(ivf: IVF, matrix: Any, vector: Sequence[float], k: int, probes: int) -> list[tuple[int, float]]:
+    """(row, cosine) of the k best rows of the `probes` lists nearest to `vector`, best first; equal similarities
+    in row order, as index.top_k_cosine orders them (probing every list gives exactly its list)."""
+    import numpy
+
+    from localrag.index import top_k_cosine
+
+    query = numpy.asarray(vector, dtype=numpy.float32)
+    query = query / (float(numpy.linalg.norm(query)) or 1.0)
+    near = ivf.centroids @ query
+    probed = numpy.lexsort((numpy.arange(ivf.lists), -near))[:max(1, min(probes, ivf.lists))]
+    rows = numpy.sort(numpy.concatenate([ivf.order[ivf.offsets[j]:ivf.offsets[j + 1]] for j in probed]))
+    return [(int(rows[i]), similarity) for i, similarity in top_k_cosine(matrix[rows], query, k)]
+
+
+def recall(exact: Sequence[Sequence[str]], approximate: Sequence[Sequence[str]]) -> float:
+    """Mean over queries of |approximate ∩ exact| / |exact| (recall@k of the approximate lists, k = len(exact)):
+    1.0 when every exact result was found. Queries with an empty exact list are left out."""
+    shares = [len(set(a) & set(e)) / len(e) for e, a in zip(exact, approximate) if e]
+    return sum(shares) / len(shares) if shares else 1.0
+
+
+def save(ivf: IVF, folder: Path, fingerprint: str) -> None:
+    """Write the IVF of the chunks of `fingerprint` into `folder` atomically (a reader sees the old file or this)."""
+    import io
+
+    import numpy
+
+    from localrag.files import write_atomic
+
+    buffer = io.BytesIO()
+    numpy.savez(buffer, centroids=ivf.centroids, order=ivf.order, offsets=ivf.offsets,
+                meta=numpy.array([fingerprint, str(ivf.seed), str(FORMAT)]))
+    write_atomic(folder / IVF_FILE, lambda handle: handle.write(buffer.getvalue()), binary=True)
+
+
+def load(folder: Path, fingerprint: str, rows: int) -> IVF | None:
+    """The saved IVF when it is of the chunks of `fingerprint` (and of `rows` rows), else None (missing, stale,
+    damaged or of another layout)."""
+    import numpy
+
+    path = folder / IVF_FILE
+    if not path.exists():
+        return None
+    try:
+        with numpy.load(path, allow_pickle=False) as data:
+            stored, seed, layout = (str(v) for v in data["meta"])
+            ivf = IVF(data["centroids"], data["order"], data["offsets"], int(seed))
+    except (OSError, ValueError, KeyError):
+        return None
+    if stored != fingerprint or layout != str(FORMAT) or len(ivf.order) != rows or ivf.offsets[-1] != rows:
+        return None
+    return ivf

@@ -1,0 +1,72 @@
+"""localrag/ivf.py: the approximate dense search of shelves past exact search's reach.
+
+Probing every list is exact search (index.top_k_cosine), ties included; a build is a function of the vectors and
+the seed; a saved IVF is used only for the chunks it was built from.
+"""
+from __future__ import annotations
+
+import numpy
+import pytest
+
+from localrag import ivf
+from localrag.index import top_k_cosine
+
+
+def unit_rows(n: int, d: int = 16, seed: int = 0, clusters: int = 8) -> numpy.ndarray:
+    rng = numpy.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, d))
+    rows = centres[rng.integers(0, clusters, n)] + 0.3 * rng.standard_normal((n, d))
+    rows = rows.astype(numpy.float32)
+    return rows / numpy.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_probing_every_list_is_exact_search_ties_included():
+    matrix = unit_rows(600)
+    matrix[17] = matrix[401] = matrix[250]  # the trap: three equal rows, which the row rule orders 17, 250, 401
+    index = ivf.build(matrix, lists=12, seed=3)
+    assert sorted(index.order.tolist()) == list(range(600)) and index.offsets[-1] == 600
+    for query in (matrix[250], matrix[5], -matrix[99]):
+        assert ivf.search(index, matrix, query, 50, probes=12) == top_k_cosine(matrix, query, 50)
+    first = [row for row, _ in ivf.search(index, matrix, matrix[250], 3, probes=12)]
+    assert first == [17, 250, 401]
+
+
+def test_a_build_depends_only_on_the_vectors_and_the_seed():
+    matrix = unit_rows(500)
+    a, b, c = ivf.build(matrix, 10, seed=1), ivf.build(matrix.copy(), 10, seed=1), ivf.build(matrix, 10, seed=2)
+    assert numpy.array_equal(a.centroids, b.centroids) and numpy.array_equal(a.order, b.order)
+    assert not numpy.array_equal(a.centroids, c.centroids)
+    with pytest.raises(ValueError, match="between 1 and 500 lists for 500 vectors, got 501"):
+        ivf.build(matrix, 501)
+
+
+def test_few_probes_find_most_of_the_exact_list_on_clustered_vectors():
+    matrix = unit_rows(4000, clusters=20)
+    index = ivf.build(matrix, ivf.default_lists(4000), seed=0)
+    assert index.lists == 253
+    queries = unit_rows(30, seed=9, clusters=20)
+    exact = [[r for r, _ in top_k_cosine(matrix, q, 20)] for q in queries]
+    approx = [[r for r, _ in ivf.search(index, matrix, q, 20, probes=40)] for q in queries]
+    assert 0.9 < ivf.recall(exact, approx) <= 1.0
+    few = [[r for r, _ in ivf.search(index, matrix, q, 20, probes=1)] for q in queries]
+    assert ivf.recall(exact, few) < ivf.recall(exact, approx)
+
+
+def test_recall_by_hand():
+    # 2 of 3 found, then 3 of 3; the empty exact list is left out: (2/3 + 1) / 2.
+    assert ivf.recall([["a", "b", "c"], ["x", "y", "z"], []], [["a", "c", "q"], ["z", "y", "x"], ["n"]]) == \
+        pytest.approx(5 / 6)
+    assert ivf.recall([], []) == 1.0
+    assert [ivf.default_lists(n) for n in (1, 3, 100, 1_000_000)] == [1, 3, 40, 4000]
+
+
+def test_a_saved_ivf_is_used_only_for_the_chunks_it_was_built_from(tmp_path):
+    matrix = unit_rows(300)
+    index = ivf.build(matrix, 6, seed=0)
+    ivf.save(index, tmp_path, "fp-1")
+    loaded = ivf.load(tmp_path, "fp-1", 300)
+    assert loaded is not None and numpy.array_equal(loaded.order, index.order) and loaded.seed == 0
+    assert ivf.load(tmp_path, "fp-2", 300) is None  # other chunks
+    assert ivf.load(tmp_path, "fp-1", 299) is None
+    (tmp_path / ivf.IVF_FILE).write_bytes(b"not a zip")
+    assert ivf.load(tmp_path, "fp-1", 300) is None
