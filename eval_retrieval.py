@@ -364,14 +364,15 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.ablation or args.sweep_axes:  # the ablation and sweep tables always show Hit@1/3/5
         args.k_values = sorted(set(args.k_values) | {1, 3, 5})
     args.page_offset = PAGE_OFFSET
-    for flag, value in (("--page-tolerance", args.page_tolerance), ("--ivf-lists", args.ivf_lists)):
+    for flag, value in (("--page-tolerance", args.page_tolerance), ("--ivf-lists", args.ivf_lists),
+                        ("--ivf-probes", args.ivf_probes)):
         if value is not None and value < 0:
             raise EvalError(f"{flag} must be 0 or more, got {value}")
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
     for flag, value in (("--max-queries", args.max_queries), ("--max-corpus-docs", args.max_corpus_docs),
                         ("--judge-k", args.judge_k), ("--resamples", args.resamples),
                         ("--diagnostic-depth", args.diagnostic_depth), ("--rrf-k", args.rrf_k),
-                        ("--ivf-probes", args.ivf_probes), ("--ivf-min-chunks", args.ivf_min_chunks),
+                        ("--ivf-min-chunks", args.ivf_min_chunks),
                         ("--query-cache-entries", args.query_cache_entries)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")

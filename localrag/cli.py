@@ -67,5 +67,5 @@ def add_ivf_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *
                             f"recorded in the index, else IVF_LISTS {defaults['IVF_LISTS']})")
     if probes:
         group.add_argument("--ivf-probes", type=int, default=defaults["IVF_PROBES"], metavar="N",
-                           help="IVF lists one dense search reads; as many as there are lists is exact search "
-                                "(default: %(default)s)")
+                           help="IVF lists one dense search reads, 0 for an eighth of them; all lists give exact "
+                                "search's list (default: %(default)s)")

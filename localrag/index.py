@@ -430,11 +430,12 @@ class Index:
         self.path = Path(path)
         self.quiet = quiet
         # Approximate dense search (localrag/ivf.py): a sync gives a shelf of "min_chunks" chunks or more an IVF
-        # of "lists" lists (0: ivf.default_lists); a search probes ivf_probes of them. LocalRAG sets these: the
+        # of "lists" lists (0: ivf.default_lists); a search probes ivf_probes of them (0: ivf.default_probes).
+        # LocalRAG sets these: the
         # defaults, and what the caller asked for (None: what the manifest recorded, else the default).
         self.ivf_defaults: dict[str, int] = {"min_chunks": 1_000_000, "lists": 0}
         self.ivf_requested: dict[str, int | None] = {"min_chunks": None, "lists": None}
-        self.ivf_probes = 128
+        self.ivf_probes = 0
         self._ivf: tuple[str, Any] | None = None  # (fingerprint, the loaded IVF or None)
         self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
         self.cache_dir = Path(cache_dir)
@@ -1422,7 +1423,7 @@ class Index:
             self._vectors = (fingerprint, *self.indexed_vectors())
         ids, matrix = self._vectors[1], self._vectors[2]
         index = None if exact else self._loaded_ivf(len(ids))
-        found = ivf.search(index, matrix, vector, k, self.ivf_probes) if index is not None else \
+        found = ivf.search(index, matrix, vector, k, self._probes(index.lists)) if index is not None else \
             top_k_cosine(matrix, vector, k)
         return [(ids[i], similarity) for i, similarity in found]
 
@@ -1432,8 +1433,11 @@ class Index:
         recorded = self.info.get("dense_search") or {"method": "exact"}
         if recorded.get("method") != "ivf" or self._loaded_ivf(self.info.get("counts", {}).get("chunks", 0)) is None:
             return {"method": "exact"}
-        return {"method": "ivf", "lists": recorded["lists"], "probes": min(self.ivf_probes, recorded["lists"]),
+        return {"method": "ivf", "lists": recorded["lists"], "probes": self._probes(recorded["lists"]),
                 "seed": recorded["seed"]}
+
+    def _probes(self, lists: int) -> int:
+        return min(lists, self.ivf_probes or ivf.default_probes(lists))
 
     def _ivf_dir(self) -> Path:
         """The saved IVF: in the index folder, or for a server index beside its local BM25 arrays."""

@@ -112,7 +112,9 @@ def test_an_ivf_recorded_in_the_manifest_is_searched_the_same_everywhere_and_all
     assert info["ivf_settings"] == {"min_chunks": 1000, "lists": 20} and (folder / ivf.IVF_FILE).exists()
     expected = [brute_force(rag, numpy.asarray(v)) for v in vectors]
 
-    every = LocalRAG(folder, reranker_model=None, quiet=True)  # the recorded settings; 128 probes cap at 20 lists
+    default = LocalRAG(folder, reranker_model=None, quiet=True)  # the recorded settings, an eighth of 20 lists
+    assert default.index.dense_search() == {"method": "ivf", "lists": 20, "probes": 2, "seed": 0}
+    every = LocalRAG(folder, reranker_model=None, quiet=True, ivf_probes=50)  # more probes than lists: all of them
     assert every.index.dense_search() == {"method": "ivf", "lists": 20, "probes": 20, "seed": 0}
     assert [[i for i, _ in every.index.nearest(v, DEPTH)] for v in vectors] == expected
 
