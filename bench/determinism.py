@@ -12,7 +12,7 @@ top-k against an independent exact cosine search.
 
 Prints one table per part and exits 1 if anything differs.
 
-    python bench/determinism.py [--index DIR] [--goldset FILE] [--processes 20] [--copies 5] [--k 100]
+    python bench/determinism.py [--index DIR] [--goldset FILE] [--docs DIR] [--processes 20] [--copies 5] [--k 100]
 """
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     p.add_argument("--index", default=str(INDEX_DIR), help="index folder (default: %(default)s)")
     p.add_argument("--goldset", default=str(GOLDSET), help="goldset CSV (default: %(default)s)")
+    p.add_argument("--docs", default=None, help="PDF folder of the index, for an index that records it relative to "
+                                                "itself (the sample index: eval/docs) (default: the recorded one)")
     p.add_argument("--processes", type=int, default=PROCESSES, help="runs on the folder (default: %(default)s)")
     p.add_argument("--copies", type=int, default=COPIES, help="copies, one run each (default: %(default)s)")
     p.add_argument("--k", type=int, default=K, help="dense list length checked (default: %(default)s)")
@@ -67,7 +69,8 @@ def evaluate(index: Path, out: Path, args, cache: Path) -> float:
     """One evaluation in a fresh interpreter; its wall seconds."""
     started = time.perf_counter()
     done = subprocess.run([sys.executable, str(ROOT / "eval_retrieval.py"), "--goldset", args.goldset, "--index",
-                           str(index), "--no-sync", "--no-rerank", "--quiet", "--mode", args.mode, "--no-compare",
+                           str(index), *(["--docs", args.docs] if args.docs else []), "--no-sync", "--no-rerank",
+                           "--quiet", "--mode", args.mode, "--no-compare",
                            "--query-cache", str(cache), "--report", str(out)], cwd=ROOT, capture_output=True,
                           text=True, env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
     if done.returncode not in (0, 1):  # 1: a gate or lint finding, still a report
