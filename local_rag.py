@@ -27,7 +27,8 @@ from localrag.models import resolve_embedding_model  # noqa: F401 - part of this
 from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                           source_name)
-from localrag.retriever import RETRIEVAL_MODES, Retriever, Trace, check_k, check_mode  # noqa: F401 - RETRIEVAL_MODES: face
+from localrag.retriever import (RETRIEVAL_MODES, Retriever, Trace, check_k,  # noqa: F401 - RETRIEVAL_MODES: face
+                                check_mode)
 
 if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
     from localrag import chat

@@ -7,7 +7,8 @@ For each size (default 100,000 and 1,000,000 chunks of 384 dimensions, float32 u
 the medians, the matrix's memory and the load average before and after each row.
 
 With `--ivf` it then builds the IVF of each shelf with local_rag.py's defaults (4 x sqrt(n) lists, an eighth
-of them probed) and prints its build seconds, per-query median and p95 and recall@k against exact search. The vectors are
+of them probed) and prints its build seconds, per-query median and p95 and recall@k against exact
+search. The vectors are
 then clustered (a seeded mixture of n/50 centres plus noise), as embeddings of real text are: uniform random
 vectors have no neighbourhoods for any index to find, which would understate every approximate search.
 

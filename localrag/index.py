@@ -1,8 +1,9 @@
 """The index: its manifest (index_info.json), Chroma store, writer lock, consistency check, sync and BM25 arrays.
 
 `Index.sync` follows the docs folder by file hash and never re-embeds unchanged files; chunks are embedded and
-committed in groups, and a later sync reuses every stored chunk of an interrupted one (see _index_units). add_pdfs.py builds an index through local_rag.py's
-`LocalRAG`, which hands this module its settings at call time; retrieval reads it (localrag/retriever.py).
+committed in groups, and a later sync reuses every stored chunk of an interrupted one (see _index_units).
+add_pdfs.py builds an index through local_rag.py's `LocalRAG`, which hands this module its settings at call
+time; retrieval reads it (localrag/retriever.py).
 """
 from __future__ import annotations
 
@@ -431,8 +432,7 @@ class Index:
         self.quiet = quiet
         # Approximate dense search (localrag/ivf.py): a sync gives a shelf of "min_chunks" chunks or more an IVF
         # of "lists" lists (0: ivf.default_lists); a search probes ivf_probes of them (0: ivf.default_probes).
-        # LocalRAG sets these: the
-        # defaults, and what the caller asked for (None: what the manifest recorded, else the default).
+        # LocalRAG sets the defaults and what its caller asked for (None: as the manifest records, else default).
         self.ivf_defaults: dict[str, int] = {"min_chunks": 1_000_000, "lists": 0}
         self.ivf_requested: dict[str, int | None] = {"min_chunks": None, "lists": None}
         self.ivf_probes = 0
@@ -572,9 +572,9 @@ class Index:
         return self._client
 
     def _refuse_missing_store(self) -> None:
-        """Raise when the manifest lists chunks but the store file is gone and no sync holds the lock: Chroma would
-        create an empty database (and segment folder) in a folder that a reader (--no-sync, the chat) must not
-        change. A sync (writer lock held) creates it and re-embeds every file."""
+        """Raise when the manifest lists chunks but the store file is gone, outside a sync: Chroma would create an
+        empty database (and segment folder) in a folder that a reader (--no-sync, the chat) must not change. A
+        sync creates it and re-embeds every file."""
         database = self.path / "chroma.sqlite3"
         listed = sum(entry.get("chunks", 0) for entry in self.files.values())
         if not listed or database.exists():
@@ -1073,8 +1073,8 @@ class Index:
                            f"folder", reason="embedding dimension differs")
         if check.orphan_ids and self.info.get("settings") and "format" not in self.info and not rebuild:
             # Only a manifest localRAG wrote (it always writes "format") may condemn chunks it does not list.
-            raise RAGError(f"the index manifest {self.path / INDEX_INFO_FILE if not self.chroma_url else self.location} "
-                           f"carries no format marker, so localRAG did not write it (or an old version did), and "
+            where = self.location if self.chroma_url else self.path / INDEX_INFO_FILE
+            raise RAGError(f"the index manifest {where} carries no format marker, so localRAG did not write it (or an old version did), and "
                            f"the store holds {len(check.orphan_ids)} chunks it does not list; nothing was deleted. "
                            f"Put the right manifest back, or run add_pdfs.py {self._index_flag()} --rebuild to "
                            f"build the index again", reason="manifest without format marker")
