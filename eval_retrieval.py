@@ -141,7 +141,8 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
                       f"{counts.get('chunks', 0)} chunks)"),
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
             ("Chunking", f"{chunking_text(s)}, chunk headers {'on' if s['chunk_headers'] else 'off'}"),
-            *([("PDF loader", s["pdf_loader"])] if not args.dataset else []),
+            *([("PDF loader", f"{s['pdf_loader']} (page text rules {rag.info.get('text_rules', 1)})")]
+              if not args.dataset else []),
             *([("BM25 stemmer", s["bm25_stemmer"])] if s["bm25_stemmer"] != "none" else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"

@@ -27,7 +27,7 @@ from localrag.bm25 import BM25Index, check_stemmer
 from localrag.errors import RAGError
 from localrag.files import new_file_mode, write_json_atomic
 from localrag.pages import chunk_header, shown_page
-from localrag.pdf import PDF_LOADERS, ExtractedPdf, discover_pdfs, read_outline, sections_by_page
+from localrag.pdf import PDF_LOADERS, TEXT_RULES, ExtractedPdf, discover_pdfs, read_outline, sections_by_page
 
 # Chroma phones home unless told not to; set before chromadb is imported (this module imports it when used).
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -55,7 +55,7 @@ PAGE_SETTINGS = ("page_chunk_limit",)
 # the embeddings.
 BM25_SETTINGS = ("bm25_stemmer",)
 # The versions recorded in the manifest of each build.
-RECORDED_PACKAGES = ("langchain-core", "langchain-community", "langchain-chroma", "chromadb", "sentence-transformers",
+RECORDED_PACKAGES = ("langchain-core", "langchain-chroma", "chromadb", "sentence-transformers",
                      "transformers", "torch", "pypdf", "pypdfium2", "rank-bm25", "onnx", "onnxruntime")
 
 
@@ -700,6 +700,9 @@ class Index:
 
             reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {self.embedding_model_name} uses "
                            f"{shown(self.embedding_prefixes)}")
+        if self.info.get("docs") and self.info.get("text_rules", 1) != TEXT_RULES:  # PDF indexes only
+            reasons.append(f"page text rules: index has version {self.info.get('text_rules', 1)}, this localRAG "
+                           f"applies version {TEXT_RULES} (localrag/pdf.py)")
         built_with, runs = self.info.get("embedding_export"), self.embedding_export
         if not reasons and built_with and runs and built_with != runs:
             # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
@@ -930,6 +933,7 @@ class Index:
                                f"--allow-empty to empty the index", reason="no PDF files")
             self._prepare(report, rebuild)
             self.info["docs"] = self._recorded_paths(paths)
+            self.info["text_rules"] = TEXT_RULES
             failed_before = self.info.setdefault("failed", {})
             todo: list[tuple[str, Path, str]] = []
             for name, path in discovery.found.items():

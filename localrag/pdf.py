@@ -1,15 +1,37 @@
 """PDF files: finding them below the given folders (links checked), hashing them, and extracting each page's text.
 
 Extraction runs in worker processes (`iter_extracted`), so this module loads no model and imports no
-retriever code.
+retriever code. Pages are read with pypdfium2 or pypdf directly (LangChain's loaders for them are being retired
+upstream and added nothing but a trailing newline), and every page's raw text goes through `normalize_pages`, the
+one place that decides the text that chunking, BM25, embeddings, excerpts, the generator and the judge see.
+
+Page text rules (TEXT_RULES; the manifest records the version, and another version rebuilds the index):
+1. Line-end hyphens. pdfium writes U+FFFE where a line ended in a hyphen, and drops the line break: 1,854 times in
+   the FinanceBench filings (`third\ufffeparty`, `non\ufffeGAAP`, `declara\ufffetions`), which BM25 split into two
+   tokens. The document's own words decide: the hyphenated form is kept when the document spells it so more often
+   than joined (`third-party`, `non-GAAP`), joined when the joined word is more common there (`declarations`);
+   when it has neither, a capital or digit after the break keeps the hyphen (`non-GAAP`), else the parts are
+   joined. pypdf writes the same break as a plain `-` and a line break (`declara-\\ntions`): the same rule, so
+   both loaders give one word.
+2. Soft hyphens (U+00AD, a syllable break by definition) are removed with the line break after them.
+3. Typographic ligatures (U+FB00-U+FB06: `ﬁ` in `ﬁnancial`) become their letters, and no-break spaces (U+00A0,
+   U+2007, U+202F) plain spaces, so a query's words match them.
+4. Line breaks of every kind (`\r\n`, `\r`, form feed, U+2028, ...: where str.splitlines splits, as LangChain's
+   pdfium loader did) become `\n`; other control and non-characters (U+0000-U+001F but tab, U+007F, U+FFFE,
+   U+FFFF) are dropped.
+5. Spaces at the start and end of a line, and around a page, are dropped: pypdf starts some lines with a space
+   where pdfium does not (the sample corpus), and both loaders are to give one text.
+Everything else is kept as extracted, character for character.
 """
 from __future__ import annotations
 
 import errno
 import hashlib
 import os
+import re
 import sys
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -18,6 +40,7 @@ from localrag.errors import RAGError
 from localrag.pages import shown_page
 
 PDF_LOADERS = ("pypdf", "pypdfium2")  # the text extractors `extract_pdf` knows
+TEXT_RULES = 2  # version of the page text rules of `normalize_pages` (1: the raw text of LangChain's loaders)
 OUTLINE_MAX_DEPTH = 15  # outline (bookmark) levels read; pdfium's own default, deeper than any real document
 
 
@@ -29,16 +52,18 @@ class ExtractedPdf:
     outline: list[tuple[int, str]] = field(default_factory=list)  # (0-based start page, title), document order
 
 
-def extract_pdf(path: str, loader: str) -> ExtractedPdf:
-    """Extract every page's text with the chosen library; errors become a reason, never an exception.
+def extract_pdf(path: str, loader: str, normalize: bool = True) -> ExtractedPdf:
+    """Extract every page's text with the chosen library, by the page text rules (`normalize_pages`; without
+    `normalize` as the library gives it, for bench/page_text.py); errors become a reason, never an exception.
 
     Runs in worker processes, so it must stay importable without loading any model.
     """
+    rules = normalize_pages if normalize else list
     try:
         if loader == "pypdf":
-            return _extract_pypdf(path)
+            return _extract_pypdf(path, rules)
         if loader == "pypdfium2":
-            return _extract_pypdfium2(path)
+            return _extract_pypdfium2(path, rules)
         return ExtractedPdf(error=f"unknown loader {loader!r}; use one of {', '.join(PDF_LOADERS)}")
     except Exception as exc:  # noqa: BLE001 - any library error means "this file is unreadable", reported by name
         return ExtractedPdf(error=_describe_pdf_error(exc))
@@ -51,11 +76,9 @@ def _describe_pdf_error(exc: Exception) -> str:
     return f"not a readable PDF ({text})"
 
 
-def _extract_pypdf(path: str) -> ExtractedPdf:
+def _extract_pypdf(path: str, rules: Callable[[list[str]], list[str]]) -> ExtractedPdf:
     import logging
-    import warnings
 
-    from langchain_community.document_loaders import PyPDFLoader
     from pypdf import PdfReader
 
     # pypdf logs repair notes ("EOF marker not found") straight to stderr; the reason is reported by file name.
@@ -66,32 +89,32 @@ def _extract_pypdf(path: str) -> ExtractedPdf:
         reader = PdfReader(path)  # opens files encrypted with an empty user password by itself (needs cryptography)
         if reader.is_encrypted and not reader.decrypt(""):
             return ExtractedPdf(error="needs a password (encrypted with a non-empty user password)")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            docs = PyPDFLoader(path, mode="page").load()
+        texts = [page.extract_text(extraction_mode="plain") for page in reader.pages]
+        labels = [str(reader.page_labels[n]) if n < len(reader.page_labels) else str(shown_page(n))
+                  for n in range(len(texts))]
+        outline = _outline_pypdf(reader)
     finally:
         pypdf_logger.setLevel(level)
-    return ExtractedPdf(pages=[(int(d.metadata["page"]), str(d.metadata.get("page_label", shown_page(int(d.metadata["page"])))),
-                                d.page_content) for d in docs], outline=_outline_pypdf(reader))
+    return ExtractedPdf(pages=list(zip(range(len(texts)), labels, rules(texts))), outline=outline)
 
 
-def _extract_pypdfium2(path: str) -> ExtractedPdf:
-    import warnings
-
+def _extract_pypdfium2(path: str, rules: Callable[[list[str]], list[str]]) -> ExtractedPdf:
     import pypdfium2
-    from langchain_community.document_loaders import PyPDFium2Loader
 
     pdf = pypdfium2.PdfDocument(path)  # raises PdfiumError for corrupt or password-protected files
     try:
         labels = [pdf.get_page_label(i) or str(shown_page(i)) for i in range(len(pdf))]
         outline = _outline_pypdfium2(pdf)
+        texts = []
+        for i in range(len(pdf)):
+            page = pdf[i]
+            textpage = page.get_textpage()
+            texts.append(textpage.get_text_range())
+            textpage.close()
+            page.close()
     finally:
         pdf.close()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        docs = PyPDFium2Loader(path, mode="page").load()
-    return ExtractedPdf(pages=[(int(d.metadata["page"]), labels[int(d.metadata["page"])], d.page_content)
-                               for d in docs], outline=outline)
+    return ExtractedPdf(pages=list(zip(range(len(texts)), labels, rules(texts))), outline=outline)
 
 
 def read_outline(path: str | Path, loader: str) -> list[tuple[int, str]]:
@@ -332,3 +355,54 @@ def _link_problem(link: Path, real_top: Path) -> str | None:
 def find_pdfs(paths: Iterable[str | Path]) -> list[Path]:
     """Every PDF named or found below the given folders, sorted by source name; a missing path is an error."""
     return list(discover_pdfs(paths).found.values())
+
+
+# ----------------------------------------------------------------------------- page text rules
+
+_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st",
+              "\ufb06": "st", "\u00a0": " ", "\u2007": " ", "\u202f": " "}
+_FOLD = str.maketrans(_LIGATURES)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff\u00ad]")
+_WORD = re.compile(r"\w+(?:-\w+)*")
+_EDGE_SPACES = re.compile(r"[ \t]+(?=\n)|(?<=\n)[ \t]+")
+_MARKED = re.compile(r"(\w+)\ufffe[ \t]*\n?[ \t]*(\w+)")  # pdfium's line-end hyphen, the break usually dropped
+_SOFT = re.compile(r"(\w)\u00ad[ \t]*\n?[ \t]*(?=\w)")
+_LINE_END = re.compile(r"(\w+)-[ \t]*\n[ \t]*(\w+)")  # pypdf's line-end hyphen: a plain one, then the break
+
+
+def normalize_pages(texts: Sequence[str]) -> list[str]:
+    """The pages of one document as every consumer reads them (the rules in the module docstring): the words of
+    the whole document vote on each line-end hyphen."""
+    pages = ["\n".join(t.splitlines()).translate(_FOLD) for t in texts]  # \r\n, \r, \f, U+2028, ...: \n
+    votes = Counter(w.lower() for page in pages for w in _WORD.findall(page))
+
+    def rejoin(left: str, right: str) -> str:
+        joined, hyphened = votes[(left + right).lower()], votes[f"{left}-{right}".lower()]
+        if joined != hyphened:
+            return left + right if joined > hyphened else f"{left}-{right}"
+        return f"{left}-{right}" if right[0].isupper() or right[0].isdigit() or left[-1].isdigit() else left + right
+
+    out = []
+    for page in pages:
+        page = _MARKED.sub(lambda m: rejoin(m.group(1), m.group(2)), page)
+        page = _SOFT.sub(r"\1", page)
+        page = _LINE_END.sub(lambda m: rejoin(m.group(1), m.group(2)), page)
+        out.append(_EDGE_SPACES.sub("", _CONTROL.sub("", page)).strip())
+    return out
+
+
+def rule_counts(texts: Sequence[str]) -> Counter:
+    """How often each rule changed the raw pages of one document (bench/page_text.py): line-end hyphens rejoined
+    or kept, soft hyphens, ligatures, no-break spaces, control characters."""
+    raw = "\n".join(texts)
+    counts = Counter()
+    counts["pdfium line-end hyphen (U+FFFE)"] = raw.count("\ufffe")
+    counts["soft hyphen (U+00AD)"] = raw.count("\u00ad")
+    counts["ligature"] = sum(raw.count(c) for c in "\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06")
+    counts["no-break space"] = sum(raw.count(c) for c in "\u00a0\u2007\u202f")
+    counts["control character"] = len(re.findall("[\x00-\x08\x0b-\x1f\x7f\uffff]", raw.replace("\r\n", "\n")
+                                                 .replace("\r", "\n")))
+    before = Counter(_LINE_END.findall(raw.replace("\r\n", "\n")))
+    after = Counter(_LINE_END.findall("\n".join(normalize_pages(texts))))
+    counts["plain line-end hyphen rejoined"] = sum((before - after).values())
+    return counts
