@@ -373,13 +373,14 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff\u00ad]")
 _MARKED = re.compile(r"(\w+)\ufffe[ \t]*\n?[ \t]*(\w+)")  # pdfium's line-end hyphen, the break usually dropped
 _SOFT = re.compile(r"(\w)\u00ad[ \t]*\n?[ \t]*(?=\w)")
 _LINE_END = re.compile(r"(\w+)-[ \t]*\n[ \t]*(\w+)")  # pypdf's line-end hyphen: a plain one, then the break
+_HYPHEN_BREAK = re.compile(r"-[ \t]*\n")  # a page that may hold one (a cheap scan before _LINE_END's)
 
 
 def normalize_pages(texts: Sequence[str]) -> list[str]:
     """The pages of one document as every consumer reads them (the rules in the module docstring): the words of
     the whole document vote on each line-end hyphen."""
     pages = [_fold("\n".join(t.splitlines())) for t in texts]  # \r\n, \r, \f, U+2028, ...: \n
-    marked = [("\ufffe" in p, "-\n" in p or "- \n" in p) for p in pages]  # (pdfium's mark, a plain one)
+    marked = [("\ufffe" in p, bool(_HYPHEN_BREAK.search(p))) for p in pages]  # (pdfium's mark, a plain one)
     pairs = [pair for page, (fffe, plain) in zip(pages, marked)
              for pattern, on in ((_MARKED, fffe), (_LINE_END, plain)) if on for pair in pattern.findall(page)]
     # How often the document writes each form in question, also inside a longer word ("declarations" in
