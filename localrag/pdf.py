@@ -369,6 +369,7 @@ def _fold(text: str) -> str:
             text = text.replace(char, letters)
     return text
 
+
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff\u00ad]")
 _MARKED = re.compile(r"(\w+)\ufffe[ \t]*\n?[ \t]*(\w+)")  # pdfium's line-end hyphen, the break usually dropped
 _SOFT = re.compile(r"(\w)\u00ad[ \t]*\n?[ \t]*(?=\w)")
@@ -377,8 +378,8 @@ _HYPHEN_BREAK = re.compile(r"-[ \t]*\n")  # a page that may hold one (a cheap sc
 
 
 def normalize_pages(texts: Sequence[str]) -> list[str]:
-    """The pages of one document as every consumer reads them (the rules in the module docstring): the words of
-    the whole document vote on each line-end hyphen."""
+    """The pages of one document as every consumer reads them (the rules in the module docstring): the spelling
+    of the whole document decides each line-end hyphen."""
     pages = [_fold("\n".join(t.splitlines())) for t in texts]  # \r\n, \r, \f, U+2028, ...: \n
     marked = [("\ufffe" in p, bool(_HYPHEN_BREAK.search(p))) for p in pages]  # (pdfium's mark, a plain one)
     pairs = [pair for page, (fffe, plain) in zip(pages, marked)
@@ -398,7 +399,7 @@ def normalize_pages(texts: Sequence[str]) -> list[str]:
 
     out = []
     for page, (fffe, plain) in zip(pages, marked):
-        # Each pattern only where its mark is: their word scans cost more than the extraction itself otherwise.
+        # Each pattern only where its mark is: their word scans were most of the rules' cost.
         if fffe:
             page = _MARKED.sub(lambda m: rejoin(m.group(1), m.group(2)), page)
         if "\u00ad" in page:
