@@ -469,9 +469,10 @@ def test_bad_k(gold_args, capsys, value):
     assert err == f"error: --k must be comma-separated positive integers like 5,10,20, got {value!r}\n"
 
 
-def test_negative_page_tolerance(gold_args, capsys):
-    code, _, err = run(capsys, *gold_args(GOLD_EN, "--page-tolerance", "-1"))
-    assert (code, err) == (2, "error: --page-tolerance must be 0 or more, got -1\n")
+@pytest.mark.parametrize("flag", ["--page-tolerance", "--ivf-lists", "--ivf-probes"])
+def test_negative_counts(gold_args, capsys, flag):
+    code, _, err = run(capsys, *gold_args(GOLD_EN, flag, "-1"))
+    assert (code, err) == (2, f"error: {flag} must be 0 or more, got -1\n")
 
 
 def test_rrf_k_sets_the_fusion_constant_of_the_run_and_its_json(gold_args, tmp_path, capsys):
@@ -484,7 +485,7 @@ def test_rrf_k_sets_the_fusion_constant_of_the_run_and_its_json(gold_args, tmp_p
     assert code == 1  # the goldset's deliberate lint error (a degraded run); evaluated all the same
 
 
-@pytest.mark.parametrize("flag", ["--judge-k", "--resamples", "--rrf-k"])
+@pytest.mark.parametrize("flag", ["--judge-k", "--resamples", "--rrf-k", "--ivf-min-chunks"])
 def test_counts_below_one(gold_args, capsys, flag):
     code, _, err = run(capsys, *gold_args(GOLD_EN, flag, "0"))
     assert (code, err) == (2, f"error: {flag} must be 1 or more, got 0\n")
