@@ -3,9 +3,10 @@
 Reads every PDF below FOLDER with the chosen loader, raw and by the rules, and prints per rule how many characters
 or places it changed (pdfium's line-end hyphen U+FFFE, soft hyphens, pypdf's plain line-end hyphens rejoined,
 ligatures, no-break spaces, control characters), how many of those line-end hyphens were kept as hyphens
-(compounds such as non-GAAP) or joined (declara-tions), the pages holding any of them, and what the rules leave
-(pages with U+FFFE, U+00AD or a control character after them: 0 expected), with the extraction time raw and by
-the rules and their ratio.
+(compounds such as non-GAAP) or joined (declara-tions), the pages whose words changed, what the rules leave
+(pages with U+FFFE, U+00AD or a control character after them: 0 expected; exit 1 otherwise), the page furniture
+lines (running headers, footers, page numbers) the rules do not remove yet, and the extraction time raw and by
+the rules with their ratio.
 
     python bench/page_text.py [FOLDER] [--loader pypdfium2] [--limit N]
 """
@@ -26,6 +27,19 @@ from localrag.pdf import PDF_LOADERS, extract_pdf, find_pdfs, rule_counts  # noq
 FOLDER = Path(__file__).resolve().parents[2] / "shared/data/financebench/pdfs"  # 74 SEC filings
 LEFT = re.compile("[\ufffe\u00ad\x00-\x08\x0b-\x1f\x7f\uffff]")  # what no page may hold after the rules
 MARKED = re.compile(r"(\w+)\ufffe[ \t]*\n?[ \t]*(\w+)")
+FURNITURE_SHARE = 0.5  # a line (digits masked) on at least this share of a document's pages is page furniture
+
+
+def furniture_lines(pages: list[str]) -> tuple[int, list[str]]:
+    """(lines on pages that are page furniture, the distinct furniture lines): a running header or footer such as
+    "Nordvik AG · Page 3 of 40" stands, with its digits masked, on FURNITURE_SHARE of the pages or more. Counted,
+    not removed: whether removing it helps retrieval is still to be measured (issue 30)."""
+    if len(pages) < 4:
+        return 0, []
+    masked = [{re.sub(r"\d+", "#", line.strip()) for line in page.split("\n") if line.strip()} for page in pages]
+    seen = Counter(line for lines in masked for line in lines)
+    furniture = {line for line, n in seen.items() if n >= FURNITURE_SHARE * len(pages)}
+    return sum(len(lines & furniture) for lines in masked), sorted(furniture)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no PDF below {args.folder}", file=sys.stderr)
         return 2
     counts, outcome = Counter(), Counter()
+    examples: list[str] = []  # one furniture line of each document that has any
     pages = touched = left = 0
     seconds = {"raw": 0.0, "rules": 0.0}
     load = os.getloadavg()[0]
@@ -58,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         texts = [t for _, _, t in raw.pages]
         counts += rule_counts(texts)
+        lines, kinds = furniture_lines([t for _, _, t in ruled.pages])
+        counts["furniture line (not removed)"] += lines
+        examples.extend(kinds[:1])
         joined = "\n".join(t for _, _, t in ruled.pages)
         for left_part, right_part in MARKED.findall("\n".join(texts)):
             outcome["kept as hyphen" if f"{left_part}-{right_part}" in joined else "joined"] += 1
@@ -73,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, n in sorted(outcome.items()):
         print(f"{'  U+FFFE ' + name:<36} {n:>8,}")
     print(f"pages still holding U+FFFE, U+00AD or a control character: {left}")
+    if examples:
+        print(f"furniture lines, e.g.: {'; '.join(repr(e[:60]) for e in examples[:5])}")
     print(f"extraction {seconds['raw']:.1f} s raw, {seconds['rules']:.1f} s by the rules "
           f"({seconds['rules'] / max(seconds['raw'], 1e-9):.2f}x); load average {load:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after")
