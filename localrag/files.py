@@ -36,16 +36,9 @@ def new_file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
-def write_atomic(path: str | Path, write: Callable[[IO], Any], *, binary: bool = False,
-                 make_parents: bool = False) -> None:
-    """Call ``write(handle)`` on a temp file beside `path`, then replace `path` with it.
-
-    Text handles are UTF-8 with newline="" ("\\n" stays "\\n" on every OS, as csv wants). The file keeps the
-    mode of the one it replaces, else the umask's mode (`new_file_mode`). `make_parents` creates missing folders first.
-    """
-    path = Path(path)
-    if make_parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
+def _staged(path: Path, write: Callable[[IO], Any], binary: bool) -> str:
+    """A temp file beside `path`, written by ``write(handle)`` and on disk (fsync), with the mode `path` has, else
+    the umask's; removed again if writing fails. Returns its name, for os.replace."""
     mode = path.stat().st_mode & 0o777 if path.exists() else new_file_mode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -54,35 +47,46 @@ def write_atomic(path: str | Path, write: Callable[[IO], Any], *, binary: bool =
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return tmp
 
 
-def write_texts_atomic(items: Sequence[tuple[str | Path, str]]) -> None:
-    """Several files (folders created), all or none: every text goes to a temp file beside its path first, and
-    only when all are on disk do the renames replace the old files (renames need no space). On an error (a full
-    disk, a read-only folder) the temp files are removed and every old file is as it was."""
+def write_atomic(path: str | Path, write: Callable[[IO], Any], *, binary: bool = False,
+                 make_parents: bool = False) -> None:
+    """Call ``write(handle)`` on a temp file beside `path`, then replace `path` with it.
+
+    Text handles are UTF-8 with newline="" ("\\n" stays "\\n" on every OS, as csv wants). The file keeps the
+    mode of the one it replaces, else the umask's mode (`new_file_mode`). `make_parents` creates missing folders first.
+    """
+    write_many_atomic([(path, write)], binary=binary, make_parents=make_parents)
+
+
+def write_many_atomic(items: Sequence[tuple[str | Path, Callable[[IO], Any]]], *, binary: bool = False,
+                      make_parents: bool = False) -> None:
+    """Several files as `write_atomic` writes one, all or none: every temp file is on disk before the renames
+    replace the old files (renames need no space). On an error (a full disk, a read-only folder) the temp files
+    are removed and every old file is as it was."""
     staged: list[tuple[str, Path]] = []
     try:
-        for path, text in items:
+        for path, write in items:
             path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            mode = path.stat().st_mode & 0o777 if path.exists() else new_file_mode()
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            staged.append((tmp, path))
-            os.chmod(tmp, mode)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
+            if make_parents:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((_staged(path, write, binary), path))
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_texts_atomic(items: Sequence[tuple[str | Path, str]]) -> None:
+    """Several texts into their paths (folders created), all or none (`write_many_atomic`)."""
+    write_many_atomic([(path, lambda handle, text=text: handle.write(text)) for path, text in items],
+                      make_parents=True)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
