@@ -109,9 +109,11 @@ def dense_search_text(rag: LocalRAG, questions: Sequence[str]) -> str:
 
     search = rag.index.dense_search()
     if search["method"] == "exact":
-        return f"exact cosine over all {rag.info.get('counts', {}).get('chunks', 0)} stored vectors"
+        return f"exact cosine over all {rag.info.get('counts', {}).get('chunks', 0)} indexed chunks"
     k, asked = rag.candidate_k, tuple(dict.fromkeys(questions))
-    key = (id(rag.index), rag.index.fingerprint(), search["probes"], k, asked)
+    # Keyed by what decides the figure (the chunks, the IVF's lists and seed, the probes, k, the questions), not
+    # by the object: a suite opens many indexes in one process, and an IVF of other lists has the same chunks.
+    key = (rag.index.fingerprint(), search["lists"], search["seed"], search["probes"], k, asked)
     if key not in _IVF_RECALL:  # once per index and question set, not per ablation row
         vectors = [rag.retriever.query_vector(rag.prepare_query(q)) for q in asked]
         exact = [[i for i, _ in rag.index.nearest(v, k, exact=True)] for v in vectors]
