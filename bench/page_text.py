@@ -4,7 +4,8 @@ Reads every PDF below FOLDER with the chosen loader, raw and by the rules, and p
 or places it changed (pdfium's line-end hyphen U+FFFE, soft hyphens, pypdf's plain line-end hyphens rejoined,
 ligatures, no-break spaces, control characters), how many of those line-end hyphens were kept as hyphens
 (compounds such as non-GAAP) or joined (declara-tions), the pages whose words changed, what the rules leave
-(pages with U+FFFE, U+00AD or a control character after them: 0 expected; exit 1 otherwise), the page furniture
+(pages with U+FFFE, U+00AD or a control character after them: 0 expected; exit 1 otherwise, and when a PDF
+could not be read), the page furniture
 lines (running headers, footers, page numbers) the rules do not remove yet, and the extraction time raw and by
 the rules with their ratio.
 
@@ -22,11 +23,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from localrag.cli import HelpFormatter  # noqa: E402
-from localrag.pdf import PDF_LOADERS, extract_pdf, find_pdfs, rule_counts  # noqa: E402
+from localrag.pdf import (CONTROL, FOLDED, PDF_LOADERS, PDFIUM_HYPHEN, PLAIN_HYPHEN,  # noqa: E402
+                          extract_pdf, find_pdfs, normalize_pages)
 
 FOLDER = Path(__file__).resolve().parents[2] / "shared/data/financebench/pdfs"  # 74 SEC filings
-LEFT = re.compile("[\ufffe\u00ad\x00-\x08\x0b-\x1f\x7f\uffff]")  # what no page may hold after the rules
-MARKED = re.compile(r"(\w+)\ufffe[ \t]*\n?[ \t]*(\w+)")
+LIGATURES = "".join(c for c, letters in FOLDED.items() if letters != " ")
+SPACES = "".join(c for c, letters in FOLDED.items() if letters == " ")
+
+
+def rule_counts(texts: list[str]) -> Counter:
+    """How often each rule changed the raw pages of one document: pdfium's and pypdf's line-end hyphens, soft
+    hyphens, ligatures, no-break spaces, control characters (line separators such as a form feed, which become
+    line breaks, not counted)."""
+    raw = "\n".join("\n".join(t.splitlines()) for t in texts)
+    counts = Counter()
+    counts["pdfium line-end hyphen (U+FFFE)"] = raw.count("\ufffe")
+    counts["soft hyphen (U+00AD)"] = raw.count("\u00ad")
+    counts["ligature"] = sum(raw.count(c) for c in LIGATURES)
+    counts["no-break space"] = sum(raw.count(c) for c in SPACES)
+    counts["control character"] = sum(c not in "\ufffe\u00ad" for c in CONTROL.findall(raw))
+    before = Counter(PLAIN_HYPHEN.findall(raw))
+    after = Counter(PLAIN_HYPHEN.findall("\n".join(normalize_pages(texts))))
+    counts["plain line-end hyphen rejoined"] = sum((before - after).values())
+    return counts
 FURNITURE_SHARE = 0.5  # a line (digits masked) on at least this share of a document's pages is page furniture
 
 
@@ -58,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     counts, outcome = Counter(), Counter()
     examples: list[str] = []  # one furniture line of each document that has any
-    pages = touched = left = 0
+    pages = touched = left = skipped = 0
     seconds = {"raw": 0.0, "rules": 0.0}
     load = os.getloadavg()[0]
     for path in files:
@@ -70,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds["rules"] += time.perf_counter() - started
         if raw.error:
             print(f"skipped {path.name}: {raw.error}", file=sys.stderr)
+            skipped += 1
             continue
         texts = [t for _, _, t in raw.pages]
         counts += rule_counts(texts)
@@ -77,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         counts["furniture line (not removed)"] += lines
         examples.extend(kinds[:1])
         joined = "\n".join(t for _, _, t in ruled.pages)
-        for left_part, right_part in MARKED.findall("\n".join(texts)):
+        for left_part, right_part in PDFIUM_HYPHEN.findall("\n".join(texts)):
             outcome["kept as hyphen" if f"{left_part}-{right_part}" in joined else "joined"] += 1
         pages += len(texts)
         # A page counts when its words changed, not only its line breaks (\r\n) or the spaces at line ends.
         touched += sum(raw_text.split() != new.split() for raw_text, (_, _, new) in zip(texts, ruled.pages))
-        left += sum(bool(LEFT.search(t)) for _, _, t in ruled.pages)
+        left += sum(bool(CONTROL.search(t)) for _, _, t in ruled.pages)
     print(f"{len(files)} PDFs, {pages:,} pages, loader {args.loader}; pages whose words the rules changed: "
           f"{touched:,}")
     print(f"{'rule':<36} {'count':>8}")
@@ -96,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"extraction {seconds['raw']:.1f} s raw, {seconds['rules']:.1f} s by the rules "
           f"({seconds['rules'] / max(seconds['raw'], 1e-9):.2f}x); load average {load:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after")
-    return 1 if left else 0
+    if skipped:
+        print(f"{skipped} PDF{'s' if skipped != 1 else ''} could not be read (see stderr); their pages are not counted")
+    return 1 if left or skipped else 0
 
 
 if __name__ == "__main__":

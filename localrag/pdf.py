@@ -31,7 +31,6 @@ import os
 import re
 import sys
 import unicodedata
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -359,22 +358,23 @@ def find_pdfs(paths: Iterable[str | Path]) -> list[Path]:
 
 # ----------------------------------------------------------------------------- page text rules
 
-_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st",
+# Ligatures to their letters, no-break spaces to spaces (rule 3)
+FOLDED = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st",
               "\ufb06": "st", "\u00a0": " ", "\u2007": " ", "\u202f": " "}
 
 
 def _fold(text: str) -> str:
-    for char, letters in _LIGATURES.items():  # str.replace per character: 10x faster than str.translate here
+    for char, letters in FOLDED.items():  # str.replace per character: 10x faster than str.translate here
         if char in text:
             text = text.replace(char, letters)
     return text
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff\u00ad]")
-_MARKED = re.compile(r"(\w+)\ufffe[ \t]*\n?[ \t]*(\w+)")  # pdfium's line-end hyphen, the break usually dropped
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff\u00ad]")
+PDFIUM_HYPHEN = re.compile(r"(\w+)\ufffe[ \t]*\n?[ \t]*(\w+)")  # pdfium's line-end hyphen, the break usually dropped
 _SOFT = re.compile(r"(\w)\u00ad[ \t]*\n?[ \t]*(?=\w)")
-_LINE_END = re.compile(r"(\w+)-[ \t]*\n[ \t]*(\w+)")  # pypdf's line-end hyphen: a plain one, then the break
-_HYPHEN_BREAK = re.compile(r"-[ \t]*\n")  # a page that may hold one (a cheap scan before _LINE_END's)
+PLAIN_HYPHEN = re.compile(r"(\w+)-[ \t]*\n[ \t]*(\w+)")  # pypdf's line-end hyphen: a plain one, then the break
+_HYPHEN_BREAK = re.compile(r"-[ \t]*\n")  # a page that may hold one (a cheap scan before PLAIN_HYPHEN's)
 
 
 def normalize_pages(texts: Sequence[str]) -> list[str]:
@@ -383,7 +383,7 @@ def normalize_pages(texts: Sequence[str]) -> list[str]:
     pages = [_fold("\n".join(t.splitlines())) for t in texts]  # \r\n, \r, \f, U+2028, ...: \n
     marked = [("\ufffe" in p, bool(_HYPHEN_BREAK.search(p))) for p in pages]  # (pdfium's mark, a plain one)
     pairs = [pair for page, (fffe, plain) in zip(pages, marked)
-             for pattern, on in ((_MARKED, fffe), (_LINE_END, plain)) if on for pair in pattern.findall(page)]
+             for pattern, on in ((PDFIUM_HYPHEN, fffe), (PLAIN_HYPHEN, plain)) if on for pair in pattern.findall(page)]
     # How often the document writes each form in question, also inside a longer word ("declarations" in
     # "redeclarations"): a substring count per form, not a tokenisation of the whole document (that cost 28% of
     # the extraction time on FinanceBench, one regular expression of all forms 10%).
@@ -401,28 +401,11 @@ def normalize_pages(texts: Sequence[str]) -> list[str]:
     for page, (fffe, plain) in zip(pages, marked):
         # Each pattern only where its mark is: their word scans were most of the rules' cost.
         if fffe:
-            page = _MARKED.sub(lambda m: rejoin(m.group(1), m.group(2)), page)
+            page = PDFIUM_HYPHEN.sub(lambda m: rejoin(m.group(1), m.group(2)), page)
         if "\u00ad" in page:
             page = _SOFT.sub(r"\1", page)
         if plain:
-            page = _LINE_END.sub(lambda m: rejoin(m.group(1), m.group(2)), page)
-        page = _CONTROL.sub("", page)
+            page = PLAIN_HYPHEN.sub(lambda m: rejoin(m.group(1), m.group(2)), page)
+        page = CONTROL.sub("", page)
         out.append("\n".join(line.strip(" \t") for line in page.split("\n")).strip())
     return out
-
-
-def rule_counts(texts: Sequence[str]) -> Counter:
-    """How often each rule changed the raw pages of one document (bench/page_text.py): line-end hyphens rejoined
-    or kept, soft hyphens, ligatures, no-break spaces, control characters."""
-    raw = "\n".join(texts)
-    counts = Counter()
-    counts["pdfium line-end hyphen (U+FFFE)"] = raw.count("\ufffe")
-    counts["soft hyphen (U+00AD)"] = raw.count("\u00ad")
-    counts["ligature"] = sum(raw.count(c) for c in "\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06")
-    counts["no-break space"] = sum(raw.count(c) for c in "\u00a0\u2007\u202f")
-    counts["control character"] = len(re.findall("[\x00-\x08\x0b-\x1f\x7f\uffff]", raw.replace("\r\n", "\n")
-                                                 .replace("\r", "\n")))
-    before = Counter(_LINE_END.findall(raw.replace("\r\n", "\n")))
-    after = Counter(_LINE_END.findall("\n".join(normalize_pages(texts))))
-    counts["plain line-end hyphen rejoined"] = sum((before - after).values())
-    return counts

@@ -11,7 +11,7 @@ import pytest
 
 import eval_retrieval as er
 from local_rag import LocalRAG
-from localrag.pdf import TEXT_RULES, extract_pdf, normalize_pages, rule_counts
+from localrag.pdf import TEXT_RULES, extract_pdf, normalize_pages
 
 # A filing's page as pdfium gives it: U+FFFE where a line ended in a hyphen (the break dropped), \r\n breaks.
 RAW_PDFIUM = ("Annual Report 2023 \u00b7 Page 1 of 3\r\nThe declara\ufffetions of the board name a third\ufffeparty "
@@ -40,7 +40,13 @@ def test_soft_hyphens_ligatures_spaces_and_controls():
 
 
 def test_rule_counts():
-    counts = rule_counts([RAW_PDFIUM, "Effec\u00adtive \ufb01nance\u00a0x", "declara-\ntions"])
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("page_text", Path(__file__).resolve().parents[1] / "bench" /
+                                                  "page_text.py")
+    page_text = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page_text)
+    counts = page_text.rule_counts([RAW_PDFIUM, "Effec\u00adtive \ufb01nance\u00a0x\x0cy", "declara-\ntions"])
     assert counts["pdfium line-end hyphen (U+FFFE)"] == 3 and counts["soft hyphen (U+00AD)"] == 1
     assert counts["ligature"] == 1 and counts["no-break space"] == 1 and counts["control character"] == 1
     assert counts["plain line-end hyphen rejoined"] == 1
