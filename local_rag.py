@@ -163,6 +163,10 @@ class LocalRAG:
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
                  chroma_url: str | None = CHROMA_URL):
         check_mode(retrieval_mode)
+        for name, value, least in (("ivf_min_chunks", ivf_min_chunks, 1), ("ivf_lists", ivf_lists, 0),
+                                   ("ivf_probes", ivf_probes, 0)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise RAGError(f"{name} must be a whole number of at least {least}, got {value!r}")
         if quiet or not sys.stderr.isatty():  # bars redraw with \r: noise in a log file or CI
             progress_bars_off()
         requested = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
@@ -176,14 +180,9 @@ class LocalRAG:
         # The embedding model is loaded when a text must be embedded (Index.embeddings), not here.
         self.index = Index(vectorstore_path, requested, defaults, _load_embeddings, chroma_url=chroma_url,
                            collection=COLLECTION_NAME, cache_dir=CACHE_DIR, low_disk_bytes=LOW_DISK_BYTES,
-                           lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet, expected_export=expected_export)
-        for name, value, least in (("ivf_min_chunks", ivf_min_chunks, 1), ("ivf_lists", ivf_lists, 0),
-                                   ("ivf_probes", ivf_probes, 0)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-                raise RAGError(f"{name} must be a whole number of at least {least}, got {value!r}")
-        self.index.ivf_defaults = {"min_chunks": IVF_MIN_CHUNKS, "lists": IVF_LISTS}
-        self.index.ivf_requested = {"min_chunks": ivf_min_chunks, "lists": ivf_lists}
-        self.index.ivf_probes = ivf_probes
+                           lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet, expected_export=expected_export,
+                           ivf_defaults={"min_chunks": IVF_MIN_CHUNKS, "lists": IVF_LISTS},
+                           ivf_requested={"min_chunks": ivf_min_chunks, "lists": ivf_lists}, ivf_probes=ivf_probes)
         # The default reranker loads (or warns that it cannot) at its first use; an explicit one loads now, so a
         # model the caller named and that cannot be loaded is an error at once.
         explicit = reranker_model is not _DEFAULT and reranker_model is not None

@@ -420,22 +420,20 @@ class Index:
     def __init__(self, path: str | Path, requested: dict, defaults: dict,
                  load_embeddings: Callable[[str, str], Any], *, chroma_url: str | None, collection: str,
                  cache_dir: str | Path, low_disk_bytes: int, lock_stale_seconds: float, quiet: bool = False,
-                 expected_export: Callable[[str, str], str | None] | None = None):
+                 expected_export: Callable[[str, str], str | None] | None = None,
+                 ivf_defaults: dict[str, int], ivf_requested: dict[str, int | None], ivf_probes: int):
         """`requested`/`defaults`: the REBUILD_SETTINGS as the caller chose them (None: not chosen) and their
         defaults; `load_embeddings(name, backend)` loads the model, at its first use (`embeddings`);
         `expected_export(name, backend)`: the export that loading would run (default: models.expected_export
         without calibration texts), so that the manifest can be checked without loading the model;
         `collection`: the collection inside a local folder; `cache_dir`: where a server index keeps its BM25
         arrays; `low_disk_bytes`: see `storage_error`; `lock_stale_seconds`: age of a server lock record without
-        a heartbeat that marks its writer as dead."""
+        a heartbeat that marks its writer as dead. `ivf_defaults` / `ivf_requested`: "min_chunks" and "lists" of
+        the approximate dense search (localrag/ivf.py; requested None: as the manifest records, else the default),
+        `ivf_probes` the lists a search reads (0: ivf.default_probes)."""
         self.path = Path(path)
         self.quiet = quiet
-        # Approximate dense search (localrag/ivf.py): a sync gives a shelf of "min_chunks" chunks or more an IVF
-        # of "lists" lists (0: ivf.default_lists); a search probes ivf_probes of them (0: ivf.default_probes).
-        # LocalRAG sets the defaults and what its caller asked for (None: as the manifest records, else default).
-        self.ivf_defaults: dict[str, int] = {"min_chunks": 1_000_000, "lists": 0}
-        self.ivf_requested: dict[str, int | None] = {"min_chunks": None, "lists": None}
-        self.ivf_probes = 0
+        self.ivf_defaults, self.ivf_requested, self.ivf_probes = dict(ivf_defaults), dict(ivf_requested), ivf_probes
         self._ivf: tuple[str, Any] | None = None  # (fingerprint, the loaded IVF or None)
         self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
         self.cache_dir = Path(cache_dir)

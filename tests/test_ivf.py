@@ -73,3 +73,13 @@ def test_a_saved_ivf_is_used_only_for_the_chunks_it_was_built_from(tmp_path):
     assert ivf.load(tmp_path, "fp-1", 299) is None
     (tmp_path / ivf.IVF_FILE).write_bytes(b"not a zip")
     assert ivf.load(tmp_path, "fp-1", 300) is None
+
+
+def test_bad_ivf_settings_are_refused_before_the_index_is_opened(tmp_path):
+    from local_rag import LocalRAG, RAGError
+
+    for name, value, least in (("ivf_min_chunks", 0, 1), ("ivf_lists", -1, 0), ("ivf_probes", 2.5, 0),
+                               ("ivf_probes", True, 0)):
+        with pytest.raises(RAGError, match=rf"^{name} must be a whole number of at least {least}, got {value!r}$"):
+            LocalRAG(tmp_path / "index", reranker_model=None, quiet=True, **{name: value})
+    assert not (tmp_path / "index").exists()
