@@ -134,9 +134,12 @@ def exact_part(args) -> bool:
         del rag
         client = chromadb.PersistentClient(path=str(copy), settings=Settings(anonymized_telemetry=False))
         collection = client.list_collections()[0]
-        data = collection.get(include=["embeddings"])
-        ids = list(data["ids"])
-        matrix = numpy.asarray(data["embeddings"], dtype=numpy.float64)
+        ids, rows = [], []
+        for offset in range(0, collection.count(), 10_000):  # Chroma fails reading ~40,000 at once
+            data = collection.get(include=["embeddings"], limit=10_000, offset=offset)
+            ids += data["ids"]
+            rows += list(data["embeddings"])
+        matrix = numpy.asarray(rows, dtype=numpy.float64)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     matrix /= numpy.linalg.norm(matrix, axis=1, keepdims=True)

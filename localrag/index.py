@@ -1478,7 +1478,7 @@ class Index:
         else:
             lists = self.ivf_setting("lists") or ivf.default_lists(chunks)
             wanted = {"method": "ivf", "lists": min(chunks, lists), "seed": 0}
-            if recorded != wanted or ivf.load(self._ivf_dir(), self.fingerprint(), chunks) is None:
+            if recorded != wanted or not ivf.is_current(self._ivf_dir(), self.fingerprint(), chunks):
                 log(f"Building the IVF of {chunks} chunks ({wanted['lists']} lists) for approximate dense search",
                     self.quiet)
                 _, matrix = self.indexed_vectors()

@@ -134,6 +134,18 @@ def save(ivf: IVF, folder: Path, fingerprint: str) -> None:
     write_atomic(folder / IVF_FILE, lambda handle: handle.write(buffer.getvalue()), binary=True)
 
 
+def is_current(folder: Path, fingerprint: str, rows: int) -> bool:
+    """Whether the saved IVF is of the chunks of `fingerprint`, reading only its small arrays (a no-op sync asks)."""
+    import numpy
+
+    try:
+        with numpy.load(folder / IVF_FILE, allow_pickle=False) as data:
+            stored, _, layout = (str(v) for v in data["meta"])
+            return stored == fingerprint and layout == str(FORMAT) and int(data["offsets"][-1]) == rows
+    except (OSError, ValueError, KeyError, IndexError):
+        return False
+
+
 def load(folder: Path, fingerprint: str, rows: int) -> IVF | None:
     """The saved IVF when it is of the chunks of `fingerprint` (and of `rows` rows), else None (missing, stale,
     damaged or of another layout)."""

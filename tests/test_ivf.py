@@ -69,10 +69,12 @@ def test_a_saved_ivf_is_used_only_for_the_chunks_it_was_built_from(tmp_path):
     ivf.save(index, tmp_path, "fp-1")
     loaded = ivf.load(tmp_path, "fp-1", 300)
     assert loaded is not None and numpy.array_equal(loaded.order, index.order) and loaded.seed == 0
-    assert ivf.load(tmp_path, "fp-2", 300) is None  # other chunks
-    assert ivf.load(tmp_path, "fp-1", 299) is None
+    assert ivf.is_current(tmp_path, "fp-1", 300)
+    assert ivf.load(tmp_path, "fp-2", 300) is None and not ivf.is_current(tmp_path, "fp-2", 300)  # other chunks
+    assert ivf.load(tmp_path, "fp-1", 299) is None and not ivf.is_current(tmp_path, "fp-1", 299)
     (tmp_path / ivf.IVF_FILE).write_bytes(b"not a zip")
-    assert ivf.load(tmp_path, "fp-1", 300) is None
+    assert ivf.load(tmp_path, "fp-1", 300) is None and not ivf.is_current(tmp_path, "fp-1", 300)
+    assert not ivf.is_current(tmp_path / "missing", "fp-1", 300)
 
 
 def test_bad_ivf_settings_are_refused_before_the_index_is_opened(tmp_path):
