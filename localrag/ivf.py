@@ -92,11 +92,14 @@ def search(ivf: IVF, matrix: Any, vector: Sequence[float], k: int, probes: int) 
     query = query / (float(numpy.linalg.norm(query)) or 1.0)
     if ivf.grouped is None:
         ivf.grouped = numpy.ascontiguousarray(matrix[ivf.order])
-    near = ivf.centroids @ query
-    probed = numpy.lexsort((numpy.arange(ivf.lists), -near))[:max(1, min(probes, ivf.lists))]
-    blocks = [(ivf.offsets[j], ivf.offsets[j + 1]) for j in probed]
+    from localrag.index import one_blas_thread
+
+    with one_blas_thread():  # why: index.one_blas_thread
+        near = ivf.centroids @ query
+        probed = numpy.lexsort((numpy.arange(ivf.lists), -near))[:max(1, min(probes, ivf.lists))]
+        blocks = [(ivf.offsets[j], ivf.offsets[j + 1]) for j in probed]
+        similarities = numpy.concatenate([ivf.grouped[a:b] @ query for a, b in blocks])
     rows = numpy.concatenate([ivf.order[a:b] for a, b in blocks])
-    similarities = numpy.concatenate([ivf.grouped[a:b] @ query for a, b in blocks])
     top = top_k_cosine_of(similarities, rows, k)
     return [(int(rows[i]), float(similarities[i])) for i in top]
 
