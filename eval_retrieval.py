@@ -143,7 +143,7 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
                       f"{counts.get('chunks', 0)} chunks)"),
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
             ("Chunking", f"{chunking_text(s)}, chunk headers {'on' if s['chunk_headers'] else 'off'}"),
-            *([("PDF loader", f"{s['pdf_loader']} (page text rules {rag.info.get('text_rules', 1)})")]
+            *([("PDF loader", f"{s['pdf_loader']} (page text rules {rag.index.text_rules_summary()})")]
               if not args.dataset else []),
             *([("BM25 stemmer", s["bm25_stemmer"])] if s["bm25_stemmer"] != "none" else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
@@ -649,9 +649,9 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | N
                   + (report.summary() if report.changed else "up to date, nothing embedded"))
     elif report.changed:
         log(args, "Index synced: " + report.summary())
-        for what in ("added", "updated", "removed"):
+        for what, label in (("added", "added"), ("updated", "updated"), ("removed", "removed"), ("reread", "re-read")):
             for name in getattr(report, what):
-                log(args, f"  {what}: {name}")
+                log(args, f"  {label}: {name}")
         for name, why in report.repaired:
             log(args, f"  repaired: {name}: {why}")
     return ([f"Not indexed: {name}: {reason}" for name, reason in report.failed]

@@ -7,6 +7,7 @@ time; retrieval reads it (localrag/retriever.py).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import hashlib
@@ -233,6 +234,7 @@ class SyncReport:
     """What one sync did; printed by add_pdfs.py and the evaluation."""
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    reread: list[str] = field(default_factory=list)  # unchanged files read again under newer page text rules
     removed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
@@ -242,20 +244,23 @@ class SyncReport:
     empty_pages: list[tuple[str, int]] = field(default_factory=list)  # (source, 0-based page) without text
     pages: int = 0  # pages of the files this sync completed
     chunks: int = 0  # chunks embedded and stored by this sync (not those of an interrupted run it reused)
+    kept: int = 0  # stored chunks of re-read or resumed files whose text and metadata were unchanged (not embedded)
     seconds: float = 0.0
     rebuilt_because: str | None = None
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed or self.rebuilt_because or self.repaired
-                    or self.orphans_removed)
+        return bool(self.added or self.updated or self.removed or self.reread or self.rebuilt_because
+                    or self.repaired or self.orphans_removed)
 
     def summary(self) -> str:
         repaired = f" / repaired {len(self.repaired)}" if self.repaired else ""
+        reread = f" / re-read {len(self.reread)}" if self.reread else ""
+        kept = f" ({self.kept} stored chunks kept as they were)" if self.kept else ""
         skipped = f" / skipped {len(self.skipped)}" if self.skipped else ""
         return (f"files added {len(self.added)} / updated {len(self.updated)} / removed {len(self.removed)} / "
-                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}{skipped}{repaired}; {self.pages} "
-                f"pages and {self.chunks} chunks embedded; {self.seconds:.1f} s")
+                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}{skipped}{repaired}{reread}; {self.pages} "
+                f"pages and {self.chunks} chunks embedded{kept}; {self.seconds:.1f} s")
 
 
 @dataclass
@@ -699,6 +704,32 @@ class Index:
 
     def stale_reasons(self) -> list[str]:
         """Why the stored index does not match this object's settings (empty when it does)."""
+        return self._rebuild_reasons() + self._text_rules_reasons()
+
+    def file_text_rules(self, entry: dict) -> int:
+        """The page text rules version a manifest entry's file was read with (before per-file records: the
+        index's, and before any record: 1, LangChain's raw text)."""
+        return entry.get("text_rules", self.info.get("text_rules", 1))
+
+    def text_rules_summary(self) -> str:
+        """The page text rules the indexed PDFs were read with, for a report: `2`, or `1 (3 files), 2 (5 files)`."""
+        versions = collections.Counter(self.file_text_rules(entry) for entry in self.files.values())
+        if len(versions) <= 1:
+            return str(next(iter(versions), self.info.get("text_rules", TEXT_RULES)))
+        return ", ".join(f"{v} ({n} file{'s' if n != 1 else ''})" for v, n in sorted(versions.items()))
+
+    def _text_rules_reasons(self) -> list[str]:
+        """Why a sync re-reads files: PDFs read with other page text rules than this localRAG's (see sync)."""
+        if not self.info.get("docs"):  # dataset indexes hold their records' text, untouched by the PDF rules
+            return []
+        old = collections.Counter(self.file_text_rules(e) for e in self.files.values()
+                                  if self.file_text_rules(e) != TEXT_RULES)
+        return [f"page text rules: {n} of {len(self.files)} files were read with version {version}, this localRAG "
+                f"applies version {TEXT_RULES} (localrag/pdf.py); a sync reads them again and embeds only the "
+                f"chunks whose text changed" for version, n in sorted(old.items())]
+
+    def _rebuild_reasons(self) -> list[str]:
+        """Settings of the stored index that differ from this object's: each one means a whole rebuild."""
         stored = self.info.get("settings")
         if not stored:
             return ["no index has been built yet"]
@@ -713,9 +744,6 @@ class Index:
 
             reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {self.embedding_model_name} uses "
                            f"{shown(self.embedding_prefixes)}")
-        if self.info.get("docs") and self.info.get("text_rules", 1) != TEXT_RULES:  # PDF indexes only
-            reasons.append(f"page text rules: index has version {self.info.get('text_rules', 1)}, this localRAG "
-                           f"applies version {TEXT_RULES} (localrag/pdf.py)")
         built_with, runs = self.info.get("embedding_export"), self.embedding_export
         if not reasons and built_with and runs and built_with != runs:
             # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
@@ -946,6 +974,8 @@ class Index:
                                f"--allow-empty to empty the index", reason="no PDF files")
             self._prepare(report, rebuild)
             self.info["docs"] = self._recorded_paths(paths)
+            for entry in self.files.values():  # before the index-wide version below changes, which they default to
+                entry["text_rules"] = self.file_text_rules(entry)
             self.info["text_rules"] = TEXT_RULES
             failed_before = self.info.setdefault("failed", {})
             todo: list[tuple[str, Path, str]] = []
@@ -957,6 +987,10 @@ class Index:
                     discovery.found[name] = None
                     continue
                 entry = self.files.get(name) or failed_before.get(name)
+                if entry and entry["sha256"] == digest and name in self.files and entry["text_rules"] != TEXT_RULES:
+                    report.reread.append(name)  # same file, read by older rules: only chunks whose text changed
+                    todo.append((name, path, digest))
+                    continue
                 if entry and entry["sha256"] == digest:
                     if name in failed_before:
                         report.failed.append((name, failed_before[name]["reason"] + " (unchanged since last sync)"))
@@ -1074,7 +1108,7 @@ class Index:
         foreign = self._foreign_collection()
         if foreign:
             raise RAGError(foreign, reason="foreign Chroma collection")
-        reasons = self.stale_reasons() if self.info.get("settings") else []
+        reasons = self._rebuild_reasons() if self.info.get("settings") else []
         if rebuild or reasons:
             report.rebuilt_because = "--rebuild was given" if rebuild else "settings changed: " + "; ".join(reasons)
             log(f"Rebuilding the whole index ({report.rebuilt_because})", self.quiet)
@@ -1220,7 +1254,8 @@ class Index:
         """Embed and store chunks in groups of `group_chunks`, however the files divide.
 
         A file whose chunks span several groups is recorded as partial after each group; its stored chunks are
-        reused by the next sync (chunk ids depend on file hash and settings only). A group is written to the store
+        reused by the next sync (chunk ids depend on file hash and settings only), as are those of a file read
+        again under newer page text rules: a stored chunk is kept when its text and metadata equal the new ones. A group is written to the store
         while the next one is embedded (`GroupWriter`), so an interrupt loses the embedding of the group in hand
         and, of the group being written beside it, the chunks not yet stored: with Ctrl-C between two writes the
         write in flight is finished first (less than one group is lost); with Ctrl-C inside a write, or a killed
@@ -1237,10 +1272,10 @@ class Index:
         try:
             for unit in units:
                 ids, texts, metas, empty = self._chunks_of(unit)
-                stored = self._resume_ids(unit)
+                stored = self._kept_ids(unit, ids, texts, metas)
+                report.kept += len(stored)
                 todo = [(unit.source, i, t, m) for i, t, m in zip(ids, texts, metas) if i not in stored]
                 pending[unit.source] = (unit, len(todo), empty, len(ids))
-                self.info.setdefault("partial", {})[unit.source] = {"sha256": unit.file_hash}
                 if not todo:  # only files whose stored writes were reported done count as complete
                     self._complete_sources(pending, report)
                 for item in todo:
@@ -1256,16 +1291,26 @@ class Index:
             writer.close(failed)
             bar.close()
 
-    def _resume_ids(self, unit: SourceUnit) -> set[str]:
-        """Ids of this unit's chunks already stored by an interrupted sync of the same file content."""
-        entry = self.info.get("partial", {}).get(unit.source)
-        if entry and entry["sha256"] == unit.file_hash:
-            found = self._store._collection.get(where={"source": unit.source}, include=["metadatas"])
-            # A chunk an older format stored (no page_number) is written again, so the file ends up in one format.
-            return {i for i, m in zip(found["ids"], found["metadatas"])
-                    if m.get("file_hash") == unit.file_hash and "page_number" in m}
-        self._delete_source(unit.source)  # an older version's chunks, or an unfinished one of other content
-        return set()
+    def _kept_ids(self, unit: SourceUnit, ids: list[str], texts: list[str], metas: list[dict]) -> set[str]:
+        """Ids of this unit's stored chunks that stay as they are: same id, text and metadata as the new chunk
+        (left by an interrupted sync of the same content, or a file read again under newer text rules); every
+        other stored chunk of the source is deleted. A chunk an older format stored (no page_number) differs in
+        its metadata, so the file ends up in one format; another file version has other ids.
+
+        From here the source is partial: the manifest lists it again once all its chunks are stored. It is
+        written before a listed file loses chunks, so an interrupt leaves no listed file incomplete."""
+        found = self._store._collection.get(where={"source": unit.source}, include=["documents", "metadatas"])
+        wanted = {i: (t, m) for i, t, m in zip(ids, texts, metas)}
+        kept = {i for i, text, meta in zip(found["ids"], found["documents"], found["metadatas"])
+                if wanted.get(i) == (text, meta)}
+        drop = [i for i in found["ids"] if i not in kept]
+        listed = self.files.pop(unit.source, None) is not None
+        self.info.setdefault("partial", {})[unit.source] = {"sha256": unit.file_hash}
+        if listed and drop:
+            self._write_info()
+        for start in range(0, len(drop), 5000):
+            self._store._collection.delete(ids=drop[start:start + 5000])
+        return kept
 
     def _commit_group(self, group: list[tuple[str, str, str, dict]], pending: dict, report: SyncReport,
                       bar, embed_batch: int, writer: "GroupWriter") -> None:
@@ -1316,6 +1361,8 @@ class Index:
             self.info["partial"].pop(source, None)
             self.files[source] = {"sha256": unit.file_hash, "pages": len(unit.pages), "chunks": total,
                                   "empty_pages": empty}
+            if unit.extraction_method != "text":  # dataset records are indexed as given, by no page text rules
+                self.files[source]["text_rules"] = TEXT_RULES
             report.pages += len(unit.pages)
             report.empty_pages.extend((unit.source, page) for page in empty)
             if unit.extraction_method != "text":
@@ -1393,7 +1440,8 @@ class Index:
         # The chunks' identity: BM25 settings are left out (bm25() keys its arrays by them besides this).
         content = json.dumps({"settings": stored and {k: v for k, v in stored.items() if k not in BM25_SETTINGS},
                               "format": self.info.get("format", 1),
-                              "files": {k: [v["sha256"], v["chunks"]] for k, v in sorted(self.files.items())}},
+                              "files": {k: [v["sha256"], v["chunks"], *([v["text_rules"]] if "text_rules" in v else [])]
+                                        for k, v in sorted(self.files.items())}},
                              sort_keys=True)
         return hashlib.sha256(content.encode("utf-8")).hexdigest()
 

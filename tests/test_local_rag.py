@@ -19,6 +19,7 @@ import pytest
 from conftest import TINY_CORPUS, write_corpus, write_pdf
 
 import local_rag
+from localrag.pdf import TEXT_RULES
 from local_rag import LocalRAG, RAGError, chunk_header, chunk_id, extract_pdf, load_embeddings, source_name
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"
@@ -156,7 +157,7 @@ def test_index_info_json(tiny_index):
     assert info["embedding_prefixes"] == {"query": "", "passage": ""}  # MiniLM has none
     assert info["counts"] == {"files": 4, "pages": 6, "chunks": 5}
     assert info["files"]["scan.pdf"] == {"sha256": sha256_of(docs / "scan.pdf"), "pages": 2, "chunks": 1,
-                                         "empty_pages": [1]}
+                                         "empty_pages": [1], "text_rules": TEXT_RULES}
     assert sorted(info["files"]) == sorted(TINY_CORPUS)
     assert info["failed"] == {}
     assert info["format"] == local_rag.INDEX_FORMAT
@@ -779,4 +780,4 @@ def test_ctrl_c_inside_a_store_write_loses_at_most_two_groups_and_the_summary_co
     report = rag.sync([docs], progress=False)
     assert report.added == ["long.pdf"] and n_embedded(embedded) == 6 and report.chunks == 6
     assert report.summary().startswith("files added 1 / updated 0 / removed 0 / unchanged 0 / failed 0; "
-                                       "9 pages and 6 chunks embedded; ")
+                                       "9 pages and 6 chunks embedded (3 stored chunks kept as they were); ")
