@@ -6,8 +6,8 @@ ligatures, no-break spaces, control characters), how many of those line-end hyph
 (compounds such as non-GAAP) or joined (declara-tions), the pages whose words changed, what the rules leave
 (pages with U+FFFE, U+00AD or a control character after them: 0 expected; exit 1 otherwise, and when a PDF
 could not be read), the page furniture
-lines (running headers, footers, page numbers) the rules do not remove yet, and the extraction time raw and by
-the rules with their ratio.
+lines (running headers, footers, page numbers; kept by the rules, see bench/furniture.py), and the extraction time raw and by
+the rules with their ratio. `drop_furniture` is what bench/furniture.py measures removing.
 
     python bench/page_text.py [FOLDER] [--loader pypdfium2] [--limit N]
 """
@@ -46,19 +46,44 @@ def rule_counts(texts: list[str]) -> Counter:
     after = Counter(PLAIN_HYPHEN.findall("\n".join(normalize_pages(texts))))
     counts["plain line-end hyphen rejoined"] = sum((before - after).values())
     return counts
-FURNITURE_SHARE = 0.5  # a line (digits masked) on at least this share of a document's pages is page furniture
+FURNITURE_SHARE = 0.5  # a line (digits masked) at the edge of at least this share of a document's pages is furniture
+FURNITURE_EDGE = 2  # lines read at the top and at the bottom of a page, where running headers and footers stand
+FURNITURE_MIN_PAGES = 4  # documents shorter than this have no running furniture to find
+
+
+def _masked(line: str) -> str:
+    return re.sub(r"\d+", "#", line.strip())
+
+
+def _edges(page: str) -> list[int]:
+    """Indexes of the first and last FURNITURE_EDGE non-empty lines of a page (its lines split at \\n)."""
+    lines = [i for i, line in enumerate(page.split("\n")) if line.strip()]
+    return sorted(set(lines[:FURNITURE_EDGE] + lines[-FURNITURE_EDGE:]))
 
 
 def furniture_lines(pages: list[str]) -> tuple[int, list[str]]:
-    """(lines on pages that are page furniture, the distinct furniture lines): a running header or footer such as
-    "Nordvik AG · Page 3 of 40" stands, with its digits masked, on FURNITURE_SHARE of the pages or more. Counted,
-    not removed: whether removing it helps retrieval is still to be measured (issue 30)."""
-    if len(pages) < 4:
+    """(furniture lines on the pages, their distinct masked forms): a running header or footer ("Nordvik AG · Page
+    3 of 40", "Table of Contents", a page number) is a line that stands, digits masked, among the top or bottom
+    FURNITURE_EDGE lines of FURNITURE_SHARE of the pages or more. Only the edges count: a table's bare figures,
+    one to a line, are masked alike in the body of every page."""
+    if len(pages) < FURNITURE_MIN_PAGES:
         return 0, []
-    masked = [{re.sub(r"\d+", "#", line.strip()) for line in page.split("\n") if line.strip()} for page in pages]
-    seen = Counter(line for lines in masked for line in lines)
+    edges = [{_masked(page.split("\n")[i]) for i in _edges(page)} for page in pages]
+    seen = Counter(line for lines in edges for line in lines)
     furniture = {line for line, n in seen.items() if n >= FURNITURE_SHARE * len(pages)}
-    return sum(len(lines & furniture) for lines in masked), sorted(furniture)
+    return sum(len(lines & furniture) for lines in edges), sorted(furniture)
+
+
+def drop_furniture(pages: list[str]) -> list[str]:
+    """The pages without their furniture lines (furniture_lines), every other line as it was."""
+    _, found = furniture_lines(pages)
+    if not found:
+        return list(pages)
+    furniture, out = set(found), []
+    for page in pages:
+        lines, edge = page.split("\n"), set(_edges(page))
+        out.append("\n".join(line for i, line in enumerate(lines) if i not in edge or _masked(line) not in furniture))
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         texts = [t for _, _, t in raw.pages]
         counts += rule_counts(texts)
         lines, kinds = furniture_lines([t for _, _, t in ruled.pages])
-        counts["furniture line (not removed)"] += lines
+        counts["furniture line (kept)"] += lines
         examples.extend(kinds[:1])
         joined = "\n".join(t for _, _, t in ruled.pages)
         for left_part, right_part in PDFIUM_HYPHEN.findall("\n".join(texts)):
