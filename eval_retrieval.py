@@ -151,7 +151,9 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
                                + (f", RRF k={rag.rrf_k})" if mode == "hybrid" else ")")),
             *([("Dense search", dense_search_text(rag, questions))] if mode != "bm25" else []),
             ("Reranker", reranker),
-            ("Final order by", rag.describe_order(mode, rerank))]
+            ("Final order by", rag.describe_order(mode, rerank)),
+            ("Ranked by", "pages (each page once, by its best chunk)" if rag.rank_by == "page" else
+             "chunks (a page may appear more than once)")]
     return rows
 
 
@@ -174,6 +176,7 @@ def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bo
                 "bm25_stemmer": s["bm25_stemmer"],
                 "query_instructions": rag.query_instructions, "retrieval_mode": mode,
                 "candidate_k": rag.candidate_k, **({"rrf_k": rag.rrf_k} if mode == "hybrid" else {}),
+                "rank_by": rag.rank_by,
                 "reranker": rag.reranker_model if rerank else None}
     if not args.dataset:
         settings["page_tolerance"] = args.page_tolerance
@@ -264,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder; an explicit model that "
                                                           f"cannot be loaded is an error (default: "
                                                           f"{local_rag.RERANKER_MODEL})")
+    ret.add_argument("--rank-by", choices=local_rag.RANK_UNITS, default=local_rag.RANK_BY,
+                     help="what the ranked list holds once each: a page (by its best chunk; what citations and the "
+                          "goldset name) or every chunk (RANK_BY in local_rag.py)")
     ret.add_argument("--rrf-k", type=int, default=None,
                      help=f"reciprocal rank fusion constant of hybrid mode: smaller values weigh the first ranks of "
                           f"each list more (default: RRF_K in local_rag.py, {local_rag.RRF_K})")
@@ -593,6 +599,7 @@ def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str,
     rag = LocalRAG(index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()},
                    retrieval_mode=args.mode, **reranker,
                    rrf_k=local_rag.RRF_K if getattr(args, "rrf_k", None) is None else args.rrf_k,
+                   rank_by=getattr(args, "rank_by", local_rag.RANK_BY),
                    ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists, ivf_probes=args.ivf_probes,
                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                    quiet=args.quiet, chroma_url=args.chroma_url)
@@ -649,7 +656,8 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | N
                   + (report.summary() if report.changed else "up to date, nothing embedded"))
     elif report.changed:
         log(args, "Index synced: " + report.summary())
-        for what, label in (("added", "added"), ("updated", "updated"), ("removed", "removed"), ("reread", "re-read")):
+        for what, label in (("added", "added"), ("updated", "updated"), ("removed", "removed"),
+                            ("reread", "re-read")):
             for name in getattr(report, what):
                 log(args, f"  {label}: {name}")
         for name, why in report.repaired:
@@ -704,6 +712,7 @@ def retrieval_suffix(args: argparse.Namespace) -> str:
     given = [("mode", args.mode if args.mode != local_rag.RETRIEVAL_MODE else None),
              ("rerank", "off" if args.no_rerank else None), ("rerank_model", args.rerank_model),
              ("rrf_k", args.rrf_k if args.rrf_k not in (None, local_rag.RRF_K) else None),
+             ("rank_by", args.rank_by if args.rank_by != local_rag.RANK_BY else None),
              ("ivf_probes", args.ivf_probes if args.ivf_probes != local_rag.IVF_PROBES else None),
              ("ivf_min_chunks", args.ivf_min_chunks), ("ivf_lists", args.ivf_lists),
              ("k", args.k and args.k.replace(",", "_")),

@@ -27,8 +27,8 @@ from localrag.models import resolve_embedding_model  # noqa: F401 - part of this
 from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                           source_name)
-from localrag.retriever import (RETRIEVAL_MODES, Retriever, Trace, check_k,  # noqa: F401 - RETRIEVAL_MODES: face
-                                check_mode)
+from localrag.retriever import (RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace, check_k,  # noqa: F401 - face
+                                check_mode, check_rank_by)
 
 if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
     from localrag import chat
@@ -63,6 +63,7 @@ CANDIDATE_K = 30  # candidates each retriever contributes before fusion or reran
 IVF_MIN_CHUNKS = 1_000_000  # shelves of this many chunks or more get an IVF (approximate dense search); smaller: exact
 IVF_LISTS = 0  # lists of that IVF (localrag/ivf.py); 0 = 4 x sqrt(chunks)
 IVF_PROBES = 0  # IVF lists one dense search reads; 0 = an eighth of them (README, "The same list every time")
+RANK_BY = "page"  # "page": each page once, by its best chunk (citations name pages); "chunk": every chunk
 RRF_K = 1  # reciprocal rank fusion constant; beat Cormack et al.'s 60 on every data set (README, Hybrid fusion)
 RERANKER_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"  # None turns reranking off
 RERANK_BATCH_SIZE = 32  # (query, chunk) pairs per cross-encoder batch
@@ -158,11 +159,12 @@ class LocalRAG:
                  chunk_size: int | str | None = None, chunk_overlap: int | None = None, pdf_loader: str | None = None,
                  chunk_headers: bool | None = None, embedding_backend: str | None = None,
                  page_chunk_limit: int | None = None, bm25_stemmer: str | None = None,
-                 candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K, ivf_min_chunks: int | None = None,
-                 ivf_lists: int | None = None, ivf_probes: int = IVF_PROBES,
+                 candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K, rank_by: str = RANK_BY,
+                 ivf_min_chunks: int | None = None, ivf_lists: int | None = None, ivf_probes: int = IVF_PROBES,
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
                  chroma_url: str | None = CHROMA_URL):
         check_mode(retrieval_mode)
+        check_rank_by(rank_by)
         for name, value, least in (("ivf_min_chunks", ivf_min_chunks, 1), ("ivf_lists", ivf_lists, 0),
                                    ("ivf_probes", ivf_probes, 0)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
@@ -187,7 +189,7 @@ class LocalRAG:
         # model the caller named and that cannot be loaded is an error at once.
         explicit = reranker_model is not _DEFAULT and reranker_model is not None
         state = self._init_reranker(reranker_model) if explicit else None
-        self.retriever = Retriever(self.index, retrieval_mode, candidate_k=candidate_k, rrf_k=rrf_k,
+        self.retriever = Retriever(self.index, retrieval_mode, candidate_k=candidate_k, rrf_k=rrf_k, rank_by=rank_by,
                                    query_instructions=query_instructions, rerank_batch_size=RERANK_BATCH_SIZE,
                                    load_reranker=(lambda: state) if explicit else
                                    (lambda: self._init_reranker(reranker_model)))
@@ -277,6 +279,7 @@ class LocalRAG:
     retrieval_mode = _read_through("retriever", "retrieval_mode")
     candidate_k = _read_through("retriever", "candidate_k")
     rrf_k = _read_through("retriever", "rrf_k")
+    rank_by = _read_through("retriever", "rank_by")
     query_instructions = _read_through("retriever", "query_instructions")
     reranker_model = _read_through("retriever", "reranker_model")  # None when reranking is off
     reranker = _read_through("retriever", "reranker")  # the loaded cross-encoder, or None

@@ -264,7 +264,10 @@ def retrieve_documents(rag: Retriever, question: str, depth: int, mode: str, rer
     while True:
         trace = rag.retrieve_traced(question, k=k, mode=mode, rerank=rerank, depth=diagnostic_depth)
         docs = collapse_to_documents(trace.final, depth)
-        if len(docs) >= depth or len(trace.final) < k:  # enough documents, or the retriever has nothing more
+        # Enough documents, or the retriever has nothing more: every candidate list is shorter than asked (the
+        # final list says less, since a list ranked by page holds each page once).
+        exhausted = all(len(hits) < k for name, hits in trace.stages.items() if name in diagnose.RETRIEVERS)
+        if len(docs) >= depth or exhausted:
             return docs, trace
         k *= 2
 

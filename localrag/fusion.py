@@ -1,8 +1,9 @@
-"""How two ranked lists of chunk ids become one (reciprocal rank fusion, the plain union), and the rule that
-makes a final list a total order that any scorer reads back in the same order (`strictly_decreasing`)."""
+"""How two ranked lists of chunk ids become one (reciprocal rank fusion, the plain union), how chunks become the
+pages they stand on (`first_per_key`), and the rule that makes a final list a total order that any scorer reads
+back in the same order (`strictly_decreasing`)."""
 from __future__ import annotations
 
-from typing import Sequence, TypeVar
+from typing import Callable, Hashable, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -28,6 +29,22 @@ def union_ids(first: Sequence[str], second: Sequence[str]) -> list[str]:
         if doc_id not in seen:
             seen.add(doc_id)
             out.append(doc_id)
+    return out
+
+
+def first_per_key(ranked: Sequence[tuple[T, float]], key: Callable[[T], Hashable]) -> list[tuple[T, float]]:
+    """`ranked` (best first) with only the first item of each key: a page ranked by its best chunk, which stands
+    for it with its score (MaxP, the maximum over a document's passages: Dai & Callan, SIGIR 2019).
+
+    The first appearances keep their order, so an item's rank never grows: page Hit@k and MRR are never lower
+    than those of the chunk list."""
+    seen: set = set()
+    out: list[tuple[T, float]] = []
+    for item, score in ranked:
+        unit = key(item)
+        if unit not in seen:
+            seen.add(unit)
+            out.append((item, score))
     return out
 
 

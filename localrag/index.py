@@ -259,8 +259,8 @@ class SyncReport:
         kept = f" ({self.kept} stored chunks kept as they were)" if self.kept else ""
         skipped = f" / skipped {len(self.skipped)}" if self.skipped else ""
         return (f"files added {len(self.added)} / updated {len(self.updated)} / removed {len(self.removed)} / "
-                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}{skipped}{repaired}{reread}; {self.pages} "
-                f"pages and {self.chunks} chunks embedded{kept}; {self.seconds:.1f} s")
+                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}{skipped}{repaired}{reread}; "
+                f"{self.pages} pages and {self.chunks} chunks embedded{kept}; {self.seconds:.1f} s")
 
 
 @dataclass
@@ -987,7 +987,8 @@ class Index:
                     discovery.found[name] = None
                     continue
                 entry = self.files.get(name) or failed_before.get(name)
-                if entry and entry["sha256"] == digest and name in self.files and entry["text_rules"] != TEXT_RULES:
+                if entry and entry["sha256"] == digest and name in self.files and \
+                        entry["text_rules"] != TEXT_RULES:
                     report.reread.append(name)  # same file, read by older rules: only chunks whose text changed
                     todo.append((name, path, digest))
                     continue
@@ -1255,11 +1256,12 @@ class Index:
 
         A file whose chunks span several groups is recorded as partial after each group; its stored chunks are
         reused by the next sync (chunk ids depend on file hash and settings only), as are those of a file read
-        again under newer page text rules: a stored chunk is kept when its text and metadata equal the new ones. A group is written to the store
-        while the next one is embedded (`GroupWriter`), so an interrupt loses the embedding of the group in hand
-        and, of the group being written beside it, the chunks not yet stored: with Ctrl-C between two writes the
-        write in flight is finished first (less than one group is lost); with Ctrl-C inside a write, or a killed
-        process, up to two groups. The manifest lists a file only once all its chunks are stored.
+        again under newer page text rules: a stored chunk is kept when its text and metadata equal the new ones.
+        A group is written to the store while the next one is embedded (`GroupWriter`), so an interrupt loses the
+        embedding of the group in hand and, of the group being written beside it, the chunks not yet stored: with
+        Ctrl-C between two writes the write in flight is finished first (less than one group is lost); with Ctrl-C
+        inside a write, or a killed process, up to two groups. The manifest lists a file only once all its chunks
+        are stored.
         """
         from tqdm import tqdm
 
@@ -1440,7 +1442,8 @@ class Index:
         # The chunks' identity: BM25 settings are left out (bm25() keys its arrays by them besides this).
         content = json.dumps({"settings": stored and {k: v for k, v in stored.items() if k not in BM25_SETTINGS},
                               "format": self.info.get("format", 1),
-                              "files": {k: [v["sha256"], v["chunks"], *([v["text_rules"]] if "text_rules" in v else [])]
+                              "files": {k: [v["sha256"], v["chunks"], *([v["text_rules"]] if "text_rules" in v
+                                                                               else [])]
                                         for k, v in sorted(self.files.items())}},
                              sort_keys=True)
         return hashlib.sha256(content.encode("utf-8")).hexdigest()

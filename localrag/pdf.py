@@ -5,7 +5,8 @@ retriever code. Pages are read with pypdfium2 or pypdf directly (LangChain's loa
 upstream and added nothing but a trailing newline), and every page's raw text goes through `normalize_pages`, the
 one place that decides the text that chunking, BM25, embeddings, excerpts, the generator and the judge see.
 
-Page text rules (TEXT_RULES; the manifest records the version, and another version rebuilds the index):
+Page text rules (TEXT_RULES; the manifest records each file's version, and a sync reads files of another version
+again, embedding only the chunks whose text changed):
 1. Line-end hyphens. pdfium writes U+FFFE where a line ended in a hyphen, and drops the line break: 1,854 times in
    the FinanceBench filings (`third\ufffeparty`, `non\ufffeGAAP`, `declara\ufffetions`), which BM25 split into two
    tokens. The document's own words decide: the hyphenated form is kept when the document spells it so more often

@@ -13,10 +13,11 @@ from langchain_core.documents import Document
 
 from localrag import models
 from localrag.errors import RAGError
-from localrag.fusion import rrf_fuse, strictly_decreasing, union_ids
+from localrag.fusion import first_per_key, rrf_fuse, strictly_decreasing, union_ids
 from localrag.index import Index
 
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")  # the orders `Retriever.candidates` knows
+RANK_UNITS = ("page", "chunk")  # what a retrieved list holds once each: a page (by its best chunk) or every chunk
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,18 @@ def check_k(k: object) -> None:
         raise RAGError(f"k must be a whole number of at least 1 chunk, got {k!r}")
 
 
+def check_rank_by(unit: object) -> str:
+    """`unit`, or a RAGError naming the units there are."""
+    if unit not in RANK_UNITS:
+        raise RAGError(f"unknown ranking unit {unit!r}; use one of {', '.join(RANK_UNITS)}")
+    return unit
+
+
+def page_key(doc: Document) -> tuple[str, int]:
+    """The page a chunk stands on: (file, 0-based page)."""
+    return doc.metadata["source"], int(doc.metadata["page"])
+
+
 def check_mode(mode: str) -> str:
     """`mode`, or a RAGError naming the modes there are."""
     if mode not in RETRIEVAL_MODES:
@@ -63,7 +76,8 @@ class Retriever:
     """Ordered chunks for a query from one `Index`; query vectors and reranker scores are computed once each."""
 
     def __init__(self, index: Index, mode: str, *, candidate_k: int, rrf_k: int, query_instructions: str,
-                 reranker_model: str | None = None, reranker: Any = None, reranker_off_reason: str | None = None,
+                 rank_by: str = "chunk", reranker_model: str | None = None, reranker: Any = None,
+                 reranker_off_reason: str | None = None,
                  rerank_batch_size: int, load_reranker: Callable[[], tuple[str | None, Any, str | None]] | None = None):
         """`reranker`: a loaded CrossEncoder named `reranker_model`, or None (then `reranker_off_reason` says why).
 
@@ -74,6 +88,7 @@ class Retriever:
         self.retrieval_mode = mode
         self.candidate_k = candidate_k
         self.rrf_k = rrf_k
+        self.rank_by = check_rank_by(rank_by)
         self.query_instructions = query_instructions
         self._load_reranker = load_reranker
         self._reranker_state = None if load_reranker else (reranker_model, reranker, reranker_off_reason)
@@ -213,7 +228,8 @@ class Retriever:
 
     def retrieve(self, query: str, k: int, mode: str | None = None,
                  rerank: bool | None = None) -> list[tuple[Document, float]]:
-        """The k best chunks for a query, best first, with the score of the stage that ordered them last.
+        """The k best chunks for a query, best first, with the score of the stage that ordered them last; with
+        `rank_by` "page" each page once, by its best chunk.
 
         Scores strictly decrease with rank (`strictly_decreasing`): equal scores keep the stage's order and
         are lowered by a unit in the last place, so a run file built from the list is scored in this order.
@@ -228,7 +244,7 @@ class Retriever:
         found = self.candidates(query, k, mode)
         if use_rerank:
             found = self.rerank(query, found)
-        return strictly_decreasing(found[:k])
+        return strictly_decreasing(self._units(found)[:k])
 
     def retrieve_traced(self, query: str, k: int, mode: str | None = None, rerank: bool | None = None,
                         depth: int = 0) -> Trace:
@@ -254,7 +270,13 @@ class Retriever:
                 hits = self._bm25_hits(query, depth)
                 docs = self._documents([i for i, _ in hits])
                 stages["bm25"] = _deepened(stages["bm25"], [(docs[i], s) for i, s in hits if i in docs], depth)
-        return Trace(strictly_decreasing(found[:k]), stages, pool)
+        return Trace(strictly_decreasing(self._units(found)[:k]), stages, pool)
+
+    def _units(self, found: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
+        """The final order as `rank_by` counts it: each page once, by its best chunk, or every chunk.
+
+        The pool stays `candidate_k` chunks per retriever, so a page list can hold fewer than k entries."""
+        return first_per_key(found, page_key) if self.rank_by == "page" else found
 
     def describe_order(self, mode: str | None = None, rerank: bool | None = None) -> str:
         """Which stage ordered the final list (and so what the returned score is)."""

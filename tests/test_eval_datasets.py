@@ -157,13 +157,18 @@ def test_collapse_keeps_each_document_once_at_its_best_chunk():
 
 def test_chunks_of_one_document_count_once(dataset):
     _, index = dataset
-    rag = LocalRAG(index, reranker_model=None, quiet=True, rrf_k=60)  # HYBRID_TOP is for k = 60
+    rag = LocalRAG(index, reranker_model=None, quiet=True, rrf_k=60, rank_by="chunk")  # HYBRID_TOP: k = 60
     assert rag.info["counts"] == {"files": 11, "pages": 11, "chunks": 14}
     hits = rag.retrieve(QUERIES["q1"], k=15, mode="hybrid", rerank=False)
     # doc1's two chunks are the two best chunks; at document level doc1 takes rank 1 only and doc2 rank 2.
     assert [(d.metadata["doc_id"], d.metadata["chunk"]) for d, _ in hits[:3]] == [("doc1", 1), ("doc1", 0),
                                                                                   ("doc2", 0)]
     assert list(ev.collapse_to_documents(hits, 5)) == HYBRID_TOP["q1"]
+    # Ranked by page (a record is one page), the list holds each document once, at its best chunk's score.
+    pages = LocalRAG(index, reranker_model=None, quiet=True, rrf_k=60, rank_by="page").retrieve(
+        QUERIES["q1"], k=15, mode="hybrid", rerank=False)
+    assert [(d.metadata["doc_id"], round(s, 9)) for d, s in pages] == \
+        [(doc_id, round(s, 9)) for doc_id, s in ev.collapse_to_documents(hits, 15).items()]
 
 
 def test_exact_document_rankings(hybrid_run):

@@ -5,7 +5,7 @@ import pytest
 
 import numpy
 
-from localrag.fusion import rrf_fuse, strictly_decreasing, union_ids
+from localrag.fusion import first_per_key, rrf_fuse, strictly_decreasing, union_ids
 from localrag.metrics import rank_run
 
 
@@ -28,6 +28,19 @@ def test_rrf_fuse_exact_tie_keeps_first_appearance():
     # k=0: each id has 1/1 from its only list; "q" appears first although "p" sorts first.
     assert rrf_fuse([["q"], ["p"]], k=0) == [("q", 1.0), ("p", 1.0)]
     assert rrf_fuse([[], []], k=60) == []
+
+
+def test_first_per_key_ranks_pages_by_their_best_chunk():
+    # Chunks (page, chunk) best first; page 7's second chunk and page 2's tie with the next page's must go, and
+    # the trap: page 3's chunk scores like page 7's best but comes later, so it stays behind it.
+    ranked = [(("p7", 0), 0.9), (("p7", 1), 0.8), (("p3", 0), 0.9), (("p2", 0), 0.7), (("p7", 2), 0.7),
+              (("p2", 1), 0.6), (("p5", 0), 0.5)]
+    assert first_per_key(ranked, key=lambda chunk: chunk[0]) == [(("p7", 0), 0.9), (("p3", 0), 0.9),
+                                                                 (("p2", 0), 0.7), (("p5", 0), 0.5)]
+    assert first_per_key([], key=lambda chunk: chunk) == []
+    # A rank never grows: the first chunk of page p5 was 7th, its page is 4th.
+    pages = [chunk[0] for chunk, _ in first_per_key(ranked, key=lambda chunk: chunk[0])]
+    assert pages.index("p5") + 1 == 4 and [c for c, _ in ranked].index(("p5", 0)) + 1 == 7
 
 
 def test_union_ids_first_then_new_ids_once():

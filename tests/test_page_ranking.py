@@ -1,0 +1,74 @@
+"""Ranking by page (RANK_BY, --rank-by): match with chunks, rank and cite pages, each page once by its best chunk."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import write_pdf
+
+import eval_retrieval as er
+from local_rag import LocalRAG, RAGError
+
+# Page 1 of harbour.pdf is long enough for three 120-character chunks about tides; page 2 and lakes.pdf are short.
+HARBOUR = ["The harbour tides rise twice a day. " * 3 + "Tides at the harbour follow the moon. " * 3
+           + "Harbour tides are measured at the pier. " * 3, "The harbour cafe sells fish soup."]
+LAKES = ["Mountain lakes have no tides; their level follows the snow melt."]
+
+
+@pytest.fixture(scope="module")
+def shelf(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pages")
+    write_pdf(root / "docs" / "harbour.pdf", HARBOUR)
+    write_pdf(root / "docs" / "lakes.pdf", LAKES)
+    rag = LocalRAG(root / "index", reranker_model=None, quiet=True, chunk_size=120, chunk_overlap=0)
+    rag.sync([root / "docs"], progress=False)
+    return root
+
+
+def pages_of(hits) -> list[tuple[str, int]]:
+    return [(d.metadata["source"], d.metadata["page"]) for d, _ in hits]
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid", "union"])
+def test_a_page_appears_once_at_its_best_chunk(shelf, mode):
+    chunks = LocalRAG(shelf / "index", reranker_model=None, quiet=True, rank_by="chunk").retrieve(
+        "harbour tides", k=10, mode=mode)
+    pages = LocalRAG(shelf / "index", reranker_model=None, quiet=True).retrieve("harbour tides", k=10, mode=mode)
+    assert pages_of(chunks).count(("harbour.pdf", 0)) >= 3  # the trap: page 1's chunks crowd the chunk list
+    assert pages_of(pages) == list(dict.fromkeys(pages_of(chunks)))  # first appearances, in their order
+    best = {key: next(doc.id for doc, _ in chunks if pages_of([(doc, 0)])[0] == key) for key in pages_of(pages)}
+    assert [doc.id for doc, _ in pages] == [best[key] for key in pages_of(pages)]  # each page's best chunk
+    assert all(a[1] > b[1] for a, b in zip(pages, pages[1:]))  # scores strictly decrease
+    assert len(LocalRAG(shelf / "index", reranker_model=None, quiet=True).retrieve("harbour tides", k=2,
+                                                                                    mode=mode)) == 2
+
+
+def test_rank_by_is_checked_before_anything_opens(tmp_path):
+    with pytest.raises(RAGError) as caught:
+        LocalRAG(tmp_path / "index", reranker_model=None, quiet=True, rank_by="pages")
+    assert str(caught.value) == "unknown ranking unit 'pages'; use one of page, chunk"
+    assert not (tmp_path / "index").exists()
+
+
+def test_the_report_names_the_ranking_and_chunk_ranking_is_an_ablation(shelf, tmp_path, capsys):
+    gold = tmp_path / "gold.csv"
+    gold.write_text("question,expected_source,expected_page\nWhat does the harbour cafe sell?,harbour.pdf,2\n"
+                    "When do the harbour tides rise?,harbour.pdf,1\n", encoding="utf-8")
+    common = ["--goldset", str(gold), "--index", str(shelf / "index"), "--docs", str(shelf / "docs"), "--no-sync",
+              "--no-rerank", "--quiet", "--no-query-cache", "--no-compare", "--mode", "bm25"]
+    assert er.main(common + ["--report", str(tmp_path / "page.txt")]) == 0
+    assert er.main(common + ["--rank-by", "chunk", "--report", str(tmp_path / "chunk.txt")]) == 0
+    page_report = (tmp_path / "page.txt").read_text(encoding="utf-8")
+    assert "  Final order by:     BM25 score\n  Ranked by:          pages (each page once, by its best chunk)\n" \
+        in page_report
+    assert "  Ranked by:          chunks (a page may appear more than once)\n" in \
+        (tmp_path / "chunk.txt").read_text(encoding="utf-8")
+    page, chunk = (json.loads((tmp_path / f"{n}.json").read_text(encoding="utf-8")) for n in ("page", "chunk"))
+    assert (page["settings"]["rank_by"], chunk["settings"]["rank_by"]) == ("page", "chunk")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        er.main(["--rank-by", "pages"] + common)
+    assert exited.value.code == 2
+    assert "argument --rank-by: invalid choice: 'pages' (choose from 'page', 'chunk')" in capsys.readouterr().err
+    args = er.build_parser().parse_args(["--rank-by", "chunk"])
+    assert er.retrieval_suffix(args) == ".rank_by-chunk"
