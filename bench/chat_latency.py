@@ -8,8 +8,8 @@ in-memory copy of the chunks), then p50/p95 of ``retrieve(question, k)`` per mod
 * vector cached: the same with every vector computed beforehand, the retrieval alone;
 * bare: a script doing the same retrieval work without LocalRAG, in the same process and run: Chroma's
   collection.query with the precomputed vector (ids and distances), BM25 scores added row by row from the saved
-  arrays, reciprocal rank fusion or the union in a dict, and the k (id, text, metadata, score) of the answer
-  taken from an in-memory copy of the chunks. Its top-k ids are checked against LocalRAG's.
+  arrays, reciprocal rank fusion or the union in a dict, each page once (RANK_BY "page"), and the k (id, text,
+  metadata, score) of the answer taken from an in-memory copy of the chunks. Its top-k ids are checked against LocalRAG's.
 
 The ratio vector cached / bare is LocalRAG's overhead; the machine's load average stands beside every table
 (time figures on a shared machine are noisy, ratios less so). Reranking is timed too when the cross-encoder
@@ -133,7 +133,7 @@ class Bare:
         return [(self.ids[i], float(scores[i])) for i in best]
 
     def retrieve(self, mode: str, query: str, vector: Sequence[float], k: int, depth: int,
-                 rrf_k: int) -> list[tuple[str, str, dict, float]]:
+                 rrf_k: int, rank_by: str) -> list[tuple[str, str, dict, float]]:
         if mode == "dense":
             ranked = self.dense(vector, depth)
         elif mode == "bm25":
@@ -145,6 +145,11 @@ class Bare:
             else:
                 order = list(dict.fromkeys(dense + bm25))
                 ranked = [(i, 1.0 / position) for position, i in enumerate(order, start=1)]
+        if rank_by == "page":  # each page once, at its best chunk
+            best: dict[tuple[str, int], tuple[str, float]] = {}
+            for i, score in ranked:
+                best.setdefault((self.chunks[i][1]["source"], self.chunks[i][1]["page"]), (i, score))
+            ranked = list(best.values())
         return [(i, *self.chunks[i], score) for i, score in ranked[:k]]
 
 
@@ -227,10 +232,10 @@ def run(args: argparse.Namespace) -> dict:
     chunks = {i: (t, m) for i, t, m in rag.indexed_chunks()}
     bare = Bare(Path(rag.path), rag.collection_name, chunks, rag.settings["bm25_stemmer"])
     depth = max(args.k, rag.candidate_k)
-    bare_ms = {mode: timed([lambda q=q, m=mode: bare.retrieve(m, q, vectors[q], args.k, depth, rag.rrf_k)
+    bare_ms = {mode: timed([lambda q=q, m=mode: bare.retrieve(m, q, vectors[q], args.k, depth, rag.rrf_k, rag.rank_by)
                             for q in prepared]) for mode in MODES}
     mismatches = {mode: sum([d.id for d, _ in rag.retrieve(q, args.k, mode=mode)]
-                            != [i for i, *_ in bare.retrieve(mode, p, vectors[p], args.k, depth, rag.rrf_k)]
+                            != [i for i, *_ in bare.retrieve(mode, p, vectors[p], args.k, depth, rag.rrf_k, rag.rank_by)]
                             for q, p in zip(questions, prepared)) for mode in MODES}
     results.update(chat_ms=chat, cached_ms=cached, bare_ms=bare_ms, mismatches=mismatches)
     if reranker is not None:
