@@ -127,12 +127,18 @@ def dense_search_text(rag: LocalRAG, questions: Sequence[str]) -> str:
 _IVF_RECALL: dict[tuple, float] = {}  # dense_search_text's measurements in this process
 
 
+def reranker_name(model: str) -> str:
+    """A cross-encoder as reports name it: a local folder by display_path (no absolute path in a committed
+    report), a hub name as given."""
+    return display_path(model) if Path(model).is_dir() else model
+
+
 def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bool, extra: list,
                  questions: Sequence[str] = ()) -> list:
     s = rag.display_settings
     counts = rag.info.get("counts", {})
     if rerank:
-        reranker = f"on ({rag.reranker_model})"
+        reranker = f"on ({reranker_name(rag.reranker_model)})"
     elif rag.reranker is not None:
         reranker = "off (--no-rerank for this row)"
     else:
@@ -177,7 +183,7 @@ def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bo
                 "query_instructions": rag.query_instructions, "retrieval_mode": mode,
                 "candidate_k": rag.candidate_k, **({"rrf_k": rag.rrf_k} if mode == "hybrid" else {}),
                 "rank_by": rag.rank_by,
-                "reranker": rag.reranker_model if rerank else None}
+                "reranker": reranker_name(rag.reranker_model) if rerank else None}
     if not args.dataset:
         settings["page_tolerance"] = args.page_tolerance
     return settings

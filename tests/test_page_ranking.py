@@ -72,3 +72,22 @@ def test_the_report_names_the_ranking_and_chunk_ranking_is_an_ablation(shelf, tm
     assert "argument --rank-by: invalid choice: 'pages' (choose from 'page', 'chunk')" in capsys.readouterr().err
     args = er.build_parser().parse_args(["--rank-by", "chunk"])
     assert er.retrieval_suffix(args) == ".rank_by-chunk"
+
+
+def test_a_local_cross_encoder_folder_is_named_relative_to_the_project(shelf, tmp_path, monkeypatch,
+                                                                       tiny_cross_encoder):
+    """--rerank-model DIR reranks with that folder; the report names it as the user's folder is, not by the
+    absolute path of this machine."""
+    import shutil
+
+    shutil.copytree(tiny_cross_encoder, tmp_path / "models" / "tiny-cross-encoder")
+    monkeypatch.chdir(tmp_path)
+    gold = tmp_path / "gold.csv"
+    gold.write_text("question,expected_source,expected_page\nWhat does the harbour cafe sell?,harbour.pdf,2\n",
+                    encoding="utf-8")
+    assert er.main(["--goldset", str(gold), "--index", str(shelf / "index"), "--docs", str(shelf / "docs"),
+                    "--no-sync", "--quiet", "--no-query-cache", "--no-compare", "--rerank-model",
+                    str(tmp_path / "models" / "tiny-cross-encoder"), "--report", "out.txt"]) == 0
+    assert "  Reranker:           on (models/tiny-cross-encoder)\n" in (tmp_path / "out.txt").read_text(encoding="utf-8")
+    assert json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["settings"]["reranker"] == \
+        "models/tiny-cross-encoder"
