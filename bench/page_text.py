@@ -5,9 +5,9 @@ or places it changed (pdfium's line-end hyphen U+FFFE, soft hyphens, pypdf's pla
 ligatures, no-break spaces, control characters), how many of those line-end hyphens were kept as hyphens
 (compounds such as non-GAAP) or joined (declara-tions), the pages whose words changed, what the rules leave
 (pages with U+FFFE, U+00AD or a control character after them: 0 expected; exit 1 otherwise, and when a PDF
-could not be read), the page furniture
-lines (running headers, footers, page numbers; kept by the rules, see bench/furniture.py), and the extraction time raw and by
-the rules with their ratio. `drop_furniture` is what bench/furniture.py measures removing.
+could not be read), the page furniture lines (running headers, footers, page numbers; kept by the rules, see
+bench/furniture.py), and the extraction time raw and by the rules with their ratio. `drop_furniture` is what
+bench/furniture.py measures removing.
 
     python bench/page_text.py [FOLDER] [--loader pypdfium2] [--limit N]
 """
@@ -46,6 +46,8 @@ def rule_counts(texts: list[str]) -> Counter:
     after = Counter(PLAIN_HYPHEN.findall("\n".join(normalize_pages(texts))))
     counts["plain line-end hyphen rejoined"] = sum((before - after).values())
     return counts
+
+
 FURNITURE_SHARE = 0.5  # a line (digits masked) at the edge of at least this share of a document's pages is furniture
 FURNITURE_EDGE = 2  # lines read at the top and at the bottom of a page, where running headers and footers stand
 FURNITURE_MIN_PAGES = 4  # documents shorter than this have no running furniture to find
