@@ -71,10 +71,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     repaired = {name for name, _ in report.repaired}  # named below with the reason
-    for kind, label in (("added", "added"), ("updated", "updated"), ("removed", "removed"), ("reread", "re-read")):
-        for name in getattr(report, kind):
-            if name not in repaired:
-                print(f"{label}: {name}")
+    for label, name in report.file_lines():
+        if name not in repaired:
+            print(f"{label}: {name}")
     for name, reason in report.failed:
         print(f"failed: {name}: {reason}")
     for name, reason in report.skipped:

@@ -662,10 +662,8 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | N
                   + (report.summary() if report.changed else "up to date, nothing embedded"))
     elif report.changed:
         log(args, "Index synced: " + report.summary())
-        for what, label in (("added", "added"), ("updated", "updated"), ("removed", "removed"),
-                            ("reread", "re-read")):
-            for name in getattr(report, what):
-                log(args, f"  {label}: {name}")
+        for label, name in report.file_lines():
+            log(args, f"  {label}: {name}")
         for name, why in report.repaired:
             log(args, f"  repaired: {name}: {why}")
     return ([f"Not indexed: {name}: {reason}" for name, reason in report.failed]

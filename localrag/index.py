@@ -253,6 +253,12 @@ class SyncReport:
         return bool(self.added or self.updated or self.removed or self.reread or self.rebuilt_because
                     or self.repaired or self.orphans_removed)
 
+    def file_lines(self) -> list[tuple[str, str]]:
+        """(what happened, file) for each file added, updated, removed or re-read, as the CLIs print them."""
+        return [(label, name) for label, names in (("added", self.added), ("updated", self.updated),
+                                                    ("removed", self.removed), ("re-read", self.reread))
+                for name in names]
+
     def summary(self) -> str:
         repaired = f" / repaired {len(self.repaired)}" if self.repaired else ""
         reread = f" / re-read {len(self.reread)}" if self.reread else ""

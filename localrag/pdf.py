@@ -30,7 +30,7 @@ layout leads them. By the rules both give one text on simple pages (the tests' P
 on five short FinanceBench filings 4 of 42 pages are identical and 32 have the same words. And pdfium reads some
 fonts' ff and ffi ligature glyphs as a lone `f` and a space (`af ect`, `Of icer`, `suf icient`: at least 320
 times in 243 of the 22,730 FinanceBench chunks), where pypdf reads the whole word; the text alone cannot tell
-which letters are missing, so no rule guesses them (`--pdf-loader pypdf` reads them whole, about ten times slower).
+which letters are missing, so no rule guesses them (`--loader pypdf` reads them whole, about ten times slower).
 """
 from __future__ import annotations
 
@@ -369,7 +369,7 @@ def find_pdfs(paths: Iterable[str | Path]) -> list[Path]:
 
 # Ligatures to their letters, no-break spaces to spaces (rule 3)
 FOLDED = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st",
-              "\ufb06": "st", "\u00a0": " ", "\u2007": " ", "\u202f": " "}
+          "\ufb06": "st", "\u00a0": " ", "\u2007": " ", "\u202f": " "}
 
 
 def _fold(text: str) -> str:

@@ -76,7 +76,7 @@ class Retriever:
     """Ordered chunks for a query from one `Index`; query vectors and reranker scores are computed once each."""
 
     def __init__(self, index: Index, mode: str, *, candidate_k: int, rrf_k: int, query_instructions: str,
-                 rank_by: str = "chunk", reranker_model: str | None = None, reranker: Any = None,
+                 rank_by: str, reranker_model: str | None = None, reranker: Any = None,
                  reranker_off_reason: str | None = None,
                  rerank_batch_size: int, load_reranker: Callable[[], tuple[str | None, Any, str | None]] | None = None):
         """`reranker`: a loaded CrossEncoder named `reranker_model`, or None (then `reranker_off_reason` says why).

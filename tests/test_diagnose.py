@@ -90,7 +90,7 @@ class FakeReranker:
 
 
 def retriever(rerank: bool = True) -> Retriever:
-    return Retriever(FakeIndex(), "hybrid", candidate_k=3, rrf_k=60, query_instructions="",
+    return Retriever(FakeIndex(), "hybrid", candidate_k=3, rrf_k=60, query_instructions="", rank_by="chunk",
                      reranker_model="fake" if rerank else None, reranker=FakeReranker() if rerank else None,
                      reranker_off_reason=None if rerank else "turned off", rerank_batch_size=8)
 

@@ -442,3 +442,28 @@ def test_run_file_reproduces_the_json_metrics_with_trec_eval(dataset, spread_cro
         returned = list(dict.fromkeys(doc.metadata["doc_id"] for doc, _ in rag.retrieve(
             queries[q["query_id"]].question, k=14, mode=mode, rerank=rerank)))
         assert [t["doc_id"] for t in q["top"]] == returned[:len(q["top"])], (mode, rerank, q["query_id"])
+
+
+def test_document_collection_asks_for_more_while_the_candidate_lists_are_full():
+    """A list ranked by page holds each record once, so it is shorter than the k chunks asked for although the
+    retriever has more: the collection must look at the candidate lists, not the final list, to stop."""
+    from types import SimpleNamespace
+
+    def chunk(doc_id: str, n: int) -> Document:
+        return Document(page_content=f"{doc_id} {n}", metadata={"doc_id": doc_id, "source": doc_id, "page": 0})
+
+    # 4 documents of 3 chunks each, best first: d0's chunks, then d1's, ...
+    chunks = [(chunk(f"d{i // 3}", i % 3), 1.0 - i / 100) for i in range(12)]
+    asked: list[int] = []
+
+    class Fake:
+        info = {"counts": {"files": 4, "chunks": 4}}  # one chunk per document on average: k starts small
+
+        def retrieve_traced(self, question, k, mode, rerank, depth):
+            asked.append(k)
+            pool = chunks[:max(k, 2)]
+            pages = list({d.metadata["doc_id"]: (d, s) for d, s in reversed(pool)}.values())[::-1]
+            return SimpleNamespace(final=pages[:k], stages={"dense": pool}, pool=len(pool))
+
+    docs, _ = ev.retrieve_documents(Fake(), "q", depth=3, mode="dense", rerank=False)
+    assert list(docs) == ["d0", "d1", "d2"] and asked == [5, 10]
