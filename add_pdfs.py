@@ -18,6 +18,10 @@ from localrag import cli
 from localrag.index import parse_chunk_size
 
 
+INDEX_OPTIONS = ("chunk_size", "chunk_overlap", "page_chunk_limit", "chunk_headers", "chunk_context",
+                 "embedding_model", "embedding_backend", "bm25_stemmer")  # profile keys that are index settings
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = cli.new_parser(__doc__)
     parser.add_argument("paths", nargs="*", default=None,
@@ -38,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--no-wait", action="store_true",
                        help="fail at once when another process is writing the index, instead of waiting for it")
     cli.add_ivf_flags(index, vars(local_rag), probes=False)
+    index.add_argument("--profile", choices=sorted(local_rag.PROFILES), default=None,
+                       help="build with a preset's index settings, PROFILES in local_rag.py: long-pdf keeps whole "
+                            "pages as chunks; a flag given beside it wins (default: none)")
     chunks = parser.add_argument_group("extraction, chunking and embedding",
                                        "stored in the index; a change rebuilds it")
     cli.add_index_setting_flags(chunks, vars(local_rag), loaders=local_rag.PDF_LOADERS, backends=local_rag.EMBEDDING_BACKENDS,
@@ -48,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for key, value in local_rag.PROFILES.get(args.profile or "", {}).items():
+        if key in INDEX_OPTIONS and getattr(args, key) is None:
+            setattr(args, key, value)
     try:
         if args.chunk_size is not None:
             args.chunk_size = parse_chunk_size(args.chunk_size)
@@ -57,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rag = LocalRAG(args.index, embedding_model=args.embedding_model, reranker_model=None,
                        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
-                       chunk_headers=args.chunk_headers, embedding_backend=args.embedding_backend,
+                       chunk_headers=args.chunk_headers, chunk_context=args.chunk_context,
+                       embedding_backend=args.embedding_backend,
                        page_chunk_limit=args.page_chunk_limit, bm25_stemmer=args.bm25_stemmer, quiet=args.quiet,
                        chroma_url=args.chroma_url, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists)
         paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]

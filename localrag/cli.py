@@ -44,6 +44,9 @@ def add_index_setting_flags(group: argparse._ArgumentGroup, defaults: Mapping[st
                        help=f"characters of overlap {default('CHUNK_OVERLAP')}")
     group.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
                        help=f"prefix chunks with '[file, page N]' {default('CHUNK_HEADERS')}")
+    group.add_argument("--chunk-context", action=argparse.BooleanOptionalAction, default=None,
+                       help=f"with chunk headers: put each chunk's context line in its header: the file's title, "
+                            f"form, period, registrant and the chunk's section {default('CHUNK_CONTEXT')}")
     group.add_argument("--embedding-model", default=None,
                        help=f"embedding model name or folder; offline without a download: {' and '.join(offline_models)}"
                             f", the second one multilingual, for German text {default('EMBEDDING_MODEL')}")

@@ -25,10 +25,12 @@ from localrag import embeddings as embedding_backends
 from localrag import ivf
 from localrag import models
 from localrag.bm25 import BM25Index, check_stemmer
+from localrag.context import chunk_context, document_context
 from localrag.errors import RAGError
 from localrag.files import new_file_mode, write_json_atomic
 from localrag.pages import chunk_header, shown_page
-from localrag.pdf import PDF_LOADERS, TEXT_RULES, ExtractedPdf, discover_pdfs, read_outline, sections_by_page
+from localrag.pdf import (PDF_LOADERS, TEXT_RULES, ExtractedPdf, discover_pdfs, read_front, read_outline,
+                          sections_by_page)
 
 # Chroma phones home unless told not to; set before chromadb is imported (this module imports it when used).
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -42,7 +44,9 @@ BM25_DIR = "bm25"  # folder of the saved BM25 arrays inside a local index folder
 INDEX_FORMAT = 2
 # Settings whose change invalidates every stored chunk.
 REBUILD_SETTINGS = ("embedding_model", "embedding_backend", "chunk_size", "chunk_overlap", "pdf_loader",
-                    "chunk_headers")
+                    "chunk_headers", "chunk_context")
+# What a manifest written before a setting existed was built with: indexes before context lines had none.
+UNRECORDED_SETTINGS = {"chunk_context": False}
 # Chunks read from the store per call: Chroma fails reading ~40,000 at once ("too many SQL variables", seen on a
 # FinanceBench index of 1,000-character chunks).
 STORE_READ_PAGE = 10_000
@@ -128,7 +132,9 @@ def collection_name(settings: dict) -> str:
 
 def resolve_settings(requested: dict, stored: dict, defaults: dict) -> dict:
     """Each rebuild setting: the caller's choice, else the index's, else the default; RAGError when invalid."""
-    settings = {key: (requested[key] if requested.get(key) is not None else stored.get(key, defaults[key]))
+    built = stored if not stored else {**UNRECORDED_SETTINGS, **stored}
+    defaults = {**UNRECORDED_SETTINGS, **defaults}
+    settings = {key: (requested[key] if requested.get(key) is not None else built.get(key, defaults[key]))
                 for key in REBUILD_SETTINGS + BM25_SETTINGS}
     try:
         check_stemmer(settings["bm25_stemmer"])
@@ -275,7 +281,8 @@ class SourceUnit:
     source: str
     file_hash: str
     pages: list[tuple[int, str, str]]  # (0-based page, label, text)
-    header: str | None = None  # chunk header; None means chunk_header(source, page)
+    header: str | None = None  # chunk header; None means chunk_header(source, page, context line)
+    context: str = ""  # the document's identity (localrag/context.py), for the context lines of its chunks
     extra_metadata: dict = field(default_factory=dict)
     extraction_method: str = ""
     outline: list[tuple[int, str]] = field(default_factory=list)  # (0-based start page, title) of the PDF's outline
@@ -739,6 +746,7 @@ class Index:
         stored = self.info.get("settings")
         if not stored:
             return ["no index has been built yet"]
+        stored = {**UNRECORDED_SETTINGS, **stored}
         keys = REBUILD_SETTINGS + tuple(k for k in PAGE_SETTINGS if k in stored or k in self.settings)
         reasons = [f"{key}: index has {stored.get(key)!r}, requested {self.settings.get(key)!r}"
                    for key in keys if stored.get(key) != self.settings.get(key)]
@@ -1015,6 +1023,9 @@ class Index:
             if older_format and report.unchanged:
                 self._upgrade_chunks({name: self._outline_of(name, discovery.found[name])
                                       for name in report.unchanged}, older_format)
+            for name in report.unchanged:  # indexed before identities were recorded: read them (no embedding)
+                if "identity" not in self.files[name]:
+                    self.files[name]["identity"] = self._identity_of(name, discovery.found[name])
             self._write_info()
             units = self._pdf_units(todo, report, progress, extract)
             try:
@@ -1075,6 +1086,17 @@ class Index:
             log(f"note: the outline of {source} could not be read ({type(exc).__name__}: {exc}); its chunks name no "
                 f"section until the file changes or the index is rebuilt (--rebuild)", self.quiet)
             return []
+
+    def _identity_of(self, source: str, path: Path) -> str:
+        """The identity line of an indexed PDF (localrag/context.py) from its title and first page with text;
+        its name's words alone, with a note, when the file cannot be read."""
+        try:
+            title, first_page = read_front(path, self.settings["pdf_loader"])
+        except Exception as exc:  # noqa: BLE001 - its chunks are indexed already; only the document prior loses
+            log(f"note: the title and first page of {source} could not be read ({type(exc).__name__}: {exc}); the "
+                f"document prior knows it by its file name until the file changes", self.quiet)
+            title, first_page = "", ""
+        return document_context(source, title, first_page)
 
     def _upgrade_chunks(self, outlines: dict[str, list[tuple[int, str]]], old_format: int) -> None:
         """Give the stored chunks of these sources, written by an older INDEX_FORMAT, this format's metadata in
@@ -1232,8 +1254,9 @@ class Index:
                     log(f"skipped {name}: {pdf.error}", self.quiet)
                     continue
                 self.info["failed"].pop(name, None)
+                first_page = next((text for _, _, text in pdf.pages if text.strip()), "")
                 yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader,
-                                 outline=pdf.outline)
+                                 outline=pdf.outline, context=document_context(name, pdf.title, first_page))
         finally:
             extracted.close()
             bar.close()
@@ -1247,7 +1270,12 @@ class Index:
             if not pieces:
                 empty.append(page)
             for index, piece in enumerate(pieces):
-                header = chunk_header(unit.source, page) if unit.header is None else unit.header
+                if unit.header is not None:
+                    header = unit.header
+                elif self.settings["chunk_context"]:
+                    header = chunk_header(unit.source, page, chunk_context(unit.context, sections.get(page)))
+                else:
+                    header = chunk_header(unit.source, page)
                 ids.append(chunk_id(unit.source, unit.file_hash, page, index))
                 texts.append((header if self.settings["chunk_headers"] else "") + piece)
                 metas.append(citation_metadata({
@@ -1369,6 +1397,8 @@ class Index:
             self.info["partial"].pop(source, None)
             self.files[source] = {"sha256": unit.file_hash, "pages": len(unit.pages), "chunks": total,
                                   "empty_pages": empty}
+            if unit.context:  # the document's identity line: the document prior (localrag/retriever.py) reads it
+                self.files[source]["identity"] = unit.context
             if unit.extraction_method != "text":  # dataset records are indexed as given, by no page text rules
                 self.files[source]["text_rules"] = TEXT_RULES
             report.pages += len(unit.pages)

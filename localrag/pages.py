@@ -4,7 +4,8 @@ PDF loaders (LangChain's) number pages from 0; people, PDF viewers and goldsets 
 compares pages uses the loaders' 0-based page; code that shows a page to people (shown_page) or reads one
 from them (PAGE_OFFSET) converts with what is here. Each chunk of the index stores both: ``page`` (0-based) and
 ``page_number`` (shown_page of it, what a citation gives), and starts with a header line naming its file and
-1-based page, ``[<source>, page <n>]``; chunk_header writes it and strip_chunk_header removes it again.
+1-based page, ``[<source>, page <n>]``, and may go on with the chunk's context line (localrag/context.py:
+document identity and section) before its line break; chunk_header writes it and strip_chunk_header removes it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 # People count pages from 1 (what a PDF viewer shows); the loaders count from 0.
 PAGE_OFFSET = 1
 # The header chunk_header writes, as a pattern: anchored at the start, one line, the page a whole number.
-_CHUNK_HEADER = re.compile(r"\A\[[^\n]*, page \d+\]\n")
+_CHUNK_HEADER = re.compile(r"\A\[[^\n]*?, page \d+\](?: [^\n]*)?\n")
 
 
 def shown_page(page: int) -> int:
@@ -22,9 +23,11 @@ def shown_page(page: int) -> int:
     return page + PAGE_OFFSET
 
 
-def chunk_header(source: str, page: int) -> str:
-    """The header line put before each chunk: file name and 1-based page of the 0-based ``page``."""
-    return f"[{source}, page {shown_page(page)}]\n"
+def chunk_header(source: str, page: int, context: str = "") -> str:
+    """The header line put before each chunk: file name and 1-based page of the 0-based ``page``, then the
+    chunk's context line when there is one."""
+    context = " ".join(context.split())
+    return f"[{source}, page {shown_page(page)}]{' ' + context if context else ''}\n"
 
 
 def strip_chunk_header(text: str) -> str:

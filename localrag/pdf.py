@@ -58,6 +58,7 @@ class ExtractedPdf:
     pages: list[tuple[int, str, str]] = field(default_factory=list)  # (0-based page, page label, text)
     error: str | None = None
     outline: list[tuple[int, str]] = field(default_factory=list)  # (0-based start page, title), document order
+    title: str = ""  # the Title of the PDF's metadata ("" when it has none)
 
 
 def extract_pdf(path: str, loader: str, normalize: bool = True) -> ExtractedPdf:
@@ -101,9 +102,10 @@ def _extract_pypdf(path: str, rules: Callable[[list[str]], list[str]]) -> Extrac
         labels = [str(reader.page_labels[n]) if n < len(reader.page_labels) else str(shown_page(n))
                   for n in range(len(texts))]
         outline = _outline_pypdf(reader)
+        title = _title((reader.metadata or {}).get("/Title"))
     finally:
         pypdf_logger.setLevel(level)
-    return ExtractedPdf(pages=list(zip(range(len(texts)), labels, rules(texts))), outline=outline)
+    return ExtractedPdf(pages=list(zip(range(len(texts)), labels, rules(texts))), outline=outline, title=title)
 
 
 def _extract_pypdfium2(path: str, rules: Callable[[list[str]], list[str]]) -> ExtractedPdf:
@@ -113,6 +115,7 @@ def _extract_pypdfium2(path: str, rules: Callable[[list[str]], list[str]]) -> Ex
     try:
         labels = [pdf.get_page_label(i) or str(shown_page(i)) for i in range(len(pdf))]
         outline = _outline_pypdfium2(pdf)
+        title = _title(pdf.get_metadata_value("Title"))
         texts = []
         for i in range(len(pdf)):
             page = pdf[i]
@@ -122,7 +125,7 @@ def _extract_pypdfium2(path: str, rules: Callable[[list[str]], list[str]]) -> Ex
             page.close()
     finally:
         pdf.close()
-    return ExtractedPdf(pages=list(zip(range(len(texts)), labels, rules(texts))), outline=outline)
+    return ExtractedPdf(pages=list(zip(range(len(texts)), labels, rules(texts))), outline=outline, title=title)
 
 
 def read_outline(path: str | Path, loader: str) -> list[tuple[int, str]]:
@@ -141,6 +144,36 @@ def read_outline(path: str | Path, loader: str) -> list[tuple[int, str]]:
         return _outline_pypdfium2(pdf)
     finally:
         pdf.close()
+
+
+FRONT_PAGES = 3  # pages read_front reads at most for the first one with text (a cover may be an image)
+
+
+def read_front(path: str | Path, loader: str) -> tuple[str, str]:
+    """(metadata title, text of the first page with text among the first FRONT_PAGES, by the page text rules),
+    read as `extract_pdf` reads them with `loader`, without the rest of the file."""
+    if loader == "pypdf":
+        from pypdf import PdfReader
+
+        reader = PdfReader(str(path))
+        if reader.is_encrypted:
+            reader.decrypt("")
+        title = _title((reader.metadata or {}).get("/Title"))
+        texts = [page.extract_text(extraction_mode="plain") for page in reader.pages[:FRONT_PAGES]]
+    else:
+        import pypdfium2
+
+        pdf = pypdfium2.PdfDocument(str(path))
+        try:
+            title = _title(pdf.get_metadata_value("Title"))
+            texts = []
+            for i in range(min(FRONT_PAGES, len(pdf))):
+                textpage = pdf[i].get_textpage()
+                texts.append(textpage.get_text_range())
+                textpage.close()
+        finally:
+            pdf.close()
+    return title, next((text for text in normalize_pages(texts) if text.strip()), "")
 
 
 def _title(raw: Any) -> str:
