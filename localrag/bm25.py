@@ -81,6 +81,8 @@ ARRAYS_FILE = "bm25.npz"
 META_FILE = "bm25.json"
 
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
+_RUNS_RE = re.compile(r"\d+|[^\W\d_]+")  # the runs of digits and of letters inside a word
+_NUMBER_RE = re.compile(r"[\d.,]+")
 # What a missing, truncated, garbled or foreign save can raise while loading (load turns them into None).
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile, zlib.error)
 _log = logging.getLogger(__name__)
@@ -164,7 +166,26 @@ class CompoundSplitter:
         return self._splits[word]
 
 
-def tokenize(text: str, stemmer: str = NO_STEMMER, splitter: CompoundSplitter | None = None) -> list[str]:
+def _split_joined(tokens: Iterable[str]) -> list[str]:
+    """Tokens split at underscores, and each word of letters and digits followed by its runs of each:
+    "3m_2018_10k" -> "3m", "3", "m", "2018", "10k", "10", "k"; "fy2018" -> "fy2018", "fy", "2018".
+
+    A file name in a chunk header then meets a question's "3M" and "2018", and "FY2018" meets "2018"; the
+    whole word stays, so an exact match still counts. Decimal numbers ("21.23") are left whole."""
+    out: list[str] = []
+    for token in tokens:
+        for word in token.split("_"):
+            if not word:
+                continue
+            out.append(word)
+            runs = _RUNS_RE.findall(word)
+            if len(runs) > 1 and not _NUMBER_RE.fullmatch(word):
+                out.extend(runs)
+    return out
+
+
+def tokenize(text: str, stemmer: str = NO_STEMMER, splitter: CompoundSplitter | None = None,
+             split_joined: bool = False) -> list[str]:
     """Lower-cased (casefold) word and decimal-number tokens: "Equation 21.23" -> ["equation", "21.23"].
 
     With a Snowball `stemmer` ("german", "english", ...) each token is stemmed: german turns both
@@ -173,6 +194,8 @@ def tokenize(text: str, stemmer: str = NO_STEMMER, splitter: CompoundSplitter | 
     by its parts, all stemmed ("kündigungsfrist" -> "kundigungsfrist", "kundig", "frist").
     """
     tokens = _TOKEN_RE.findall(normalize(text))
+    if split_joined:
+        tokens = _split_joined(tokens)
     if stemmer in DECOMPOUND_STEMMERS:
         if splitter is None:
             raise ValueError(f"the BM25 stemmer {stemmer!r} splits compounds by the corpus's words; pass the "

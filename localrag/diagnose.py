@@ -28,7 +28,8 @@ werden wird wurde wurden zwischen""".split())
 
 # The categories of "Where the misses are lost", in the order the section lists them.
 FOUND, ORDER, RERANKER, CANDIDATES = "found", "order", "reranker", "candidates"
-STAGE_LABELS = {"dense": "dense", "bm25": "BM25", "rrf": "RRF", "union": "union", "rerank": "reranker",
+STAGE_LABELS = {"dense": "dense", "bm25": "BM25", "rrf": "RRF", "convex": "convex fusion", "union": "union",
+                "prior": "document prior", "rerank": "reranker",
                 "final": "final"}
 RETRIEVERS = ("dense", "bm25")  # the stages whose first `pools` entries are the candidates
 UNKNOWN_STAGE = "stage unknown (older report)"  # a worse question of a report without stage ranks
@@ -97,6 +98,10 @@ def order_label(stages: StageRanks) -> str:
     stage = before_rerank(stages)
     if stage == "rrf":
         return "fusion (RRF)"
+    if stage == "convex":
+        return "fusion (convex)"
+    if stage == "prior":
+        return "the document prior"
     if stage == "union":
         return "the union order (dense first, then new BM25 hits)"
     return f"the {STAGE_LABELS[stage]} order (no fusion in this mode)"

@@ -56,7 +56,7 @@ class Traced:
 
 # The stage whose chunk the details file shows as the expected passage: the final list first, then the latest
 # stage that held it; between the dense and BM25 lists the one that ranked it higher.
-GOLD_STAGE_ORDER = ("final", "rerank", "rrf", "union")
+GOLD_STAGE_ORDER = ("final", "rerank", "prior", "rrf", "convex", "union")
 
 
 def config_name(mode: str, rerank: bool) -> str:

@@ -13,10 +13,13 @@ from langchain_core.documents import Document
 
 from localrag import models
 from localrag.errors import RAGError
-from localrag.fusion import first_per_key, rrf_fuse, strictly_decreasing, union_ids
+from localrag import context, llm_rerank
+from localrag.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing, union_ids,
+                             with_document_prior)
 from localrag.index import Index
 
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")  # the orders `Retriever.candidates` knows
+FUSIONS = ("rrf", "convex")  # how hybrid mode joins the dense and BM25 lists (the name of its stage)
 RANK_UNITS = ("page", "chunk")  # what a retrieved list holds once each: a page (by its best chunk) or every chunk
 
 
@@ -65,6 +68,21 @@ def page_key(doc: Document) -> tuple[str, int]:
     return doc.metadata["source"], int(doc.metadata["page"])
 
 
+def check_fusion(fusion: object, dense_weight: object, document_prior: object = 0.0) -> None:
+    """A RAGError naming what is valid when `fusion` is unknown, `dense_weight` is not within [0, 1] or
+    `document_prior` is not a number of at least 0."""
+    def number(value: object) -> bool:
+        return not isinstance(value, bool) and isinstance(value, (int, float)) and value == value
+
+    if fusion not in FUSIONS:
+        raise RAGError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
+    if not number(dense_weight) or not 0 <= dense_weight <= 1:
+        raise RAGError(f"the dense weight of convex fusion must be a number from 0 to 1, got {dense_weight!r}")
+    if not number(document_prior) or document_prior < 0:
+        raise RAGError(f"the document prior's weight must be a number of at least 0 (0 turns it off), got "
+                       f"{document_prior!r}")
+
+
 def check_mode(mode: str) -> str:
     """`mode`, or a RAGError naming the modes there are."""
     if mode not in RETRIEVAL_MODES:
@@ -76,7 +94,8 @@ class Retriever:
     """Ordered chunks for a query from one `Index`; query vectors and reranker scores are computed once each."""
 
     def __init__(self, index: Index, mode: str, *, candidate_k: int, rrf_k: int, query_instructions: str,
-                 rank_by: str, reranker_model: str | None = None, reranker: Any = None,
+                 rank_by: str, fusion: str = "rrf", dense_weight: float = 0.5, document_prior: float = 0.0,
+                 reranker_model: str | None = None, reranker: Any = None,
                  reranker_off_reason: str | None = None,
                  rerank_batch_size: int, load_reranker: Callable[[], tuple[str | None, Any, str | None]] | None = None):
         """`reranker`: a loaded CrossEncoder named `reranker_model`, or None (then `reranker_off_reason` says why).
@@ -88,6 +107,11 @@ class Retriever:
         self.retrieval_mode = mode
         self.candidate_k = candidate_k
         self.rrf_k = rrf_k
+        check_fusion(fusion, dense_weight, document_prior)
+        self.fusion = fusion
+        self.dense_weight = float(dense_weight)
+        self.document_prior = float(document_prior)
+        self._identity_index: tuple[str, Any] | None = None  # (index fingerprint, BM25 over identity lines)
         self.rank_by = check_rank_by(rank_by)
         self.query_instructions = query_instructions
         self._load_reranker = load_reranker
@@ -184,8 +208,32 @@ class Retriever:
                                                                                dict[str, list], int]:
         """(the mode's ordered list before reranking, stage name -> that stage's list, candidates per retriever).
 
-        Stages in pipeline order: "dense" and/or "bm25", then "rrf" (hybrid) or "union" when the mode fuses.
+        Stages in pipeline order: "dense" and/or "bm25", then "rrf" or "convex" (hybrid, by `fusion`) or "union"
+        when the mode fuses, then "prior" when the document prior is on and the question matches a document.
         """
+        found, stages, depth = self._fused_stages(query, k, mode)
+        if self.document_prior > 0:
+            prior = self.prior_of(query)
+            if prior:
+                base = found
+                if stages.get("convex") is not found:  # convex fusion's scores lie on [0, 1]; others are scaled
+                    scaled = minmax_normalize([(doc.id, score) for doc, score in found])
+                    base = [(doc, scaled[doc.id]) for doc, _ in found]
+                found = stages["prior"] = with_document_prior(base, lambda doc: doc.metadata["source"], prior,
+                                                              self.document_prior)
+        return found, stages, depth
+
+    def prior_of(self, query: str) -> dict[str, float]:
+        """Each indexed file's document prior for `query` (context.document_prior over the identity lines the
+        manifest records); empty when the index records none (a dataset index, an empty one)."""
+        fingerprint = self.index.fingerprint()
+        if self._identity_index is None or self._identity_index[0] != fingerprint:
+            identities = {name: entry["identity"] for name, entry in self.index.files.items() if entry.get("identity")}
+            self._identity_index = (fingerprint, context.identity_index(identities) if identities else None)
+        return context.document_prior(self._identity_index[1], query) if self._identity_index[1] else {}
+
+    def _fused_stages(self, query: str, k: int, mode: str | None) -> tuple[list[tuple[Document, float]],
+                                                                            dict[str, list], int]:
         mode = check_mode(mode or self.retrieval_mode)
         self.index.require_built()
         depth = max(k, self.candidate_k)
@@ -202,9 +250,12 @@ class Retriever:
         by_id.update(self._documents([i for i, _ in bm25 if i not in by_id]))
         stages = {"dense": dense, "bm25": [(by_id[i], score) for i, score in bm25 if i in by_id]}
         if mode == "hybrid":
-            fused = rrf_fuse([[d.id for d, _ in dense], [i for i, _ in bm25]], k=self.rrf_k)
-            stages["rrf"] = [(by_id[i], score) for i, score in fused if i in by_id]
-            return stages["rrf"], stages, depth
+            if self.fusion == "convex":
+                fused = convex_fuse([(d.id, score) for d, score in dense], bm25, self.dense_weight)
+            else:
+                fused = rrf_fuse([[d.id for d, _ in dense], [i for i, _ in bm25]], k=self.rrf_k)
+            stages[self.fusion] = [(by_id[i], score) for i, score in fused if i in by_id]
+            return stages[self.fusion], stages, depth
         order = [i for i in union_ids([d.id for d, _ in dense], [i for i, _ in bm25]) if i in by_id]
         # Union: the concatenation is the ordering stage, so its score is 1 / position: dense and BM25 scores
         # live on different scales and, mixed, would disagree with the order.
@@ -278,10 +329,25 @@ class Retriever:
         The pool stays `candidate_k` chunks per retriever, so a page list can hold fewer than k entries."""
         return first_per_key(found, page_key) if self.rank_by == "page" else found
 
+    def fusion_text(self) -> str:
+        """How hybrid mode fuses, in a report's words."""
+        if self.fusion == "convex":
+            return (f"convex fusion of min-max-normalised scores ({self.dense_weight:g} x dense + "
+                    f"{1 - self.dense_weight:g} x BM25)")
+        return f"RRF (k={self.rrf_k})"
+
     def describe_order(self, mode: str | None = None, rerank: bool | None = None) -> str:
         """Which stage ordered the final list (and so what the returned score is)."""
         mode = mode or self.retrieval_mode
         if (self.reranker is not None if rerank is None else rerank):
+            if llm_rerank.is_llm_reranker(self.reranker_model):
+                return f"LLM grades 0-10 ({self.reranker_model}) over {mode} candidates"
             return f"cross-encoder {self.reranker_model} over {mode} candidates"
-        return {"dense": "cosine similarity (dense)", "bm25": "BM25 score", "hybrid": f"RRF (k={self.rrf_k})",
+        if self.document_prior > 0:
+            scaled = "" if mode == "hybrid" and self.fusion == "convex" else ", scaled to [0, 1]"
+            return f"{self._order_text(mode)}{scaled}, plus {self.document_prior:g} x document prior"
+        return self._order_text(mode)
+
+    def _order_text(self, mode: str) -> str:
+        return {"dense": "cosine similarity (dense)", "bm25": "BM25 score", "hybrid": self.fusion_text(),
                 "union": "dense results, then new BM25 hits (score 1/position)"}[mode]

@@ -5,7 +5,7 @@ import pytest
 
 import numpy
 
-from localrag.fusion import first_per_key, rrf_fuse, strictly_decreasing, union_ids
+from localrag.fusion import convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing, union_ids
 from localrag.metrics import rank_run
 
 
@@ -28,6 +28,30 @@ def test_rrf_fuse_exact_tie_keeps_first_appearance():
     # k=0: each id has 1/1 from its only list; "q" appears first although "p" sorts first.
     assert rrf_fuse([["q"], ["p"]], k=0) == [("q", 1.0), ("p", 1.0)]
     assert rrf_fuse([[], []], k=60) == []
+
+
+def test_minmax_normalize_by_hand():
+    # (x - 0.2) / (0.8 - 0.2): 0.8 -> 1, 0.5 -> 0.5, 0.2 -> 0; equal scores all 1 (no spread to scale).
+    assert minmax_normalize([("a", 0.8), ("b", 0.5), ("c", 0.2)]) == pytest.approx({"a": 1.0, "b": 0.5, "c": 0.0})
+    assert minmax_normalize([("a", 3.0), ("b", 3.0)]) == {"a": 1.0, "b": 1.0}
+    assert minmax_normalize([]) == {}
+
+
+def test_convex_fuse_by_hand():
+    # dense a 1, b .75, c .5 -> 1, .5, 0 (binary fractions: exact); BM25 c 12, d 8, a 4 -> 1, .5, 0.  w = 0.7:
+    # a .7 + .3*0 = .7; b .35 + 0 = .35; c 0 + .3 = .3; d 0 + .15 = .15.
+    fused = convex_fuse([("a", 1.0), ("b", 0.75), ("c", 0.5)], [("c", 12.0), ("d", 8.0), ("a", 4.0)], 0.7)
+    assert [doc for doc, _ in fused] == ["a", "b", "c", "d"]
+    assert scores(fused) == pytest.approx([0.7, 0.35, 0.3, 0.15], abs=1e-12)
+    # The trap: BM25's raw score 12 dwarfs every cosine, yet with w = 0.5 the first of each list tie at 0.5 and
+    # the dense list's walk order decides (a before c), as RRF's ties do.
+    even = convex_fuse([("a", 1.0), ("b", 0.75), ("c", 0.5)], [("c", 12.0), ("d", 8.0), ("a", 4.0)], 0.5)
+    assert even == [("a", 0.5), ("c", 0.5), ("b", 0.25), ("d", 0.25)]
+    # w = 1 is the dense order, w = 0 the BM25 order (the other list's chunks follow with score 0).
+    assert [d for d, _ in convex_fuse([("a", .9), ("b", .1)], [("b", 5.0), ("a", 1.0)], 1.0)] == ["a", "b"]
+    assert [d for d, _ in convex_fuse([("a", .9), ("b", .1)], [("b", 5.0), ("a", 1.0)], 0.0)] == ["b", "a"]
+    with pytest.raises(ValueError, match="between 0 and 1, got 1.5"):
+        convex_fuse([], [], 1.5)
 
 
 def test_first_per_key_ranks_pages_by_their_best_chunk():
