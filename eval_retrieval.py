@@ -25,7 +25,7 @@ from localrag import report as eval_report
 from localrag.evaluate import EvalError, metric_keys
 from localrag import cli
 from localrag import diagnose
-from localrag import language, models
+from localrag import language, llm, llm_rerank, models
 from localrag import query_vectors
 from localrag.files import write_texts_atomic
 from localrag.index import PAGE_CHUNKS, parse_chunk_size
@@ -144,23 +144,70 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
     else:
         reranker = f"off ({rag.reranker_off_reason})" if rag.reranker_off_reason != "turned off" else \
             "off (--no-rerank)"
+    profile = getattr(args, "profile", None)
     rows = [*extra,
+            *([("Profile", f"{profile} ({profile_words(profile)}; flags given beside it win)")] if profile else []),
+            *([("Suggested profile", suggestion)] if (suggestion := profile_suggestion(rag, args)) else []),
             ("Index", f"{rag.location if rag.chroma_url else display_path(rag.path)} ({counts.get('files', 0)} files, {counts.get('pages', 0)} pages, "
                       f"{counts.get('chunks', 0)} chunks)"),
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
-            ("Chunking", f"{chunking_text(s)}, chunk headers {'on' if s['chunk_headers'] else 'off'}"),
+            ("Chunking", f"{chunking_text(s)}, chunk headers {headers_text(s, bool(args.dataset))}"),
             *([("PDF loader", f"{s['pdf_loader']} (page text rules {rag.index.text_rules_summary()})")]
               if not args.dataset else []),
             *([("BM25 stemmer", s["bm25_stemmer"])] if s["bm25_stemmer"] != "none" else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"
-                               + (f", RRF k={rag.rrf_k})" if mode == "hybrid" else ")")),
+                               + (f", {fusion_words(rag)})" if mode == "hybrid" else ")")),
             *([("Dense search", dense_search_text(rag, questions))] if mode != "bm25" else []),
+            ("Document prior", document_prior_text(rag)),
             ("Reranker", reranker),
             ("Final order by", rag.describe_order(mode, rerank)),
             ("Ranked by", "pages (each page once, by its best chunk)" if rag.rank_by == "page" else
              "chunks (a page may appear more than once)")]
     return rows
+
+
+def headers_text(settings: Mapping[str, Any], dataset: bool) -> str:
+    """Whether chunks carry headers, and for PDFs whether those hold each chunk's context line."""
+    if not settings["chunk_headers"]:
+        return "off"
+    if dataset:
+        return "on"
+    return "on, with context lines (title, form, period, registrant, section)" if settings.get("chunk_context") \
+        else "on, without context lines"
+
+
+def profile_suggestion(rag: LocalRAG, args: argparse.Namespace) -> str | None:
+    """Why --profile long-pdf may serve this shelf better: its PDFs average LONG_PDF_PAGES pages or more and no
+    profile was chosen; None otherwise (datasets, short documents)."""
+    if getattr(args, "profile", None) or args.dataset or not rag.index.files:
+        return None
+    pages = sum(entry.get("pages", 0) for entry in rag.index.files.values()) / len(rag.index.files)
+    if pages < local_rag.LONG_PDF_PAGES:
+        return None
+    return (f"long-pdf (the indexed PDFs average {pages:.0f} pages; on long filings it finds the right page more "
+            f"often: README, \"Long PDFs\"; run with --profile long-pdf)")
+
+
+def document_prior_text(rag: LocalRAG) -> str:
+    """The document prior in the configuration block: its weight and how many files it knows, or off."""
+    if rag.document_prior <= 0:
+        return "off"
+    known = sum(1 for entry in rag.index.files.values() if entry.get("identity"))
+    return (f"{rag.document_prior:g} x how well a file's identity matches the question ({known} of "
+            f"{len(rag.index.files)} files have one)")
+
+
+def fusion_words(rag: LocalRAG) -> str:
+    """Hybrid mode's fusion in the retrieval mode's line: 'RRF k=1' or 'convex fusion, dense weight 0.8'."""
+    return f"convex fusion, dense weight {rag.dense_weight:g}" if rag.fusion == "convex" else f"RRF k={rag.rrf_k}"
+
+
+def fusion_settings(rag: LocalRAG) -> dict[str, Any]:
+    """Hybrid mode's fusion as JSON settings: RRF's k, or convex fusion and its dense weight."""
+    if rag.fusion == "convex":
+        return {"fusion": "convex", "dense_weight": rag.dense_weight}
+    return {"rrf_k": rag.rrf_k}
 
 
 def chunking_text(settings: Mapping[str, Any]) -> str:
@@ -178,11 +225,15 @@ def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bo
     settings = {"index": index, "embedding_model": s["embedding_model"], "embedding_backend": s["embedding_backend"],
                 "chunk_size": s["chunk_size"], "chunk_overlap": s["chunk_overlap"],
                 **({"page_chunk_limit": s["page_chunk_limit"]} if "page_chunk_limit" in s else {}),
-                "chunk_headers": s["chunk_headers"], **({} if args.dataset else {"pdf_loader": s["pdf_loader"]}),
+                "chunk_headers": s["chunk_headers"],
+                # Settings newer than older reports appear when on, so a comparison names only real changes.
+                **({"chunk_context": True} if s.get("chunk_context") and not args.dataset else {}),
+                **({} if args.dataset else {"pdf_loader": s["pdf_loader"]}),
                 "bm25_stemmer": s["bm25_stemmer"],
                 "query_instructions": rag.query_instructions, "retrieval_mode": mode,
-                "candidate_k": rag.candidate_k, **({"rrf_k": rag.rrf_k} if mode == "hybrid" else {}),
-                "rank_by": rag.rank_by,
+                "candidate_k": rag.candidate_k, **(fusion_settings(rag) if mode == "hybrid" else {}),
+                "rank_by": rag.rank_by, **({"document_prior": rag.document_prior} if rag.document_prior else {}),
+                **({"profile": args.profile} if getattr(args, "profile", None) else {}),
                 "reranker": reranker_name(rag.reranker_model) if rerank else None}
     if not args.dataset:
         settings["page_tolerance"] = args.page_tolerance
@@ -266,12 +317,19 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--allow-empty", action="store_true", help="let a --docs folder without PDFs empty an index "
                                                                 "that has files")
     ret = p.add_argument_group("retrieval")
-    ret.add_argument("--mode", choices=local_rag.RETRIEVAL_MODES, default=local_rag.RETRIEVAL_MODE,
-                     help="retrieval mode")
+    ret.add_argument("--mode", choices=local_rag.RETRIEVAL_MODES, default=None,
+                     help=f"retrieval mode (default: the profile's, else RETRIEVAL_MODE in local_rag.py, "
+                          f"{local_rag.RETRIEVAL_MODE})")
+    ret.add_argument("--profile", choices=sorted(local_rag.PROFILES), default=None,
+                     help="a preset of settings for one kind of shelf, PROFILES in local_rag.py: long-pdf is "
+                          + profile_words("long-pdf") + "; a flag given beside it wins (default: none)")
     ret.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off; without this "
                                                               "flag reranking is on when the model can be loaded")
-    ret.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder; an explicit model that "
-                                                          f"cannot be loaded is an error (default: "
+    ret.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder, or openai:MODEL to let a chat "
+                                                          f"model on OPENAI_BASE_URL grade each candidate 0-10, its "
+                                                          f"replies in the judge's cache and limited by "
+                                                          f"--judge-max-calls; an explicit model that cannot be "
+                                                          f"loaded is an error (default: "
                                                           f"{local_rag.RERANKER_MODEL})")
     ret.add_argument("--rank-by", choices=local_rag.RANK_UNITS, default=local_rag.RANK_BY,
                      help="what the ranked list holds once each: a page (by its best chunk; what citations and the "
@@ -279,6 +337,17 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--rrf-k", type=int, default=None,
                      help=f"reciprocal rank fusion constant of hybrid mode: smaller values weigh the first ranks of "
                           f"each list more (default: RRF_K in local_rag.py, {local_rag.RRF_K})")
+    ret.add_argument("--fusion", choices=local_rag.FUSIONS, default=None,
+                     help=f"how hybrid mode joins the dense and BM25 lists: rrf (reciprocal ranks) or convex "
+                          f"(min-max-normalised scores, weighted by --dense-weight) (default: FUSION in "
+                          f"local_rag.py, {local_rag.FUSION})")
+    ret.add_argument("--dense-weight", type=float, default=None, metavar="W",
+                     help=f"convex fusion: the dense scores' weight from 0 to 1, BM25 gets 1 - W (default: "
+                          f"DENSE_WEIGHT in local_rag.py, {local_rag.DENSE_WEIGHT})")
+    ret.add_argument("--document-prior", type=float, default=None, metavar="W",
+                     help=f"add W x how well a page's file (its name, title, form, period, registrant) matches the "
+                          f"question to the page's score; 0 turns it off (default: DOCUMENT_PRIOR in "
+                          f"local_rag.py, {local_rag.DOCUMENT_PRIOR})")
     cli.add_ivf_flags(ret, vars(local_rag), probes=True)
     ret.add_argument("--query-instructions", action="store_true", default=USE_QUERY_INSTRUCTIONS,
                      help="append QUERY_ADDITIONAL_INSTRUCTIONS from local_rag.py to each question")
@@ -366,7 +435,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+PROFILE_OPTIONS = {"retrieval_mode": "mode"}  # LocalRAG argument -> option name, where the two differ
+
+
+def profile_words(name: str) -> str:
+    """A profile's settings as 'chunk_size page, mode hybrid, ...' (option names)."""
+    return ", ".join(f"{PROFILE_OPTIONS.get(key, key)} {format_setting(value)}"
+                     for key, value in local_rag.PROFILES[name].items())
+
+
+def apply_profile(args: argparse.Namespace) -> None:
+    """Fill the options the command line left out from --profile's preset, then the mode's default; the filled
+    option names are kept in `args.profile_keys` (report names then say the profile, not each setting)."""
+    args.profile_keys = set()
+    for key, value in local_rag.PROFILES.get(getattr(args, "profile", None) or "", {}).items():
+        option = PROFILE_OPTIONS.get(key, key)
+        if getattr(args, option, None) is None:
+            setattr(args, option, value)
+            args.profile_keys.add(option)
+    if args.mode is None:
+        args.mode = local_rag.RETRIEVAL_MODE
+
+
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
+    apply_profile(args)
     if args.level and not args.dataset:
         raise EvalError("--level works with --dataset (Open RAGBench, e.g. --dataset open_ragbench); drop it")
     args.k_values = parse_ks(args.k) if args.k else (DATASET_K_VALUES if args.dataset else K_VALUES)
@@ -391,6 +483,10 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
                         ("--query-cache-entries", args.query_cache_entries)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
+    if args.dense_weight is not None and not 0 <= args.dense_weight <= 1:
+        raise EvalError(f"--dense-weight must be a number from 0 to 1, got {args.dense_weight:g}")
+    if args.document_prior is not None and not args.document_prior >= 0:
+        raise EvalError(f"--document-prior must be 0 (off) or more, got {args.document_prior:g}")
     if args.sweep_axes and (args.ablation or args.lint or args.generate is not None or args.compare or args.suite):
         other = next(flag for flag, on in (("--ablation", args.ablation), ("--lint", args.lint),
                                            ("--generate", args.generate is not None), ("--compare", args.compare),
@@ -427,8 +523,6 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
         check_output_paths(output_paths(args), input_paths(args), protected_folders(args))
     if args.judge:
-        from localrag import llm
-
         if args.dataset or args.ablation or args.sweep_axes:
             raise EvalError("--judge works on a goldset evaluation of one configuration; drop "
                             "--dataset/--ablation/--sweep")
@@ -440,6 +534,11 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
             raise EvalError(f"--judge-max-calls must be 0 or more, got {args.judge_max_calls}")
     if args.no_rerank and args.rerank_model:
         raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
+    if llm_rerank.is_llm_reranker(args.rerank_model):
+        try:
+            llm.check_environment(os.environ, llm_rerank.FLAG)
+        except llm.ChatError as exc:
+            raise EvalError(str(exc)) from None
     return args
 
 
@@ -602,10 +701,17 @@ def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str,
     # Without --rerank-model the reranker argument is left out: LocalRAG's default model, off when unloadable.
     reranker = {"reranker_model": None} if args.no_rerank else \
         ({"reranker_model": args.rerank_model} if args.rerank_model else {})
+    if llm_rerank.is_llm_reranker(args.rerank_model):  # the judge's cache and call limit serve its grades
+        reranker.update(rerank_cache=args.judge_cache or JUDGE_CACHE_PATH, rerank_max_calls=args.judge_max_calls)
     rag = LocalRAG(index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()},
                    retrieval_mode=args.mode, **reranker,
                    rrf_k=local_rag.RRF_K if getattr(args, "rrf_k", None) is None else args.rrf_k,
                    rank_by=getattr(args, "rank_by", local_rag.RANK_BY),
+                   fusion=getattr(args, "fusion", None) or local_rag.FUSION,
+                   dense_weight=local_rag.DENSE_WEIGHT if getattr(args, "dense_weight", None) is None
+                   else args.dense_weight,
+                   document_prior=local_rag.DOCUMENT_PRIOR if getattr(args, "document_prior", None) is None
+                   else args.document_prior,
                    ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists, ivf_probes=args.ivf_probes,
                    query_instructions=local_rag.QUERY_ADDITIONAL_INSTRUCTIONS if args.query_instructions else "",
                    quiet=args.quiet, chroma_url=args.chroma_url)
@@ -666,6 +772,8 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | N
             log(args, f"  {label}: {name}")
         for name, why in report.repaired:
             log(args, f"  repaired: {name}: {why}")
+    if suggestion := profile_suggestion(rag, args):
+        log(args, f"note: suggested profile: {suggestion}")
     return ([f"Not indexed: {name}: {reason}" for name, reason in report.failed]
             + [f"Skipped: {name}: {reason}" for name, reason in report.skipped])
 
@@ -674,7 +782,8 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | N
 
 # Index settings the evaluation takes, by option name (flag and sweep axis), with the index's name for each.
 INDEX_SETTINGS = {"chunk_size": "chunk_size", "chunk_overlap": "chunk_overlap", "page_chunk_limit": "page_chunk_limit",
-                  "loader": "pdf_loader", "chunk_headers": "chunk_headers", "embedding_model": "embedding_model",
+                  "loader": "pdf_loader", "chunk_headers": "chunk_headers", "chunk_context": "chunk_context",
+                  "embedding_model": "embedding_model",
                   "embedding_backend": "embedding_backend", "bm25_stemmer": "bm25_stemmer"}
 RETRIEVAL_AXES = ("mode", "rerank")  # sweep axes that share an index (and its query vectors) between rows
 SWEEP_AXES = (*INDEX_SETTINGS, *RETRIEVAL_AXES)  # every axis --sweep knows, in the order --help lists them
@@ -687,8 +796,12 @@ def requested_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def settings_words(settings: Mapping[str, Any], keys: Sequence[str] | None = None) -> list[str]:
-    """Index settings as 'chunk_size 500' words, for logs (`keys`: which, default all)."""
-    return [f"{key} {format_setting(settings[key])}" for key in (keys or settings) if key in settings]
+    """Index settings as 'chunk_size 500' words, for logs (`keys`: which, default all; a setting newer than the
+    manifest format only when it is on, as older indexes had it off)."""
+    from localrag.index import UNRECORDED_SETTINGS
+
+    return [f"{key} {format_setting(settings[key])}" for key in (keys or settings) if key in settings
+            and not (keys is None and key in UNRECORDED_SETTINGS and settings[key] == UNRECORDED_SETTINGS[key])]
 
 
 def format_setting(value: Any) -> str:
@@ -707,22 +820,30 @@ def slug(text: str) -> str:
 
 def settings_suffix(args: argparse.Namespace) -> str:
     """What the default report name adds for the index settings given: '.chunk_size-800.loader-pypdf'."""
-    return "".join(f".{key}-{slug(format_setting(value))}" for key, value in requested_settings(args).items())
+    return "".join(f".{key}-{slug(format_setting(value))}" for key, value in requested_settings(args).items()
+                   if key not in getattr(args, "profile_keys", ()))
 
 
 def retrieval_suffix(args: argparse.Namespace) -> str:
     """What the default report name adds for retrieval and scoring settings other than the defaults:
     '.mode-dense.rerank-off.rrf_k-60'."""
-    given = [("mode", args.mode if args.mode != local_rag.RETRIEVAL_MODE else None),
+    given = [("profile", getattr(args, "profile", None)),
+             ("mode", args.mode if args.mode != local_rag.RETRIEVAL_MODE else None),
              ("rerank", "off" if args.no_rerank else None), ("rerank_model", args.rerank_model),
              ("rrf_k", args.rrf_k if args.rrf_k not in (None, local_rag.RRF_K) else None),
+             ("fusion", args.fusion if args.fusion not in (None, local_rag.FUSION) else None),
+             ("dense_weight", f"{args.dense_weight:g}" if args.dense_weight not in (None, local_rag.DENSE_WEIGHT)
+              else None),
+             ("document_prior", f"{args.document_prior:g}"
+              if args.document_prior not in (None, local_rag.DOCUMENT_PRIOR) else None),
              ("rank_by", args.rank_by if args.rank_by != local_rag.RANK_BY else None),
              ("ivf_probes", args.ivf_probes if args.ivf_probes != local_rag.IVF_PROBES else None),
              ("ivf_min_chunks", args.ivf_min_chunks), ("ivf_lists", args.ivf_lists),
              ("k", args.k and args.k.replace(",", "_")),
              ("query_instructions", "on" if args.query_instructions != USE_QUERY_INSTRUCTIONS else None),
              ("page_tolerance", args.page_tolerance if args.page_tolerance != PAGE_TOLERANCE else None)]
-    return "".join(f".{key}-{slug(str(value))}" for key, value in given if value is not None)
+    skipped = getattr(args, "profile_keys", set())
+    return "".join(f".{key}-{slug(str(value))}" for key, value in given if value is not None and key not in skipped)
 
 
 def run_suffix(args: argparse.Namespace) -> str:
@@ -740,7 +861,7 @@ def parse_axis_value(axis: str, text: str) -> Any:
         if not text.lstrip("-").isdigit() or int(text) < low:
             raise ValueError(f"must be a whole number of characters, {low} or more, got {text!r}")
         return int(text)
-    if axis in ("chunk_headers", "rerank"):
+    if axis in ("chunk_headers", "chunk_context", "rerank"):
         if text.lower() not in ON_OFF:
             raise ValueError(f"must be on or off, got {text!r}")
         return ON_OFF[text.lower()]
@@ -830,9 +951,13 @@ def derived_index_path(docs: str | Path, settings: Mapping[str, Any], cache: str
     its full path, so two folders named alike never share one) and a digest of the settings."""
     import hashlib
 
+    from localrag.index import UNRECORDED_SETTINGS
+
     docs = Path(docs).resolve()
     where = hashlib.sha256(str(docs).encode("utf-8")).hexdigest()[:8]
-    what = hashlib.sha256(json.dumps(dict(settings), sort_keys=True).encode("utf-8")).hexdigest()[:10]
+    # A setting at the value indexes had before it was recorded leaves the name as it was: such caches stay valid.
+    named = {key: value for key, value in settings.items() if UNRECORDED_SETTINGS.get(key, not value) != value}
+    what = hashlib.sha256(json.dumps(named, sort_keys=True).encode("utf-8")).hexdigest()[:10]
     return Path(cache) / f"{docs.name}-{where}-{what}"
 
 
@@ -854,7 +979,7 @@ def module_settings() -> dict[str, Any]:
     return {"embedding_model": local_rag.EMBEDDING_MODEL, "embedding_backend": local_rag.EMBEDDING_BACKEND,
             "chunk_size": local_rag.CHUNK_SIZE, "chunk_overlap": local_rag.CHUNK_OVERLAP,
             "pdf_loader": local_rag.PDF_LOADER, "chunk_headers": local_rag.CHUNK_HEADERS,
-            "bm25_stemmer": local_rag.BM25_STEMMER}
+            "chunk_context": local_rag.CHUNK_CONTEXT, "bm25_stemmer": local_rag.BM25_STEMMER}
 
 
 @dataclasses.dataclass

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 from langchain_core.documents import Document
 
 from localrag import embeddings as embedding_backends
-from localrag import models, pdf
+from localrag import llm_rerank, models, pdf
 from localrag.errors import RAGError
 from localrag.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
 from localrag.index import (COLLECTION_MARKER, INDEX_FORMAT, INDEX_INFO_FILE, LOCK_FILE,  # noqa: F401 - face
@@ -27,8 +27,8 @@ from localrag.models import resolve_embedding_model  # noqa: F401 - part of this
 from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                           source_name)
-from localrag.retriever import (RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace, check_k,  # noqa: F401 - face
-                                check_mode, check_rank_by)
+from localrag.retriever import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace, check_fusion,  # noqa: F401
+                                check_k, check_mode, check_rank_by)
 
 if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
     from localrag import chat
@@ -57,6 +57,9 @@ PAGE_CHUNK_LIMIT = 8000  # with CHUNK_SIZE "page" (one chunk per page): a longer
 PDF_LOADER = "pypdfium2"  # "pypdf" or "pypdfium2" (twenty times faster on real filings; see README)
 BM25_STEMMER = "none"  # BM25 side: "none", a Snowball stemmer ("german", "english", ...) or "german+decompound"
 CHUNK_HEADERS = True  # prefix each chunk with "[file, page N]" so BM25 and embeddings see the document name
+# ...followed by the chunk's context line: file title, form, period, registrant, section (localrag/context.py); off:
+# on FinanceBench it found the right filing more often but not the right page (README, "Long PDFs")
+CHUNK_CONTEXT = False
 RETRIEVAL_MODE = "hybrid"  # "dense", "bm25", "hybrid" (RRF of both) or "union" (dense, then new BM25 hits)
 RETRIEVAL_K = 5  # chunks returned to the chat
 CANDIDATE_K = 30  # candidates each retriever contributes before fusion or reranking
@@ -64,6 +67,17 @@ IVF_MIN_CHUNKS = 1_000_000  # shelves of this many chunks or more get an IVF (ap
 IVF_LISTS = 0  # lists of that IVF (localrag/ivf.py); 0 = 4 x sqrt(chunks)
 IVF_PROBES = 0  # IVF lists one dense search reads; 0 = an eighth of them (README, "The same list every time")
 RANK_BY = "page"  # "page": each page once, by its best chunk (citations name pages); "chunk": every chunk
+FUSION = "rrf"  # how hybrid joins dense and BM25: "rrf" (reciprocal ranks) or "convex" (normalised scores)
+DENSE_WEIGHT = 0.5  # convex fusion: weight of the dense scores (BM25 gets 1 - it); chosen by bench/long_pdf.py's CV
+# Weight of the document prior: a page's score gains this times how well its file's identity (name, title, form,
+# period, registrant) matches the question (localrag/context.py); 0 = off
+DOCUMENT_PRIOR = 0.0
+# Named presets for one kind of shelf, each a set of LocalRAG arguments; --profile NAME (eval_retrieval.py,
+# add_pdfs.py) or LocalRAG(path, **PROFILES[NAME]). "long-pdf": whole pages, convex fusion and the document prior
+# (README, "Long PDFs"; weights chosen by cross-validation in bench/long_pdf.py)
+PROFILES = {"long-pdf": {"chunk_size": "page", "retrieval_mode": "hybrid", "fusion": "convex", "dense_weight": 0.8,
+                         "document_prior": 0.8}}
+LONG_PDF_PAGES = 50  # the evaluation suggests the "long-pdf" profile when the indexed PDFs average this many pages
 RRF_K = 1  # reciprocal rank fusion constant; beat Cormack et al.'s 60 on every data set (README, Hybrid fusion)
 RERANKER_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"  # None turns reranking off
 RERANK_BATCH_SIZE = 32  # (query, chunk) pairs per cross-encoder batch
@@ -76,6 +90,10 @@ LOW_DISK_BYTES = 8 << 20  # a write error with less than this free on the index'
 SERVER_LOCK_STALE_SECONDS = 600  # a server index's writer lock without a heartbeat this long was left by a dead run
 CHROMA_URL = None  # http://HOST:PORT of a shared Chroma server; None keeps the index in the local folder
 CACHE_DIR = os.environ.get("LOCALRAG_CACHE", "~/.cache/localrag")  # local caches (BM25 arrays of server indexes)
+# A reranker named "openai:MODEL" asks MODEL on the OpenAI-compatible server of OPENAI_BASE_URL to grade each
+# candidate 0-10 (localrag/llm_rerank.py); its replies are cached here (the evaluation uses the judge's cache)
+LLM_RERANK_CACHE = os.path.join(os.path.expanduser(CACHE_DIR), "llm_rerank_cache.json")
+LLM_RERANK_MAX_CALLS = None  # new (uncached) grading calls one LocalRAG may make; None: no limit
 NETWORK_PROBE_SECONDS = 2.0  # how long to wait for huggingface.co before declaring the machine offline
 
 _DEFAULT = object()  # "the caller did not choose": distinguishes a default reranker from an explicit one
@@ -157,14 +175,17 @@ class LocalRAG:
     def __init__(self, vectorstore_path: str | Path = VECTORSTORE_PATH, embedding_model: str | None = None,
                  retrieval_mode: str = RETRIEVAL_MODE, reranker_model: str | None | object = _DEFAULT, *,
                  chunk_size: int | str | None = None, chunk_overlap: int | None = None, pdf_loader: str | None = None,
-                 chunk_headers: bool | None = None, embedding_backend: str | None = None,
+                 chunk_headers: bool | None = None, chunk_context: bool | None = None, embedding_backend: str | None = None,
                  page_chunk_limit: int | None = None, bm25_stemmer: str | None = None,
                  candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K, rank_by: str = RANK_BY,
+                 fusion: str = FUSION, dense_weight: float = DENSE_WEIGHT, document_prior: float = DOCUMENT_PRIOR,
                  ivf_min_chunks: int | None = None, ivf_lists: int | None = None, ivf_probes: int = IVF_PROBES,
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
+                 rerank_cache: str | Path = LLM_RERANK_CACHE, rerank_max_calls: int | None = LLM_RERANK_MAX_CALLS,
                  chroma_url: str | None = CHROMA_URL):
         check_mode(retrieval_mode)
         check_rank_by(rank_by)
+        check_fusion(fusion, dense_weight, document_prior)
         for name, value, least in (("ivf_min_chunks", ivf_min_chunks, 1), ("ivf_lists", ivf_lists, 0),
                                    ("ivf_probes", ivf_probes, 0)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
@@ -173,11 +194,13 @@ class LocalRAG:
             progress_bars_off()
         requested = {"embedding_model": embedding_model, "embedding_backend": embedding_backend,
                      "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "pdf_loader": pdf_loader,
-                     "chunk_headers": chunk_headers, "page_chunk_limit": page_chunk_limit,
+                     "chunk_headers": chunk_headers, "chunk_context": chunk_context,
+                     "page_chunk_limit": page_chunk_limit,
                      "bm25_stemmer": bm25_stemmer}
         defaults = {"embedding_model": EMBEDDING_MODEL, "embedding_backend": EMBEDDING_BACKEND,
                     "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP, "pdf_loader": PDF_LOADER,
-                    "chunk_headers": CHUNK_HEADERS, "page_chunk_limit": PAGE_CHUNK_LIMIT,
+                    "chunk_headers": CHUNK_HEADERS, "chunk_context": CHUNK_CONTEXT,
+                    "page_chunk_limit": PAGE_CHUNK_LIMIT,
                     "bm25_stemmer": BM25_STEMMER}
         # The embedding model is loaded when a text must be embedded (Index.embeddings), not here.
         self.index = Index(vectorstore_path, requested, defaults, _load_embeddings, chroma_url=chroma_url,
@@ -185,11 +208,13 @@ class LocalRAG:
                            lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet, expected_export=expected_export,
                            ivf_defaults={"min_chunks": IVF_MIN_CHUNKS, "lists": IVF_LISTS},
                            ivf_requested={"min_chunks": ivf_min_chunks, "lists": ivf_lists}, ivf_probes=ivf_probes)
+        self.rerank_cache, self.rerank_max_calls = rerank_cache, rerank_max_calls  # an "openai:MODEL" reranker's
         # The default reranker loads (or warns that it cannot) at its first use; an explicit one loads now, so a
         # model the caller named and that cannot be loaded is an error at once.
         explicit = reranker_model is not _DEFAULT and reranker_model is not None
         state = self._init_reranker(reranker_model) if explicit else None
         self.retriever = Retriever(self.index, retrieval_mode, candidate_k=candidate_k, rrf_k=rrf_k, rank_by=rank_by,
+                                   fusion=fusion, dense_weight=dense_weight, document_prior=document_prior,
                                    query_instructions=query_instructions, rerank_batch_size=RERANK_BATCH_SIZE,
                                    load_reranker=(lambda: state) if explicit else
                                    (lambda: self._init_reranker(reranker_model)))
@@ -201,6 +226,11 @@ class LocalRAG:
         name = requested if explicit else RERANKER_MODEL
         if name is None:
             return None, None, "RERANKER_MODEL is None"
+        if llm_rerank.is_llm_reranker(name):  # a chat model grades the candidates; nothing loads here
+            reranker = llm_rerank.LLMReranker(name, self.rerank_cache, max_new_calls=self.rerank_max_calls)
+            if reranker.cache_warning:
+                log(f"warning: {reranker.cache_warning}", self.quiet)
+            return name, reranker, None
         try:
             return name, load_reranker(name), None
         except RAGError as exc:
@@ -279,6 +309,9 @@ class LocalRAG:
     retrieval_mode = _read_through("retriever", "retrieval_mode")
     candidate_k = _read_through("retriever", "candidate_k")
     rrf_k = _read_through("retriever", "rrf_k")
+    fusion = _read_through("retriever", "fusion")
+    dense_weight = _read_through("retriever", "dense_weight")
+    document_prior = _read_through("retriever", "document_prior")
     rank_by = _read_through("retriever", "rank_by")
     query_instructions = _read_through("retriever", "query_instructions")
     reranker_model = _read_through("retriever", "reranker_model")  # None when reranking is off

@@ -24,8 +24,8 @@ from conftest import TINY_GOLD
 from localrag.index import parse_chunk_size, resolve_settings, text_splitter
 
 GOLD = TINY_GOLD
-AXES = ("chunk_size, chunk_overlap, page_chunk_limit, loader, chunk_headers, embedding_model, embedding_backend, "
-        "bm25_stemmer, mode, rerank")
+AXES = ("chunk_size, chunk_overlap, page_chunk_limit, loader, chunk_headers, chunk_context, embedding_model, "
+        "embedding_backend, bm25_stemmer, mode, rerank")
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

@@ -15,7 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "localrag"
 ROOT_SCRIPTS = {"local_rag", "eval_retrieval", "add_pdfs"}
-EVALUATION_SIDE = {"goldset", "lint", "noise", "generate", "evaluate", "result", "report", "judge", "llm", "suite",
+# llm.py is a plain OpenAI-compatible client that knows nothing of its callers: the judge and the LLM reranker share it.
+EVALUATION_SIDE = {"goldset", "lint", "noise", "generate", "evaluate", "result", "report", "judge", "suite",
                    "stats", "metrics", "datasets", "downloads"}
 
 

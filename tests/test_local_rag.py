@@ -152,12 +152,12 @@ def test_index_info_json(tiny_index):
     info = json.loads((index / "index_info.json").read_text(encoding="utf-8"))
     assert info["settings"] == {"embedding_model": "all-MiniLM-L6-v2", "embedding_backend": "torch",
                                 "chunk_size": 2000, "chunk_overlap": 200, "pdf_loader": "pypdfium2",
-                                "chunk_headers": True, "bm25_stemmer": "none"}
+                                "chunk_headers": True, "chunk_context": False, "bm25_stemmer": "none"}
     assert info["embedding_export"] == "torch"
     assert info["embedding_prefixes"] == {"query": "", "passage": ""}  # MiniLM has none
     assert info["counts"] == {"files": 4, "pages": 6, "chunks": 5}
     assert info["files"]["scan.pdf"] == {"sha256": sha256_of(docs / "scan.pdf"), "pages": 2, "chunks": 1,
-                                         "empty_pages": [1], "text_rules": TEXT_RULES}
+                                         "empty_pages": [1], "text_rules": TEXT_RULES, "identity": "scan"}
     assert sorted(info["files"]) == sorted(TINY_CORPUS)
     assert info["failed"] == {}
     assert info["format"] == local_rag.INDEX_FORMAT

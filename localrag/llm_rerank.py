@@ -1,0 +1,93 @@
+"""Reranking by a chat model on an OpenAI-compatible server, for users who run one (llama.cpp, Ollama, vLLM).
+
+Pointwise relevance generation, as in RankGPT's and UPR's baselines (Sun et al., EMNLP 2023; Sachan et al.,
+2022): the model reads one question and one passage and answers with a grade from 0 (unrelated) to 10 (answers
+the question); candidates are ordered by it, equal grades keeping the first stage's order. Pointwise grades cost
+one call a candidate but can be cached pair by pair, so a rerun or another mode asks only for new pairs: the
+replies go through localrag/llm.py's ReplyCache (the judge's cache file in the evaluation) and its call limit.
+
+A reply without a grade, a server that stops answering and a spent call limit are errors (RAGError), never a
+grade of 0: a list reranked with made-up grades would be measured as if the model had read it.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from localrag import llm
+from localrag.errors import RAGError
+from localrag.pages import strip_chunk_header
+
+PREFIX = "openai:"  # a reranker name "openai:MODEL" asks MODEL on the OpenAI-compatible server
+PASSAGE_CHARS = 2000  # characters of a passage shown to the model (a whole page can be 8,000: small contexts)
+FLAG = "--rerank-model openai:MODEL"  # how the user turned it on, for the client's messages
+PROMPT = """You grade search results. Read the question and the passage, then grade how well the passage answers \
+the question, from 0 (unrelated) to 10 (it holds the answer). Reply with the grade alone.
+
+Question: {question}
+
+Passage:
+{passage}
+
+Grade (0-10):"""
+GRADE_RE = re.compile(r"(?<![\d.])(10|\d)(?:\.\d+)?(?![\d])")
+
+
+def is_llm_reranker(name: object) -> bool:
+    return isinstance(name, str) and name.startswith(PREFIX) and len(name) > len(PREFIX)
+
+
+def prompt_for(question: str, passage: str) -> str:
+    text = " ".join(strip_chunk_header(passage).split())
+    return PROMPT.format(question=question.strip(), passage=text[:PASSAGE_CHARS])
+
+
+def parse_grade(text: str) -> dict[str, Any]:
+    """{"grade": the first whole grade 0-10 in the reply}; UnreadableReply when there is none."""
+    found = GRADE_RE.search(text)
+    if not found:
+        raise llm.UnreadableReply(f"no grade from 0 to 10 in the reply {text[:80]!r}")
+    return {"grade": int(found.group(1))}
+
+
+class LLMReranker:
+    """A CrossEncoder stand-in (`predict(pairs)` -> scores) whose scores are a chat model's grades."""
+
+    def __init__(self, name: str, cache_path: str | Path, *, max_new_calls: int | None = None,
+                 environ: Mapping[str, str] | None = None, chat: Any = None, max_retries: int | None = None,
+                 backoff_seconds: float | None = None, progress: llm.Progress | None = None):
+        if not is_llm_reranker(name):
+            raise RAGError(f"an LLM reranker is named {PREFIX}MODEL, got {name!r}")
+        self.name = name
+        self.model = name[len(PREFIX):]
+        cache = llm.ReplyCache(cache_path)
+        # A corrupt cache file was moved aside (nothing lost); say where, once, where the caller reads warnings.
+        self.cache_warning = None if cache.corrupt_backup is None else (
+            f"the LLM reranker's cache {cache.path} was unreadable ({cache.corrupt_error}); it was moved to "
+            f"{cache.corrupt_backup} and grading starts with an empty cache")
+        self.client = llm.CachedChat(self.model, cache, who="reranker", flag=FLAG, chat=chat, environ=environ,
+                                     max_new_calls=max_new_calls, max_retries=max_retries,
+                                     backoff_seconds=backoff_seconds, progress=progress)
+        self.cached_calls = 0
+
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int | None = None,
+                show_progress_bar: bool = False) -> list[float]:
+        """The model's grade of each (question, passage) pair, from the cache where it was asked before."""
+        grades = []
+        for question, passage in pairs:
+            try:
+                entry, cached = self.client.ask(prompt_for(question, passage), parse_grade,
+                                                is_valid=lambda e: isinstance(e.get("grade"), int))
+            except llm.CallLimitReached:
+                raise RAGError(f"the LLM reranker {self.name} made its {self.client.max_new_calls} new calls "
+                               f"(the call limit); its grades so far are cached, so a rerun goes on from there, or "
+                               f"raise the limit") from None
+            except llm.ChatStopped as exc:
+                raise RAGError(f"the LLM reranker {self.name} stopped: {exc}") from None
+            except llm.UnreadableReply as exc:
+                raise RAGError(f"the LLM reranker {self.name} gave no grade for a passage ({exc}); a model that "
+                               f"cannot follow the prompt cannot rerank") from None
+            self.cached_calls += cached
+            grades.append(float(entry["grade"]))
+        return grades

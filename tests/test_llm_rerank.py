@@ -1,0 +1,94 @@
+"""Tests of localrag/llm_rerank.py: grades parsed by hand, a rerank through the scripted OpenAI-compatible stub
+(order, ties, the cache serving a rerun), the call limit and an unreadable reply as clear errors."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import eval_retrieval as er
+from local_rag import LocalRAG, RAGError
+from localrag.llm import UnreadableReply
+from localrag.llm_rerank import parse_grade, prompt_for
+from openai_stub import OpenAIStub
+
+VEGA_QUERY = "How sensitive is the option value to volatility?"
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    with OpenAIStub() as server:
+        for name in ("OPENAI_API_KEY", "OPENAI_API_BASE", "LANGSMITH_GATEWAY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        yield server
+
+
+def keys(results) -> list[tuple[str, int]]:
+    return [(doc.metadata["source"], doc.metadata["page"]) for doc, _ in results]
+
+
+@pytest.mark.parametrize("reply, grade", [("7", 7), ("Grade: 10/10", 10), ("8.5", 8), (" 0\n", 0)])
+def test_parse_grade(reply, grade):
+    assert parse_grade(reply) == {"grade": grade}
+
+
+@pytest.mark.parametrize("reply", ["no idea", "100", "-", ""])
+def test_replies_without_a_grade_are_unreadable(reply):
+    with pytest.raises(UnreadableReply):
+        parse_grade(reply)
+
+
+def test_prompt_shows_the_page_text_without_its_header():
+    prompt = prompt_for(" Why? ", "[a.pdf, page 3] a | Item 7\nThe   answer\nis here.")
+    assert "Question: Why?\n" in prompt and "Passage:\nThe answer is here.\n" in prompt and "a.pdf" not in prompt
+
+
+def test_llm_rerank_orders_by_grade_and_a_rerun_asks_nothing(tiny_index, stub, tmp_path):
+    cache = tmp_path / "judge_cache.json"
+    # Dense order: options p0, options p1, weather p0, scan p0, Literatur p0; graded 3, 9, 9, 1, 0. The tie of 9s
+    # keeps the dense order (options p1 first), and every reply is cached.
+    for grade in ("3", "9", "Grade: 9", "1", "0"):
+        stub.add_content(grade)
+    rag = LocalRAG(tiny_index[1], reranker_model="openai:stub-model", rerank_cache=cache, quiet=True)
+    found = rag.retrieve(VEGA_QUERY, k=5, mode="dense")
+    assert keys(found) == [("options.pdf", 1), ("weather.pdf", 0), ("options.pdf", 0), ("scan.pdf", 0),
+                           ("Literatur_Übersicht.pdf", 0)]
+    assert [s for _, s in found][2:] == [3.0, 1.0, 0.0] and found[1][1] < found[0][1] == 9.0
+    assert len(stub.requests) == 5 and "Question: " + VEGA_QUERY in stub.requests[0].prompt()
+    assert rag.describe_order("dense") == "LLM grades 0-10 (openai:stub-model) over dense candidates"
+    # Another LocalRAG over the same cache: every grade from the file, no request.
+    again = LocalRAG(tiny_index[1], reranker_model="openai:stub-model", rerank_cache=cache, quiet=True)
+    assert keys(again.retrieve(VEGA_QUERY, k=5, mode="dense")) == keys(found)
+    assert len(stub.requests) == 5
+    assert len(json.loads(cache.read_text())) == 5
+
+
+def test_call_limit_and_unreadable_reply_are_errors_that_keep_the_grades(tiny_index, stub, tmp_path):
+    cache = tmp_path / "cache.json"
+    for grade in ("3", "9"):
+        stub.add_content(grade)
+    rag = LocalRAG(tiny_index[1], reranker_model="openai:stub-model", rerank_cache=cache, rerank_max_calls=2,
+                   quiet=True)
+    with pytest.raises(RAGError) as limit:
+        rag.retrieve(VEGA_QUERY, k=5, mode="dense")
+    assert str(limit.value) == ("the LLM reranker openai:stub-model made its 2 new calls (the call limit); its "
+                                "grades so far are cached, so a rerun goes on from there, or raise the limit")
+    assert len(json.loads(cache.read_text())) == 2
+    stub.add_content("I cannot say.")
+    rag = LocalRAG(tiny_index[1], reranker_model="openai:stub-model", rerank_cache=cache, quiet=True)
+    with pytest.raises(RAGError) as unreadable:
+        rag.retrieve(VEGA_QUERY, k=5, mode="dense")
+    assert str(unreadable.value) == (
+        "the LLM reranker openai:stub-model gave no grade for a passage (no grade from 0 to 10 in the reply "
+        "'I cannot say.'); a model that cannot follow the prompt cannot rerank")
+    assert len(json.loads(cache.read_text())) == 2  # nothing cached for the unreadable reply
+
+
+def test_cli_refuses_an_llm_reranker_without_a_server(monkeypatch, capsys):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert er.main(["--rerank-model", "openai:qwen"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: --rerank-model openai:MODEL needs a language model server, but neither OPENAI_API_KEY nor "
+        "OPENAI_BASE_URL is set.")
