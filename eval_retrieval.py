@@ -325,12 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
                           + profile_words("long-pdf") + "; a flag given beside it wins (default: none)")
     ret.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off; without this "
                                                               "flag reranking is on when the model can be loaded")
-    ret.add_argument("--rerank-model", default=None, help=f"cross-encoder name or folder, or openai:MODEL to let a chat "
-                                                          f"model on OPENAI_BASE_URL grade each candidate 0-10, its "
-                                                          f"replies in the judge's cache and limited by "
-                                                          f"--judge-max-calls; an explicit model that cannot be "
-                                                          f"loaded is an error (default: "
-                                                          f"{local_rag.RERANKER_MODEL})")
+    ret.add_argument("--rerank-model", default=None,
+                     help=f"cross-encoder name or folder, or openai:MODEL to let a chat model on OPENAI_BASE_URL "
+                          f"grade each candidate 0-10, its replies in the judge's cache and limited by "
+                          f"--judge-max-calls; an explicit model that cannot be loaded is an error (default: "
+                          f"{local_rag.RERANKER_MODEL})")
     ret.add_argument("--rank-by", choices=local_rag.RANK_UNITS, default=local_rag.RANK_BY,
                      help="what the ranked list holds once each: a page (by its best chunk; what citations and the "
                           "goldset name) or every chunk (RANK_BY in local_rag.py)")
@@ -445,12 +444,14 @@ def profile_words(name: str) -> str:
 
 
 def apply_profile(args: argparse.Namespace) -> None:
-    """Fill the options the command line left out from --profile's preset, then the mode's default; the filled
-    option names are kept in `args.profile_keys` (report names then say the profile, not each setting)."""
+    """Fill the options the command line (its flags and --sweep axes) left out from --profile's preset, then the
+    mode's default; the filled option names are kept in `args.profile_keys` (report names then say the profile,
+    not each setting)."""
     args.profile_keys = set()
+    swept = {text.partition("=")[0].strip() for text in getattr(args, "sweep", None) or []}
     for key, value in local_rag.PROFILES.get(getattr(args, "profile", None) or "", {}).items():
         option = PROFILE_OPTIONS.get(key, key)
-        if getattr(args, option, None) is None:
+        if getattr(args, option, None) is None and option not in swept:
             setattr(args, option, value)
             args.profile_keys.add(option)
     if args.mode is None:

@@ -68,7 +68,7 @@ IVF_LISTS = 0  # lists of that IVF (localrag/ivf.py); 0 = 4 x sqrt(chunks)
 IVF_PROBES = 0  # IVF lists one dense search reads; 0 = an eighth of them (README, "The same list every time")
 RANK_BY = "page"  # "page": each page once, by its best chunk (citations name pages); "chunk": every chunk
 FUSION = "rrf"  # how hybrid joins dense and BM25: "rrf" (reciprocal ranks) or "convex" (normalised scores)
-DENSE_WEIGHT = 0.5  # convex fusion: weight of the dense scores (BM25 gets 1 - it); chosen by bench/long_pdf.py's CV
+DENSE_WEIGHT = 0.5  # convex fusion: weight of the dense scores, BM25 gets 1 - it (long-pdf's 0.8: cross-validated)
 # Weight of the document prior: a page's score gains this times how well its file's identity (name, title, form,
 # period, registrant) matches the question (localrag/context.py); 0 = off
 DOCUMENT_PRIOR = 0.0
@@ -175,7 +175,8 @@ class LocalRAG:
     def __init__(self, vectorstore_path: str | Path = VECTORSTORE_PATH, embedding_model: str | None = None,
                  retrieval_mode: str = RETRIEVAL_MODE, reranker_model: str | None | object = _DEFAULT, *,
                  chunk_size: int | str | None = None, chunk_overlap: int | None = None, pdf_loader: str | None = None,
-                 chunk_headers: bool | None = None, chunk_context: bool | None = None, embedding_backend: str | None = None,
+                 chunk_headers: bool | None = None, chunk_context: bool | None = None,
+                 embedding_backend: str | None = None,
                  page_chunk_limit: int | None = None, bm25_stemmer: str | None = None,
                  candidate_k: int = CANDIDATE_K, rrf_k: int = RRF_K, rank_by: str = RANK_BY,
                  fusion: str = FUSION, dense_weight: float = DENSE_WEIGHT, document_prior: float = DOCUMENT_PRIOR,

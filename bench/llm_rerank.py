@@ -4,7 +4,8 @@ Takes the first `--questions` FinanceBench dev questions, retrieves the first `-
 long-pdf profile from a whole-page FinanceBench index (no reranker), lets a chat model on OPENAI_BASE_URL grade
 each page 0-10 through localrag/llm_rerank.py (`LLMReranker`, the product's prompt and parser; replies cached in
 `--cache`), and prints per question the rank of the first acceptable page (±1, as the report counts) before and
-after the grades reorder those pages, with the seconds per new grade and the load average. It measures little
+after the grades reorder those pages, with the seconds per new grade and the load average (`--movable`: only
+questions whose evidence page is among those pages but not first, the ones a reranker can move). It measures little
 (a few questions: 20-60 s a prompt on 2 cores) and says only whether the path works on a real model and which
 way it leans; the tool's `--rerank-model openai:MODEL` runs it over a whole goldset where a server is fast.
 
@@ -38,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--questions", type=int, default=3, help="dev questions graded, from the first")
     parser.add_argument("--top", type=int, default=5, help="pages graded per question")
     parser.add_argument("--cache", type=Path, default=CACHE, help="reply cache of the grades")
+    parser.add_argument("--movable", action="store_true",
+                        help="only questions whose first acceptable page is among the --top pages but not first: the "
+                             "ones a reranker can improve or spoil (default: every question, from the first)")
     return parser
 
 
@@ -50,16 +54,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.environ.get("OPENAI_BASE_URL"):
         print("error: set OPENAI_BASE_URL to the model server (see the docstring)", file=sys.stderr)
         return 2
-    questions = gs.read_goldset(GOLDSET).questions[:args.questions]
+    questions = gs.read_goldset(GOLDSET).questions
     options = {k: v for k, v in local_rag.PROFILES["long-pdf"].items() if k != "chunk_size"}
     rag = local_rag.LocalRAG(args.index, reranker_model=None, quiet=True, **options)
     grader = LLMReranker(f"openai:{args.model}", args.cache)
     load_before, started, asked = os.getloadavg(), time.perf_counter(), 0
     print(f"{'question':<60} {'before':>6} {'after':>6}  grades")
+    done = 0
     for q in questions:
+        if done == args.questions:
+            break
         found = rag.retrieve(q.question, k=args.top)
         before = gs.first_match_rank([(d.metadata["source"], [int(d.metadata["page"])]) for d, _ in found],
                                      q.locations)
+        if args.movable and before in (None, 1):
+            continue
+        done += 1
         calls = grader.client.new_calls
         grades = grader.predict([(q.question, d.page_content) for d, _ in found])
         asked += grader.client.new_calls - calls

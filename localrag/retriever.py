@@ -111,7 +111,7 @@ class Retriever:
         self.fusion = fusion
         self.dense_weight = float(dense_weight)
         self.document_prior = float(document_prior)
-        self._identity_index: tuple[str, Any] | None = None  # (index fingerprint, BM25 over identity lines)
+        self._identity_index: tuple[tuple, Any] | None = None  # ((fingerprint, identities), BM25 over them)
         self.rank_by = check_rank_by(rank_by)
         self.query_instructions = query_instructions
         self._load_reranker = load_reranker
@@ -226,10 +226,11 @@ class Retriever:
     def prior_of(self, query: str) -> dict[str, float]:
         """Each indexed file's document prior for `query` (context.document_prior over the identity lines the
         manifest records); empty when the index records none (a dataset index, an empty one)."""
-        fingerprint = self.index.fingerprint()
-        if self._identity_index is None or self._identity_index[0] != fingerprint:
-            identities = {name: entry["identity"] for name, entry in self.index.files.items() if entry.get("identity")}
-            self._identity_index = (fingerprint, context.identity_index(identities) if identities else None)
+        identities = {name: entry["identity"] for name, entry in self.index.files.items() if entry.get("identity")}
+        # The chunks' fingerprint leaves identities out: a sync that fills them in changes only their count.
+        key = (self.index.fingerprint(), len(identities))
+        if self._identity_index is None or self._identity_index[0] != key:
+            self._identity_index = (key, context.identity_index(identities) if identities else None)
         return context.document_prior(self._identity_index[1], query) if self._identity_index[1] else {}
 
     def _fused_stages(self, query: str, k: int, mode: str | None) -> tuple[list[tuple[Document, float]],

@@ -157,3 +157,15 @@ TINY_GOLD = (
     "What is vega?,options.pdf,2\n"
     "What does the scanned appendix contain?,scans.pdf,1\n"
 )
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    """A running stub server that the OpenAI client reaches via OPENAI_BASE_URL only."""
+    from openai_stub import OpenAIStub
+
+    with OpenAIStub() as server:
+        for name in ("OPENAI_API_KEY", "OPENAI_API_BASE", "LANGSMITH_GATEWAY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        yield server

@@ -44,16 +44,6 @@ MODEL = "stub-judge"
 
 
 @pytest.fixture
-def stub(monkeypatch):
-    """A running stub server that the OpenAI client reaches via OPENAI_BASE_URL only."""
-    with OpenAIStub() as server:
-        for name in ("OPENAI_API_KEY", "OPENAI_API_BASE", "LANGSMITH_GATEWAY"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        yield server
-
-
-@pytest.fixture
 def cache_path(tmp_path):
     return tmp_path / "eval" / "judge_cache.json"
 

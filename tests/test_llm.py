@@ -37,16 +37,6 @@ WHO, FLAG = "asker", "--ask"
 # -- fixtures ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def stub(monkeypatch):
-    """A running stub server that the OpenAI client reaches via OPENAI_BASE_URL only."""
-    with OpenAIStub() as server:
-        for name in ("OPENAI_API_KEY", "OPENAI_API_BASE", "LANGSMITH_GATEWAY"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        yield server
-
-
 def make_chat(tmp_path: Path, **options) -> CachedChat:
     return CachedChat(MODEL, ReplyCache(tmp_path / "cache.json"), who=WHO, flag=FLAG, **options)
 

@@ -10,18 +10,8 @@ import eval_retrieval as er
 from local_rag import LocalRAG, RAGError
 from localrag.llm import UnreadableReply
 from localrag.llm_rerank import parse_grade, prompt_for
-from openai_stub import OpenAIStub
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"
-
-
-@pytest.fixture
-def stub(monkeypatch):
-    with OpenAIStub() as server:
-        for name in ("OPENAI_API_KEY", "OPENAI_API_BASE", "LANGSMITH_GATEWAY"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        yield server
 
 
 def keys(results) -> list[tuple[str, int]]:

@@ -124,6 +124,9 @@ def test_profile_fills_what_the_command_line_left_out():
     assert (args.mode, args.dense_weight, args.fusion) == ("dense", 0.7, "convex")
     assert args.report == "eval/runs/baseline.profile-long-pdf.mode-dense.dense_weight-0.7.txt"
     assert resolved().mode == local_rag.RETRIEVAL_MODE  # no profile: the module's mode
+    # A swept axis is the sweep's, not the profile's: no "--chunk-size page and --sweep chunk_size" conflict.
+    args = resolved("--profile", "long-pdf", "--sweep", "chunk_size=page,2000")
+    assert args.chunk_size is None and args.fusion == "convex"
 
 
 def test_profile_and_bad_weights_on_the_command_line(capsys):
@@ -131,3 +134,16 @@ def test_profile_and_bad_weights_on_the_command_line(capsys):
     assert capsys.readouterr().err == "error: --dense-weight must be a number from 0 to 1, got 2\n"
     assert er.main(["--document-prior", "-0.5"]) == 2
     assert capsys.readouterr().err == "error: --document-prior must be 0 (off) or more, got -0.5\n"
+
+
+def test_add_pdfs_builds_whole_pages_with_the_profile(tiny_index, tmp_path, capsys):
+    import add_pdfs
+
+    docs = shutil.copytree(tiny_index[0], tmp_path / "docs")
+    assert add_pdfs.main([str(docs), "--index", str(tmp_path / "index"), "--profile", "long-pdf", "--quiet"]) == 0
+    settings = json.loads((tmp_path / "index" / "index_info.json").read_text())["settings"]
+    assert (settings["chunk_size"], settings["chunk_overlap"]) == ("page", 0)
+    # A flag beside the profile wins.
+    assert add_pdfs.main([str(docs), "--index", str(tmp_path / "other"), "--profile", "long-pdf",
+                          "--chunk-size", "500", "--quiet"]) == 0
+    assert json.loads((tmp_path / "other" / "index_info.json").read_text())["settings"]["chunk_size"] == 500
