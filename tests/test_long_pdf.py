@@ -147,3 +147,47 @@ def test_add_pdfs_builds_whole_pages_with_the_profile(tiny_index, tmp_path, caps
     assert add_pdfs.main([str(docs), "--index", str(tmp_path / "other"), "--profile", "long-pdf",
                           "--chunk-size", "500", "--quiet"]) == 0
     assert json.loads((tmp_path / "other" / "index_info.json").read_text())["settings"]["chunk_size"] == 500
+
+
+def test_the_evaluation_suggests_the_profile_and_names_it_when_used(tiny_docs, tmp_path, monkeypatch, capsys):
+    from conftest import TINY_GOLD
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gold.csv").write_text(TINY_GOLD, encoding="utf-8")
+    monkeypatch.setattr(local_rag, "LONG_PDF_PAGES", 1)  # the tiny PDFs average 1.5 pages: "long" for this test
+    base = ["--goldset", "gold.csv", "--index", str(tmp_path / "idx"), "--docs", "docs", "--no-rerank"]
+    er.main(base + ["--report", "plain.txt"])
+    suggestion = ("long-pdf (the indexed PDFs average 2 pages; on long filings it finds the right page more often: "
+                  "README, \"Long PDFs\"; run with --profile long-pdf)")
+    assert f"note: suggested profile: {suggestion}\n" in capsys.readouterr().err
+    assert f"  Suggested profile:  {suggestion}\n" in (tmp_path / "plain.txt").read_text()
+    er.main(base + ["--profile", "long-pdf", "--report", "profiled.txt"])
+    assert "suggested profile" not in capsys.readouterr().err
+    text = (tmp_path / "profiled.txt").read_text()
+    assert ("  Profile:            long-pdf (chunk_size page, mode hybrid, fusion convex, dense_weight 0.8, "
+            "document_prior 0.8; flags given beside it win)\n") in text
+    assert "  Document prior:     0.8 x how well a file's identity matches the question (4 of 4 files have one)\n" \
+        in text
+    settings = json.loads((tmp_path / "profiled.json").read_text())["settings"]
+    assert {key: settings[key] for key in ("profile", "fusion", "dense_weight", "document_prior", "chunk_size")} == \
+        {"profile": "long-pdf", "fusion": "convex", "dense_weight": 0.8, "document_prior": 0.8, "chunk_size": "page"}
+
+
+def test_an_unreadable_front_page_leaves_the_file_name_as_its_identity(tiny_index, tmp_path, monkeypatch, capsys):
+    from localrag import index as index_module
+
+    copy = shutil.copytree(tiny_index[1], tmp_path / "index")
+    docs = shutil.copytree(tiny_index[0], tmp_path / "docs")
+    info = json.loads((copy / "index_info.json").read_text())
+    del info["files"]["options.pdf"]["identity"]
+    (copy / "index_info.json").write_text(json.dumps(info))
+
+    def broken(path, loader):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(index_module, "read_front", broken)
+    report = LocalRAG(copy, reranker_model=None).sync([docs], progress=False)
+    assert report.chunks == 0
+    assert ("note: the title and first page of options.pdf could not be read (OSError: disk went away); the "
+            "document prior knows it by its file name until the file changes\n") in capsys.readouterr().err
+    assert json.loads((copy / "index_info.json").read_text())["files"]["options.pdf"]["identity"] == "options"
