@@ -82,13 +82,12 @@ def cut(shelf: dict, unit: str, header: str) -> tuple[list[tuple[str, int]], lis
     from localrag import context
     from localrag.index import parse_chunk_size, text_splitter
     from localrag.pages import chunk_header
-    from localrag.pdf import sections_by_page
+    from localrag.pdf import front_page, sections_by_page
 
     splitter = text_splitter({"chunk_size": parse_chunk_size(unit), "chunk_overlap": 200, "page_chunk_limit": 8000})
     keys, texts = [], []
     for source, (title, extracted) in sorted(shelf.items()):
-        first = next((text for _, _, text in extracted.pages if text.strip()), "")
-        identity = context.document_context(source, title, first)
+        identity = context.document_context(source, title, front_page(extracted))
         sections = sections_by_page(extracted.outline, [page for page, _, _ in extracted.pages])
         for page, _, text in extracted.pages:
             for piece in splitter.split_text(text) if text.strip() else []:
@@ -178,11 +177,11 @@ def priors(shelf: dict, queries: Sequence[str]) -> list[dict[str, float]]:
     """Each question's document prior over the shelf's identity lines (localrag/context.py), as the index
     records them."""
     from localrag import context
+    from localrag.pdf import front_page
 
     identities = {}
     for source, (title, extracted) in shelf.items():
-        first = next((text for _, _, text in extracted.pages if text.strip()), "")
-        identities[source] = context.document_context(source, title, first)
+        identities[source] = context.document_context(source, title, front_page(extracted))
     index = context.identity_index(identities)
     return [context.document_prior(index, query) for query in queries]
 

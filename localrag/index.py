@@ -29,8 +29,8 @@ from localrag.context import chunk_context, document_context
 from localrag.errors import RAGError
 from localrag.files import new_file_mode, write_json_atomic
 from localrag.pages import chunk_header, shown_page
-from localrag.pdf import (PDF_LOADERS, TEXT_RULES, ExtractedPdf, discover_pdfs, read_front, read_outline,
-                          sections_by_page)
+from localrag.pdf import (PDF_LOADERS, TEXT_RULES, ExtractedPdf, discover_pdfs, extract_pdf, front_page,
+                          read_outline, sections_by_page)
 
 # Chroma phones home unless told not to; set before chromadb is imported (this module imports it when used).
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -1088,15 +1088,14 @@ class Index:
             return []
 
     def _identity_of(self, source: str, path: Path) -> str:
-        """The identity line of an indexed PDF (localrag/context.py) from its title and first page with text;
-        its name's words alone, with a note, when the file cannot be read."""
-        try:
-            title, first_page = read_front(path, self.settings["pdf_loader"])
-        except Exception as exc:  # noqa: BLE001 - its chunks are indexed already; only the document prior loses
-            log(f"note: the title and first page of {source} could not be read ({type(exc).__name__}: {exc}); the "
-                f"document prior knows it by its file name until the file changes", self.quiet)
-            title, first_page = "", ""
-        return document_context(source, title, first_page)
+        """The identity line of an indexed PDF (localrag/context.py), read as a build reads it (the whole file by
+        the page text rules, which spell by the whole document); its name's words alone, with a note, when the
+        file cannot be read."""
+        pdf = extract_pdf(str(path), self.settings["pdf_loader"])
+        if pdf.error:  # its chunks are indexed already; only the document prior loses the title and cover
+            log(f"note: the title and first page of {source} could not be read ({pdf.error}); the document prior "
+                f"knows it by its file name until the file changes", self.quiet)
+        return document_context(source, pdf.title, front_page(pdf))
 
     def _upgrade_chunks(self, outlines: dict[str, list[tuple[int, str]]], old_format: int) -> None:
         """Give the stored chunks of these sources, written by an older INDEX_FORMAT, this format's metadata in
@@ -1254,9 +1253,8 @@ class Index:
                     log(f"skipped {name}: {pdf.error}", self.quiet)
                     continue
                 self.info["failed"].pop(name, None)
-                first_page = next((text for _, _, text in pdf.pages if text.strip()), "")
                 yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader,
-                                 outline=pdf.outline, context=document_context(name, pdf.title, first_page))
+                                 outline=pdf.outline, context=document_context(name, pdf.title, front_page(pdf)))
         finally:
             extracted.close()
             bar.close()

@@ -146,34 +146,12 @@ def read_outline(path: str | Path, loader: str) -> list[tuple[int, str]]:
         pdf.close()
 
 
-FRONT_PAGES = 3  # pages read_front reads at most for the first one with text (a cover may be an image)
+FRONT_PAGES = 3  # the first page with text among these is a document's front page (a cover may be an image)
 
 
-def read_front(path: str | Path, loader: str) -> tuple[str, str]:
-    """(metadata title, text of the first page with text among the first FRONT_PAGES, by the page text rules),
-    read as `extract_pdf` reads them with `loader`, without the rest of the file."""
-    if loader == "pypdf":
-        from pypdf import PdfReader
-
-        reader = PdfReader(str(path))
-        if reader.is_encrypted:
-            reader.decrypt("")
-        title = _title((reader.metadata or {}).get("/Title"))
-        texts = [page.extract_text(extraction_mode="plain") for page in reader.pages[:FRONT_PAGES]]
-    else:
-        import pypdfium2
-
-        pdf = pypdfium2.PdfDocument(str(path))
-        try:
-            title = _title(pdf.get_metadata_value("Title"))
-            texts = []
-            for i in range(min(FRONT_PAGES, len(pdf))):
-                textpage = pdf[i].get_textpage()
-                texts.append(textpage.get_text_range())
-                textpage.close()
-        finally:
-            pdf.close()
-    return title, next((text for text in normalize_pages(texts) if text.strip()), "")
+def front_page(pdf: ExtractedPdf) -> str:
+    """The text of the first page with text among the first FRONT_PAGES ("" when none has any)."""
+    return next((text for _, _, text in pdf.pages[:FRONT_PAGES] if text.strip()), "")
 
 
 def _title(raw: Any) -> str:
