@@ -28,7 +28,7 @@ from localrag import diagnose
 from localrag import language, llm, llm_rerank, models
 from localrag import query_vectors
 from localrag.files import write_texts_atomic
-from localrag.index import PAGE_CHUNKS, parse_chunk_size
+from localrag.index import PAGE_CHUNKS, parse_chunk_size, significant_settings
 from localrag.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
 from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult, LeftOut, QuestionResult, Status
@@ -226,9 +226,10 @@ def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bo
                 "chunk_size": s["chunk_size"], "chunk_overlap": s["chunk_overlap"],
                 **({"page_chunk_limit": s["page_chunk_limit"]} if "page_chunk_limit" in s else {}),
                 "chunk_headers": s["chunk_headers"],
-                # Settings newer than older reports appear when on, so a comparison names only real changes.
-                **({"chunk_context": True} if s.get("chunk_context") and not args.dataset else {}),
-                **({} if args.dataset else {"pdf_loader": s["pdf_loader"]}),
+                # A setting newer than older reports appears when it differs from their old value, so a comparison
+                # with them names only real changes.
+                **({} if args.dataset else significant_settings({"chunk_context": s["chunk_context"],
+                                                                 "pdf_loader": s["pdf_loader"]})),
                 "bm25_stemmer": s["bm25_stemmer"],
                 "query_instructions": rag.query_instructions, "retrieval_mode": mode,
                 "candidate_k": rag.candidate_k, **(fusion_settings(rag) if mode == "hybrid" else {}),
@@ -799,10 +800,8 @@ def requested_settings(args: argparse.Namespace) -> dict[str, Any]:
 def settings_words(settings: Mapping[str, Any], keys: Sequence[str] | None = None) -> list[str]:
     """Index settings as 'chunk_size 500' words, for logs (`keys`: which, default all; a setting newer than the
     manifest format only when it is on, as older indexes had it off)."""
-    from localrag.index import UNRECORDED_SETTINGS
-
-    return [f"{key} {format_setting(settings[key])}" for key in (keys or settings) if key in settings
-            and not (keys is None and key in UNRECORDED_SETTINGS and settings[key] == UNRECORDED_SETTINGS[key])]
+    shown = settings if keys else significant_settings(settings)
+    return [f"{key} {format_setting(shown[key])}" for key in (keys or shown) if key in shown]
 
 
 def format_setting(value: Any) -> str:
@@ -952,13 +951,10 @@ def derived_index_path(docs: str | Path, settings: Mapping[str, Any], cache: str
     its full path, so two folders named alike never share one) and a digest of the settings."""
     import hashlib
 
-    from localrag.index import UNRECORDED_SETTINGS
-
     docs = Path(docs).resolve()
     where = hashlib.sha256(str(docs).encode("utf-8")).hexdigest()[:8]
-    # A setting at the value indexes had before it was recorded leaves the name as it was: such caches stay valid.
-    named = {key: value for key, value in settings.items() if UNRECORDED_SETTINGS.get(key, not value) != value}
-    what = hashlib.sha256(json.dumps(named, sort_keys=True).encode("utf-8")).hexdigest()[:10]
+    # Caches named before a setting was recorded keep their names while it stays at its old value.
+    what = hashlib.sha256(json.dumps(significant_settings(settings), sort_keys=True).encode("utf-8")).hexdigest()[:10]
     return Path(cache) / f"{docs.name}-{where}-{what}"
 
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from localrag import embeddings as embedding_backends
 from localrag import ivf
@@ -47,6 +47,13 @@ REBUILD_SETTINGS = ("embedding_model", "embedding_backend", "chunk_size", "chunk
                     "chunk_headers", "chunk_context")
 # What a manifest written before a setting existed was built with: indexes before context lines had none.
 UNRECORDED_SETTINGS = {"chunk_context": False}
+
+
+def significant_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings` less those at the value indexes had before the setting was recorded: names, digests and logs
+    derived from them stay as they were for every index that does not use a newer setting."""
+    return {key: value for key, value in settings.items()
+            if key not in UNRECORDED_SETTINGS or value != UNRECORDED_SETTINGS[key]}
 # Chunks read from the store per call: Chroma fails reading ~40,000 at once ("too many SQL variables", seen on a
 # FinanceBench index of 1,000-character chunks).
 STORE_READ_PAGE = 10_000
@@ -480,6 +487,7 @@ class Index:
         self._store_path = self.path  # a temporary copy when the index folder is read-only
         self._may_create_store = False  # True inside sync (see _refuse_missing_store)
         self._temp_copy = None
+        self.revision = 0  # counts manifest writes and reloads: what was derived from an older manifest is stale
         self.info_problem: str | None = None  # why index_info.json cannot be trusted; None when it can
         self._manifest_moved = False
         # On a server the collection name is derived from the settings, so stored settings cannot be read first.
@@ -866,6 +874,7 @@ class Index:
         self._fingerprint = None
         self._bm25 = None
         self._vectors = None
+        self.revision += 1
 
     # ------------------------------------------------------------------ index contents
 
@@ -1441,6 +1450,7 @@ class Index:
         report.seconds = time.perf_counter() - started
 
     def _write_info(self) -> None:
+        self.revision += 1
         self._fingerprint = None
         self._vectors = None
         if self.chroma_url:

@@ -111,7 +111,7 @@ class Retriever:
         self.fusion = fusion
         self.dense_weight = float(dense_weight)
         self.document_prior = float(document_prior)
-        self._identity_index: tuple[tuple, Any] | None = None  # ((fingerprint, identities), BM25 over them)
+        self._identity_index: tuple[tuple, Any] | None = None  # ((fingerprint, revision), BM25 over identities)
         self.rank_by = check_rank_by(rank_by)
         self.query_instructions = query_instructions
         self._load_reranker = load_reranker
@@ -226,10 +226,11 @@ class Retriever:
     def prior_of(self, query: str) -> dict[str, float]:
         """Each indexed file's document prior for `query` (context.document_prior over the identity lines the
         manifest records); empty when the index records none (a dataset index, an empty one)."""
-        identities = {name: entry["identity"] for name, entry in self.index.files.items() if entry.get("identity")}
-        # The chunks' fingerprint leaves identities out: a sync that fills them in changes only their count.
-        key = (self.index.fingerprint(), len(identities))
+        # The chunks' fingerprint leaves identities out (a sync may fill them in); the manifest's revision does not.
+        key = (self.index.fingerprint(), self.index.revision)
         if self._identity_index is None or self._identity_index[0] != key:
+            identities = {name: entry["identity"] for name, entry in self.index.files.items()
+                          if entry.get("identity")}
             self._identity_index = (key, context.identity_index(identities) if identities else None)
         return context.document_prior(self._identity_index[1], query) if self._identity_index[1] else {}
 

@@ -106,6 +106,7 @@ def test_manifest_records_identities_and_fills_them_in_for_an_older_index(tiny_i
     assert report.chunks == 0 and not report.changed
     filled = json.loads((copy / "index_info.json").read_text())["files"]
     assert filled["weather.pdf"]["identity"] == "weather"
+    assert rag.retriever.prior_of("weather") == {"weather.pdf": 1.0}  # the same object sees them at once
     assert rag_of(copy).retriever.prior_of("weather") == {"weather.pdf": 1.0}
 
 
@@ -192,3 +193,11 @@ def test_an_unreadable_front_page_leaves_the_file_name_as_its_identity(tiny_inde
     assert ("note: the title and first page of options.pdf could not be read (OSError: disk went away); the "
             "document prior knows it by its file name until the file changes\n") in capsys.readouterr().err
     assert json.loads((copy / "index_info.json").read_text())["files"]["options.pdf"]["identity"] == "options"
+
+
+def test_significant_settings_leave_out_only_old_values_of_newer_settings():
+    from localrag.index import significant_settings
+
+    assert significant_settings({"chunk_context": False, "chunk_size": 800, "chunk_headers": False}) == \
+        {"chunk_size": 800, "chunk_headers": False}
+    assert significant_settings({"chunk_context": True}) == {"chunk_context": True}
