@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in local_rag.PROFILES.get(args.profile or "", {}).items():
         if key in INDEX_OPTIONS and getattr(args, key) is None:
             setattr(args, key, value)
+    defaults = [("--index", "index", local_rag.VECTORSTORE_PATH)] if args.index == local_rag.VECTORSTORE_PATH else []
+    defaults += [("a folder of PDFs", "docs folder", local_rag.DOCS_PATH)] if defaults and not args.paths else []
+    if problem := cli.project_folder_problem(local_rag.PROJECT_DIR, defaults):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.chunk_size is not None:
             args.chunk_size = parse_chunk_size(args.chunk_size)

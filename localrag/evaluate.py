@@ -432,3 +432,22 @@ def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) ->
     if lint_errors:
         reasons.append(f"goldset lint found {plural(lint_errors, 'error')} (see Notes, or run --lint)")
     return reasons
+
+
+def explain_question(rag: Retriever, question: gs.GoldQuestion | None, text: str, *, mode: str, rerank: bool,
+                     depth: int, retrieve_k: int, k: int, page_offset: int, tolerance: int) -> list[str]:
+    """The details block of one question (`question` of the goldset, or None for any other `text`): where its
+    expected location ranked at each stage, and the passages of each list (for --explain)."""
+    trace = rag.retrieve_traced(text, k=retrieve_k, mode=mode, rerank=rerank, depth=depth)
+    if question is not None:
+        traced = trace_goldset(trace, question.locations, page_offset, tolerance)
+        entry = QuestionResult(question.query_id, text, traced.stages.ranks["final"], {}, question.corpus or "",
+                               tuple(location_json(loc) for loc in question.locations))
+        entry = diagnosed(entry, trace.final, traced, k, page_offset, always=True)
+    else:
+        entry = QuestionResult("", text, None, {}, passages=tuple(passage(hit, rank, text, page_offset)
+                                                          for rank, hit in enumerate(trace.final[:k], 1)))
+    lists = {name: [diagnose.passage_where(passage(hit, rank, text, page_offset))
+                    for rank, hit in enumerate(hits[:diagnose.STAGE_LIST_SHOWN], 1)]
+             for name, hits in stage_lists(trace).items()}
+    return diagnose.render_question_block(entry, k, lists, in_goldset=question is not None)

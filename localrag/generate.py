@@ -23,15 +23,20 @@ from here, so lint and the gates agree on what a short or near-duplicate questio
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import sys
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from localrag.goldset import GoldsetRow
+from localrag import judge, llm
+from localrag.evaluate import EvalError
+from localrag.goldset import GoldsetRow, write_goldset_csv
 from localrag.noise import (
     PROSE_LINE_MIN_WORDS,
     analysis_text,
@@ -43,6 +48,7 @@ from localrag.noise import (
     page_noise,
     word_count,
 )
+from localrag.outputs import display_path
 from localrag.pages import shown_page
 
 # --- Sampling and question kinds ------------------------------------------------------------------
@@ -811,3 +817,79 @@ def render_generation_summary(result: GenerationResult) -> list[str]:
             "remaining chunks gave no question that passed the gates (see the per-document table)"
         )
     return lines
+
+
+def check_out_file(out: str, force: bool) -> None:
+    """EvalError unless --out can take the goldset: a file in an existing folder, replaced only with --force."""
+    path = Path(out)
+    if path.is_dir() or not path.parent.is_dir():
+        raise EvalError(f"--out {out}: {'is a folder' if path.is_dir() else f'folder {path.parent} does not exist'}"
+                        f"; give the path of a .csv file in an existing folder")
+    if path.exists() and not force:
+        raise EvalError(f"--out {out} already exists; pass --force to replace it, or choose another --out")
+
+
+def generate_goldset(rag: Any, n: int, seed: int, out: str, ask: Callable[[str], str | None] | None,
+                     llm_name: str | None, stopped: Callable[[], str | None]) -> int:
+    """Sample chunks of a LocalRAG's index, print the summary and write the goldset to `out`; 1 if the model
+    stopped early, else 0."""
+    chunks = [{"chunk_id": i, "source": m["source"], "page": int(m["page"]), "text": t}
+              for i, t, m in rag.indexed_chunks()]
+    if not chunks:
+        raise EvalError(f"the index at {rag.location} holds no chunks; index PDFs first (add_pdfs.py)")
+    result = generate_questions(chunks, n, seed, ask=ask, llm_name=llm_name)
+    print("\n".join(render_generation_summary(result)))
+    if not result.rows:
+        raise EvalError(f"no question was generated, so {display_path(out)} was not written; see the summary above")
+    try:
+        write_goldset_csv(Path(out), result.rows)
+    except OSError as exc:
+        raise EvalError(f"--out {out} could not be written ({exc}); choose another --out") from None
+    made = len(result.rows)
+    print(f"Wrote {made} question{'s' if made != 1 else ''} to {display_path(out)}")
+    if stopped():
+        print(f"error: the model stopped before the goldset was complete: {stopped()}; rerun when it answers "
+              f"again (answered chunks are cached)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def llm_question_asker(model: str, cache_path: str, quiet: bool) -> tuple[Callable[[str], str | None],
+                                                                          Callable[[], str | None]]:
+    """(ask, stopped): ask(prompt) -> reply text or None through the cached, retrying client and the judge's cache;
+    stopped() -> why the model stopped answering (server down, refused), or None.
+
+    Replies with a question and explicit declines are cached; an unreadable reply is not, so the next run asks again.
+    """
+    flag = f"--llm {model}"
+    try:
+        llm.check_environment(os.environ, flag)
+    except llm.ChatError as exc:
+        raise EvalError(str(exc)) from None
+    cache, cache_warning = judge.open_cache(cache_path)
+    if cache_warning:
+        print(f"warning: {cache_warning}", file=sys.stderr)
+    # The judge's server and cache (--judge-cache) serve the questions too, so messages name the judge.
+    client = llm.CachedChat(model, cache, who="judge", flag=flag, progress=None if quiet else
+                            (lambda message: print(message, file=sys.stderr, flush=True)))
+    stops: list[str] = []
+
+    def readable(text: str) -> dict:
+        if parse_llm_reply(text)[0] == "failed":
+            raise llm.UnreadableReply(f"no question in reply {text[:80]!r}")
+        return {"reply": text}
+
+    def ask(prompt: str) -> str | None:
+        try:
+            entry, _ = client.ask(prompt, parse=readable, meta={"kind": "generate"},
+                                  is_valid=lambda e: isinstance(e.get("reply"), str))
+        except llm.UnreadableReply:
+            return None
+        except (llm.ChatError, llm.CallLimitReached) as exc:
+            if not stops:  # every later prompt fails the same way; say it once
+                stops.append(str(exc))
+                print(f"warning: question generation stopped: {exc}", file=sys.stderr, flush=True)
+            return None
+        return entry["reply"]
+
+    return ask, lambda: stops[0] if stops else None

@@ -329,3 +329,16 @@ def render_lint(findings: Sequence[LintFinding]) -> list[str]:
     else:
         lines.append(f"{errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}")
     return lines
+
+
+def index_docs(rag: Any) -> dict[str, DocInfo]:
+    """Indexed file -> DocInfo (page count, 0-based pages without text) of a LocalRAG's index."""
+    return {d["source"]: DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
+
+
+def lint_index(rag: Any, questions: Sequence[QuestionLike], messages: Sequence[str], docs: Mapping[str, DocInfo],
+               progress: bool = False) -> list[LintFinding]:
+    """Lint findings of a read goldset against a LocalRAG's index: files (also those that failed to index), pages,
+    text."""
+    unindexed = {name: entry["reason"] for name, entry in rag.info.get("failed", {}).items()}
+    return lint_goldset(questions, messages, docs, page_offset=PAGE_OFFSET, unindexed=unindexed, progress=progress)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Callable
+from typing import AbstractSet as Set, Any, Callable, Mapping
 
 from localrag import report as eval_report
 from localrag.files import write_text_atomic
@@ -110,3 +110,22 @@ def run_suite(path: str | Path, output_name: str | None, evaluate: EvaluateEntry
     write_text_atomic(out / f"summary{suffix}.md", "\n".join(markdown) + "\n")
     print(text, end="")
     return 1 if failed or degraded else 0
+
+
+def option_flags(options: Mapping[str, Any], repeatable: Set[str]) -> list[str]:
+    """Suite entry options as command-line flags: `key = true` is --key, false leaves it out, a list is joined
+    with commas (`k = [5, 10]` is --k 5,10), except for a `repeatable` flag (by option name), which is repeated
+    (`sweep = ["chunk_size=500,1000", "mode=dense,hybrid"]`)."""
+    flags: list[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, list) and key in repeatable:
+            for item in value:
+                flags += [flag, str(item)]
+        elif isinstance(value, list):
+            flags += [flag, ",".join(str(v) for v in value)]
+        elif value is not False:
+            flags += [flag, str(value)]
+    return flags

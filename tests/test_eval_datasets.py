@@ -31,6 +31,7 @@ from langchain_core.documents import Document
 
 from localrag import datasets
 import eval_retrieval as er
+from localrag import run_plan
 from localrag import evaluate as ev
 import local_rag
 from localrag import metrics as rm
@@ -336,7 +337,7 @@ def test_index_cache_is_reused(dataset, tmp_path, capsys, monkeypatch):
     argv = ["--dataset", folder, "--k", "1,3", "--quiet", "--no-compare", "--no-query-cache", "--report",
             tmp_path / "r.txt"]
     assert run(capsys, *argv)[0] == 1
-    expected = er.dataset_index_path(er.resolve_args(er.build_parser().parse_args([str(a) for a in argv])))
+    expected = run_plan.dataset_index_path(er.resolve_args(er.build_parser().parse_args([str(a) for a in argv])))
     assert expected.parent == tmp_path / "cache"
     assert (expected / local_rag.INDEX_INFO_FILE).exists()
     embedded: list[list[str]] = []
@@ -357,7 +358,7 @@ def test_index_path_follows_the_settings(dataset, monkeypatch):
     folder, _ = dataset
 
     def path(*extra: str) -> Path:
-        return er.dataset_index_path(er.build_parser().parse_args(["--dataset", str(folder), *extra]))
+        return run_plan.dataset_index_path(er.build_parser().parse_args(["--dataset", str(folder), *extra]))
 
     default = path()
     assert default == path()  # stable

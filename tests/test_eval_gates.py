@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 import eval_retrieval as er
+from localrag import eval_options, outputs
+from localrag.evaluate import metric_keys
 from openai_stub import OpenAIStub
 
 CLEAN = (
@@ -170,11 +172,11 @@ def test_bad_fail_under_exits_2_before_anything_is_evaluated(evaluate, tmp_path,
 
 
 def test_fail_under_knows_the_keys_of_other_cutoffs_and_datasets():
-    assert er.parse_fail_under(["hit@1=0.5", "mrr=0.25"], er.metric_keys("goldset", [1, 3])) == [
+    assert eval_options.parse_fail_under(["hit@1=0.5", "mrr=0.25"], metric_keys("goldset", [1, 3])) == [
         ("hit@1", 0.5), ("mrr", 0.25)]
-    assert er.parse_fail_under(["ndcg@10=0.6"], er.metric_keys("dataset", [1, 10])) == [("ndcg@10", 0.6)]
+    assert eval_options.parse_fail_under(["ndcg@10=0.6"], metric_keys("dataset", [1, 10])) == [("ndcg@10", 0.6)]
     with pytest.raises(er.EvalError, match=r"valid keys: hit@1, hit@10, recall@1, recall@10, ndcg@1, ndcg@10, mrr"):
-        er.parse_fail_under(["precision@1=0.5"], er.metric_keys("dataset", [1, 10]))
+        eval_options.parse_fail_under(["precision@1=0.5"], metric_keys("dataset", [1, 10]))
 
 
 def test_fail_on_regression_fails_on_a_significant_drop(evaluate, tmp_path):
@@ -293,14 +295,14 @@ def default_args(**changes) -> argparse.Namespace:
 
 
 def test_default_report_paths():
-    assert er.default_report_path(default_args()) == "eval/baseline.txt"
-    assert er.default_report_path(default_args(ablation=True)) == "eval/runs/ablation.txt"
-    assert er.default_report_path(default_args(index="eval/index")) == "eval/baseline.txt"
-    assert er.default_report_path(default_args(index="other")) == "eval/goldset.report.txt"
-    assert er.default_report_path(default_args(docs="papers")) == "eval/goldset.report.txt"
-    assert er.default_report_path(default_args(chroma_url="http://h:8000")) == "eval/goldset.report.txt"
-    assert er.default_report_path(default_args(goldset="x/gold.jsonl", ablation=True)) == "x/gold.ablation.txt"
-    assert er.default_report_path(default_args(dataset="../shared/data/scifact", split="train")) == \
+    assert outputs.default_report_path(default_args()) == "eval/baseline.txt"
+    assert outputs.default_report_path(default_args(ablation=True)) == "eval/runs/ablation.txt"
+    assert outputs.default_report_path(default_args(index="eval/index")) == "eval/baseline.txt"
+    assert outputs.default_report_path(default_args(index="other")) == "eval/goldset.report.txt"
+    assert outputs.default_report_path(default_args(docs="papers")) == "eval/goldset.report.txt"
+    assert outputs.default_report_path(default_args(chroma_url="http://h:8000")) == "eval/goldset.report.txt"
+    assert outputs.default_report_path(default_args(goldset="x/gold.jsonl", ablation=True)) == "x/gold.ablation.txt"
+    assert outputs.default_report_path(default_args(dataset="../shared/data/scifact", split="train")) == \
         "eval/dataset_reports/scifact-train.txt"
 
 

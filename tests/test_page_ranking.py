@@ -7,6 +7,7 @@ import pytest
 from conftest import write_pdf
 
 import eval_retrieval as er
+from localrag import outputs
 from local_rag import LocalRAG, RAGError
 
 # Page 1 of harbour.pdf is long enough for three 120-character chunks about tides; page 2 and lakes.pdf are short.
@@ -71,7 +72,7 @@ def test_the_report_names_the_ranking_and_chunk_ranking_is_an_ablation(shelf, tm
     assert exited.value.code == 2
     assert "argument --rank-by: invalid choice: 'pages' (choose from 'page', 'chunk')" in capsys.readouterr().err
     args = er.build_parser().parse_args(["--rank-by", "chunk"])
-    assert er.retrieval_suffix(args) == ".rank_by-chunk"
+    assert outputs.retrieval_suffix(args) == ".rank_by-chunk"
 
 
 def test_a_local_cross_encoder_folder_is_named_relative_to_the_project(shelf, tmp_path, monkeypatch,
