@@ -1,7 +1,7 @@
 """The evaluation's defaults, handed down whole from the root scripts' settings blocks.
 
 eval_retrieval.py owns the paths under eval/ and local_rag.py the retriever's defaults; the package may import
-neither (tests/test_layout.py), so `eval_retrieval.eval_defaults()` reads both at call time into one
+neither (tests/test_layout.py), so `eval_retrieval.eval_defaults()` reads both when the parser is built into one
 `EvalDefaults`, which travels on the parsed options as `args.defaults`.
 """
 from __future__ import annotations

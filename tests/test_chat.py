@@ -302,9 +302,10 @@ def readme_example() -> str:
 
 def test_the_readme_example_runs(tiny_index, tmp_path, monkeypatch, capsys):
     code = readme_example()
-    assert 'LocalRAG("eval/index")' in code  # the path the test puts the tiny index at
-    shutil.copytree(tiny_index[1], tmp_path / "eval" / "index")
+    assert "LocalRAG(local_rag.PROJECT_DIR / local_rag.VECTORSTORE_PATH)" in code  # the setting the test points
+    shutil.copytree(tiny_index[1], tmp_path / "eval" / "index")                 # at the tiny index (absolute: kept)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(local_rag, "VECTORSTORE_PATH", str(tmp_path / "eval" / "index"))
     monkeypatch.setattr(local_rag, "RERANKER_MODEL", None)  # the default cross-encoder would need the network
     exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})
     out = capsys.readouterr().out

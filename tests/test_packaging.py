@@ -4,7 +4,6 @@ default path stop with "run from the project folder X" instead of a wrong "not f
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tomllib
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import add_pdfs
 import eval_retrieval as er
+from test_chat import readme_example
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,18 +26,12 @@ def test_pyproject_installs_the_root_scripts_and_the_package_with_the_pinned_req
     assert project["build-system"]["build-backend"] == "setuptools.build_meta"
 
 
-def readme_python_example() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Use it from Python or a chat"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
-
-
 def test_the_readme_python_example_runs_from_another_folder(tiny_index, tmp_path):
     """As after `pip install -e .`: the project on the import path, the working folder elsewhere. The example
     opens `local_rag.PROJECT_DIR / local_rag.VECTORSTORE_PATH`; here that setting names the tiny index (an
     absolute path, which the join keeps), as a fresh clone has no index yet."""
     _, index = tiny_index
-    example = readme_python_example()
+    example = readme_example()
     assert "LocalRAG(local_rag.PROJECT_DIR / local_rag.VECTORSTORE_PATH)" in example
     script = f"import local_rag\nlocal_rag.VECTORSTORE_PATH = {str(index)!r}\n" + example
     elsewhere = tmp_path / "chat_app"
