@@ -120,7 +120,9 @@ def lint_table(chunks, docs, sizes: list[int], old_max: int, seed: int) -> list[
 def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[str, float]]:
     """Exit code and seconds per phase of one `eval_retrieval.main` run, phases timed by wrapping its steps."""
     import eval_retrieval as er
+    from localrag import eval_runs, run_index
     from localrag import evaluate as ev
+    from localrag import lint as goldset_lint
 
     seconds: dict[str, float] = {}
 
@@ -137,13 +139,15 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
         setattr(module, name, wrapper)
 
     timed(gs, "read_goldset", "read")
-    timed(er, "open_rag", "open index, load model")
-    timed(er, "sync_pdf_index", "sync check")
-    timed(er, "lint_findings", "lint")
-    timed(er, "left_out_questions", "page check")
+    # Each step wrapped where the run looks it up (localrag/run_index.py, eval_runs.py).
+    timed(run_index, "open_rag", "open index, load model")
+    timed(run_index, "sync_pdf_index", "sync check")
+    timed(goldset_lint, "lint_index", "lint")
+    timed(eval_runs, "left_out_questions", "page check")
+    timed(eval_runs, "fill_query_vectors", "embed questions (model load included)")
     timed(ev, "retrieve_goldset", "retrieval (embed, retrieve, score)")
     timed(ev, "evaluate_goldset", "retrieval (embed, retrieve, score)")
-    timed(er, "write_outputs", "write reports")
+    timed(eval_runs, "write_outputs", "write reports")
     started = time.perf_counter()
     code = er.main(["--goldset", str(goldset), "--index", index, "--docs", docs, "--no-rerank", "--no-compare",
                     "--quiet", "--report", str(goldset.with_suffix(".report.txt"))])
