@@ -144,7 +144,7 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
     timed(run_index, "sync_pdf_index", "sync check")
     timed(goldset_lint, "lint_index", "lint")
     timed(eval_runs, "left_out_questions", "page check")
-    timed(eval_runs, "fill_query_vectors", "embed questions (model load included)")
+    timed(eval_runs, "fill_query_vectors", "embed questions, load the model")
     timed(ev, "retrieve_goldset", "retrieval (embed, retrieve, score)")
     timed(ev, "evaluate_goldset", "retrieval (embed, retrieve, score)")
     timed(eval_runs, "write_outputs", "write reports")
