@@ -2,10 +2,11 @@
 
 `LocalRAG` is the one face of the retriever: add_pdfs.py builds the index through it (`sync`), the chat and the
 evaluation retrieve through it (`retrieve`, or LangChain's faces of it: `as_retriever`, `as_tool`), so what the
-evaluation measures is what the chat gets. The work is done in the package: localrag/index.py (manifest, store,
-lock, sync, BM25), localrag/retriever.py (dense, BM25, fusion, rerank), localrag/chat.py (the LangChain
-retriever and tool), localrag/pdf.py (finding and reading PDFs) and localrag/models.py (loading the models). The
-settings below are read when they are used, and handed to the package from here: edit them here.
+evaluation measures is what the chat gets. The work is done in the package: localrag/index.py (the index's face
+over its manifest, store, locks, check, sync and BM25 modules), localrag/retriever.py (dense, BM25, fusion,
+rerank), localrag/chat.py (the LangChain retriever and tool), localrag/pdf.py (finding and reading PDFs) and
+localrag/models.py (loading the models). The settings below are read when they are used, and handed to the
+package from here: edit them here.
 """
 from __future__ import annotations
 

@@ -124,13 +124,13 @@ def test_a_server_index_has_one_writer(server, tiny_docs, tmp_path, capsys, monk
     monkeypatch.setattr("local_rag.CACHE_DIR", str(tmp_path / "cache"))
     rag = LocalRAG("unused", reranker_model=None, chroma_url=server.url, quiet=True)
     record = {"token": "otherhost:4242:abcd", "heartbeat": time.time()}
-    rag.index._info_collection().upsert(ids=["writer_lock"], embeddings=[[1.0]], documents=[json.dumps(record)])
+    rag.index.place.info_collection().upsert(ids=["writer_lock"], embeddings=[[1.0]], documents=[json.dumps(record)])
     capsys.readouterr()
     assert add_pdfs.main([str(tiny_docs), "--chroma-url", server.url, "--quiet", "--no-wait"]) == 2
     assert capsys.readouterr().err == (f"error: the index {rag.location} is being written by otherhost:4242 "
                                        f"(host:pid); wait until it has finished, or leave out --no-wait to wait "
                                        f"for it\n")
     record["heartbeat"] = time.time() - local_rag.SERVER_LOCK_STALE_SECONDS - 1  # its writer died long ago
-    rag.index._info_collection().upsert(ids=["writer_lock"], embeddings=[[1.0]], documents=[json.dumps(record)])
+    rag.index.place.info_collection().upsert(ids=["writer_lock"], embeddings=[[1.0]], documents=[json.dumps(record)])
     assert add_pdfs.main([str(tiny_docs), "--chroma-url", server.url, "--quiet", "--no-wait"]) == 0
-    assert rag.index._info_collection().get(ids=["writer_lock"])["ids"] == []  # released after the sync
+    assert rag.index.place.info_collection().get(ids=["writer_lock"])["ids"] == []  # released after the sync

@@ -311,9 +311,9 @@ def test_a_suite_entry_sweeps(workdir, capsys):
 
 def test_indexed_chunks_are_read_in_pages(tiny_index, monkeypatch):
     """Chroma fails on one read of ~40,000 chunks ("too many SQL variables"): the store is read in pages."""
-    from localrag import index as index_module
+    from localrag import store as store_module
 
     rag = LocalRAG(tiny_index[1], reranker_model=None, quiet=True)
     whole = rag.indexed_chunks()
-    monkeypatch.setattr(index_module, "STORE_READ_PAGE", 2)  # 5 chunks: pages of 2, 2 and 1
+    monkeypatch.setattr(store_module, "STORE_READ_PAGE", 2)  # 5 chunks: pages of 2, 2 and 1
     assert len(whole) == 5 and rag.indexed_chunks() == whole

@@ -257,9 +257,9 @@ def test_a_store_of_another_dimension_is_refused_and_kept_until_rebuild(capsys, 
     rag = LocalRAG(index, reranker_model=None, quiet=True)
     collection = rag.vectorstore._collection
     ids = collection.get()["ids"]
-    rag.index._chroma_client().delete_collection("localrag")  # as if built by a 768-dimension model
-    col = rag.index._chroma_client().create_collection("localrag", metadata={"hnsw:space": "cosine",
-                                                                       local_rag.COLLECTION_MARKER: 1})
+    rag.index.place.client().delete_collection("localrag")  # as if built by a 768-dimension model
+    col = rag.index.place.client().create_collection("localrag", metadata={"hnsw:space": "cosine",
+                                                                     local_rag.COLLECTION_MARKER: 1})
     col.add(ids=ids, embeddings=[[0.5] * 768] * len(ids), documents=["x"] * len(ids),
             metadatas=[{"source": "alpha.pdf", "file_hash": "old"}] * len(ids))
     write_pdf(docs_a / "delta.pdf", ["Delta page about orange kumquats."])

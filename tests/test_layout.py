@@ -1,5 +1,8 @@
 """The layout's rules, read from the source (README, "How the code is laid out"):
 
+- README's layout lists every module of the package, each once;
+- eval_retrieval.py stays the settings, the parser and the story (at most 700 lines, no function but
+  build_parser over 60); no class in localrag/ over 400 lines, no function over 80;
 - the package never imports a root script;
 - the retriever side (local_rag.py and every package module it reaches) never imports goldset, evaluation or
   judge code;
@@ -17,7 +20,8 @@ PACKAGE = ROOT / "localrag"
 ROOT_SCRIPTS = {"local_rag", "eval_retrieval", "add_pdfs"}
 # llm.py is a plain OpenAI-compatible client that knows nothing of its callers: the judge and the LLM reranker share it.
 EVALUATION_SIDE = {"goldset", "lint", "noise", "generate", "evaluate", "result", "report", "judge", "suite",
-                   "stats", "metrics", "datasets", "downloads"}
+                   "stats", "metrics", "datasets", "downloads", "eval_defaults", "eval_options", "eval_runs",
+                   "outputs", "run_plan", "run_index", "configuration"}
 
 
 def imports(path: Path) -> set[str]:
@@ -82,8 +86,39 @@ def test_the_package_is_one_level_deep_and_root_scripts_meet_only_at_the_face():
         assert imports(ROOT / f"{script}.py") & ROOT_SCRIPTS <= {"local_rag"}, script
 
 
+def test_readme_lists_every_module_of_the_package_once():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## How the code is laid out"):]
+    tree = section[section.index("```\n") + 4:]
+    tree = tree[:tree.index("```")]
+    listed = re.findall(r"^  ([a-z_0-9]+\.py) ", tree, re.M)
+    assert sorted(listed) == sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert len(listed) == len(set(listed))
+
+
+def sizes(path: Path) -> list[tuple[str, str, int]]:
+    """(kind, name, lines) of every function and class in `path`, nested ones included."""
+    return [(type(node).__name__, node.name, node.end_lineno - node.lineno + 1)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def test_the_script_reads_as_settings_parser_and_story():
+    script = ROOT / "eval_retrieval.py"
+    assert len(script.read_text(encoding="utf-8").splitlines()) <= 700
+    assert [(name, n) for kind, name, n in sizes(script) if n > 60 and name != "build_parser"] == []
+
+
+def test_no_class_or_function_of_the_package_is_a_house_of_its_own():
+    too_big = [f"{path.name}: {kind} {name} ({n} lines)" for path in sorted(PACKAGE.glob("*.py"))
+               for kind, name, n in sizes(path) if n > (400 if kind == "ClassDef" else 80)]
+    assert too_big == []
+
+
 def test_the_rule_checks_can_fail(tmp_path):
     """The import reader sees function-level and relative imports, which is where a layer break would hide."""
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from . import judge\n    import eval_retrieval\n", encoding="utf-8")
     assert imports(module) == {"localrag.judge", "eval_retrieval"}
+    module.write_text("class C:\n    def g(self):\n" + "        x = 1\n" * 81, encoding="utf-8")
+    assert sizes(module) == [("ClassDef", "C", 83), ("FunctionDef", "g", 82)]

@@ -175,7 +175,7 @@ def test_the_evaluation_suggests_the_profile_and_names_it_when_used(tiny_docs, t
 
 
 def test_an_unreadable_front_page_leaves_the_file_name_as_its_identity(tiny_index, tmp_path, monkeypatch, capsys):
-    from localrag import index as index_module
+    from localrag import sync as sync_module
     from localrag.pdf import ExtractedPdf
 
     copy = shutil.copytree(tiny_index[1], tmp_path / "index")
@@ -187,7 +187,7 @@ def test_an_unreadable_front_page_leaves_the_file_name_as_its_identity(tiny_inde
     def broken(path, loader):
         return ExtractedPdf(error="OSError: disk went away")
 
-    monkeypatch.setattr(index_module, "extract_pdf", broken)
+    monkeypatch.setattr(sync_module, "extract_pdf", broken)
     report = LocalRAG(copy, reranker_model=None).sync([docs], progress=False)
     assert report.chunks == 0
     assert ("note: the title and first page of options.pdf could not be read (OSError: disk went away); the "

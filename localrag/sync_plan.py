@@ -1,0 +1,215 @@
+"""What a sync will do, decided from the manifest and the docs folder (or the dataset records) before it writes
+anything: which sources are new, changed, unchanged, failed before, gone or to be read again under newer page
+text rules (`plan_pdfs`, `plan_records`), why the whole index must be rebuilt (`rebuild_reasons`), and what a
+sync must refuse. The report of a sync (`SyncReport`) starts as its plan's file lists."""
+from __future__ import annotations
+
+import collections
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from localrag import models
+from localrag.errors import RAGError
+from localrag.index_settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS
+from localrag.manifest import INDEX_FORMAT, Manifest
+from localrag.pdf import TEXT_RULES, discover_pdfs
+
+if TYPE_CHECKING:
+    from localrag.index import Index
+
+
+@dataclass
+class SyncReport:
+    """What one sync did; printed by add_pdfs.py and the evaluation."""
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    reread: list[str] = field(default_factory=list)  # unchanged files read again under newer page text rules
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # folder entries not read (links), with why
+    repaired: list[tuple[str, str]] = field(default_factory=list)  # sources re-embedded because the store lost chunks
+    orphans_removed: int = 0  # stored chunks of no indexed file (left by an interrupted or concurrent run)
+    empty_pages: list[tuple[str, int]] = field(default_factory=list)  # (source, 0-based page) without text
+    pages: int = 0  # pages of the files this sync completed
+    chunks: int = 0  # chunks embedded and stored by this sync (not those of an interrupted run it reused)
+    kept: int = 0  # stored chunks of re-read or resumed files whose text and metadata were unchanged (not embedded)
+    seconds: float = 0.0
+    rebuilt_because: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed or self.reread or self.rebuilt_because
+                    or self.repaired or self.orphans_removed)
+
+    def file_lines(self) -> list[tuple[str, str]]:
+        """(what happened, file) for each file added, updated, removed or re-read, as the CLIs print them."""
+        return [(label, name) for label, names in (("added", self.added), ("updated", self.updated),
+                                                    ("removed", self.removed), ("re-read", self.reread))
+                for name in names]
+
+    def summary(self) -> str:
+        repaired = f" / repaired {len(self.repaired)}" if self.repaired else ""
+        reread = f" / re-read {len(self.reread)}" if self.reread else ""
+        kept = f" ({self.kept} stored chunks kept as they were)" if self.kept else ""
+        skipped = f" / skipped {len(self.skipped)}" if self.skipped else ""
+        return (f"files added {len(self.added)} / updated {len(self.updated)} / removed {len(self.removed)} / "
+                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}{skipped}{repaired}{reread}; "
+                f"{self.pages} pages and {self.chunks} chunks embedded{kept}; {self.seconds:.1f} s")
+
+
+@dataclass
+class SourceUnit:
+    """One indexable source: a PDF file or a dataset document, with its pages' texts."""
+    source: str
+    file_hash: str
+    pages: list[tuple[int, str, str]]  # (0-based page, label, text)
+    header: str | None = None  # chunk header; None means chunk_header(source, page, context line)
+    context: str = ""  # the document's identity (localrag/context.py), for the context lines of its chunks
+    extra_metadata: dict = field(default_factory=dict)
+    extraction_method: str = ""
+    outline: list[tuple[int, str]] = field(default_factory=list)  # (0-based start page, title) of the PDF's outline
+
+
+@dataclass
+class SyncPlan:
+    """What a sync writes besides its report's file lists: the sources to read and embed, and those to delete."""
+    todo: list[Any] = field(default_factory=list)  # PDFs as (source, path, sha256), dataset records as SourceUnits
+    gone: list[str] = field(default_factory=list)  # sources no longer given: their chunks and entries go
+
+
+def plan_pdfs(manifest: Manifest, found: dict[str, Path], hash_file: Callable[[Path], str],
+              report: SyncReport) -> SyncPlan:
+    """Compare the PDFs `found` with the manifest by file hash (`hash_file`), filling the report's file lists.
+
+    A file that cannot be hashed (deleted or made unreadable while the folder was read) is skipped and keeps
+    what the index holds of it."""
+    plan = SyncPlan()
+    failed_before = manifest.failed or {}
+    for name, path in found.items():
+        try:
+            digest = hash_file(path)
+        except OSError as exc:
+            report.skipped.append((name, f"could not be read ({type(exc).__name__}: {exc.strerror or exc})"))
+            continue
+        entry = manifest.files.get(name) or failed_before.get(name)
+        if entry and entry["sha256"] == digest and name in manifest.files and \
+                manifest.file_text_rules(entry) != TEXT_RULES:
+            report.reread.append(name)  # same file, read by older rules: only chunks whose text changed
+            plan.todo.append((name, path, digest))
+            continue
+        if entry and entry["sha256"] == digest:
+            if name in failed_before:
+                report.failed.append((name, failed_before[name]["reason"] + " (unchanged since last sync)"))
+            else:
+                report.unchanged.append(name)
+            continue
+        (report.updated if name in manifest.files else report.added).append(name)
+        plan.todo.append((name, path, digest))
+    plan.gone = sorted((set(manifest.files) | set(failed_before) | set(manifest.partial or {})) - set(found))
+    report.removed += [name for name in plan.gone if name in manifest.files or name in failed_before]
+    return plan
+
+
+def record_unit(record: dict) -> SourceUnit:
+    """A dataset document {doc_id, title, text, metadata} as one source, its title as the chunk header."""
+    text = record.get("text") or ""
+    title = record.get("title") or ""
+    digest = hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()
+    return SourceUnit(source=record["doc_id"], file_hash=digest, pages=[(0, "1", text)],
+                      header=f"{title}\n" if title else "", extra_metadata={"doc_id": record["doc_id"]},
+                      extraction_method="text")
+
+
+def plan_records(manifest: Manifest, records: Iterable[dict], report: SyncReport) -> SyncPlan:
+    """Compare dataset documents with the manifest by the hash of their title and text, filling the report's file
+    lists."""
+    wanted = {record["doc_id"]: record_unit(record) for record in records}
+    plan = SyncPlan(gone=sorted((set(manifest.files) | set(manifest.partial or {})) - set(wanted)))
+    report.removed += [name for name in plan.gone if name in manifest.files]
+    for name, unit in wanted.items():
+        entry = manifest.files.get(name)
+        if entry and entry["sha256"] == unit.file_hash:
+            report.unchanged.append(name)
+            continue
+        (report.updated if entry else report.added).append(name)
+        plan.todo.append(unit)
+    return plan
+
+
+def older_format(manifest: Manifest) -> int | None:
+    """The INDEX_FORMAT of the stored index when older than this one's (chunks to upgrade), else None."""
+    stored = 1 if manifest.format is None else manifest.format
+    return stored if manifest.settings and stored < INDEX_FORMAT else None
+
+
+def refuse_other_folder(index: Index, paths: Sequence[str | Path], found: dict[str, Path], *, switch: bool,
+                        allow_empty: bool) -> None:
+    """RAGError when the index follows other paths (unless `switch`), and when `paths` hold no PDF at all while the
+    index has files (unless `allow_empty`)."""
+    followed = sorted(str(Path(p).resolve()) for p in paths)
+    recorded = sorted(index.followed_paths)
+    if recorded and recorded != followed and index.files and not switch:
+        raise RAGError(f"the index {index.location} follows {', '.join(recorded)}, not {', '.join(followed)}; "
+                       f"syncing it with another folder would replace its files. Give the folder it follows, "
+                       f"or add --switch-folder (or --rebuild) to make it follow {', '.join(followed)}",
+                       reason="index follows another folder")
+    known = set(index.files) | set(index.manifest.failed or {})
+    if not found and known and not allow_empty:  # --rebuild too: a typo must not empty it
+        raise RAGError(f"{', '.join(map(str, paths))} holds no PDF files; syncing would remove all "
+                       f"{len(known)} files from the index {index.location}. Check the path, or add "
+                       f"--allow-empty to empty the index", reason="no PDF files")
+
+
+def pdf_changes(manifest: Manifest, docs_path: str | Path, hash_file: Callable[[Path], str]) -> dict[str, list[str]]:
+    """Compare the docs folder with the index by file hash (`hash_file`), without changing anything."""
+    current = discover_pdfs([docs_path]).found
+    known = dict(manifest.files)
+    known.update({name: {"sha256": entry["sha256"]} for name, entry in (manifest.failed or {}).items()})
+    changes = {"added": [], "updated": [], "removed": sorted(set(known) - set(current)), "unchanged": []}
+    for name, path in sorted(current.items()):
+        if name not in known:
+            changes["added"].append(name)
+        elif known[name]["sha256"] != hash_file(path):
+            changes["updated"].append(name)
+        else:
+            changes["unchanged"].append(name)
+    return changes
+
+
+def rebuild_reasons(index: Index) -> list[str]:
+    """Settings of the stored index that differ from the Index object's: each one means a whole rebuild."""
+    stored = index.manifest.settings
+    if not stored:
+        return ["no index has been built yet"]
+    stored = {**UNRECORDED_SETTINGS, **stored}
+    keys = REBUILD_SETTINGS + tuple(k for k in PAGE_SETTINGS if k in stored or k in index.settings)
+    reasons = [f"{key}: index has {stored.get(key)!r}, requested {index.settings.get(key)!r}"
+               for key in keys if stored.get(key) != index.settings.get(key)]
+    # Indexes older than the prefix record were embedded without prefixes (no model had any then).
+    built_prefixes = index.manifest.embedding_prefixes
+    built_prefixes = models.NO_PREFIXES if built_prefixes is None else built_prefixes
+    if built_prefixes != index.embedding_prefixes:
+        def shown(p: dict) -> str:
+            return f"query {p.get('query', '')!r} passage {p.get('passage', '')!r}"
+
+        reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {index.embedding_model_name} uses "
+                       f"{shown(index.embedding_prefixes)}")
+    built_with, runs = index.manifest.embedding_export, index.embedding_export
+    if not reasons and built_with and runs and built_with != runs:
+        # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
+        reasons.append(f"embedding export: index was embedded by {built_with!r}, this machine runs {runs!r}")
+    return reasons
+
+
+def text_rules_reasons(manifest: Manifest) -> list[str]:
+    """Why a sync re-reads files: PDFs read with other page text rules than this localRAG's (see plan_pdfs)."""
+    if not manifest.docs:  # dataset indexes hold their records' text, untouched by the PDF rules
+        return []
+    old = collections.Counter(manifest.file_text_rules(e) for e in manifest.files.values()
+                              if manifest.file_text_rules(e) != TEXT_RULES)
+    return [f"page text rules: {n} of {len(manifest.files)} files were read with version {version}, this localRAG "
+            f"applies version {TEXT_RULES} (localrag/pdf.py); a sync reads them again and embeds only the "
+            f"chunks whose text changed" for version, n in sorted(old.items())]
