@@ -18,7 +18,6 @@ from localrag.retriever import RETRIEVAL_MODES
 from localrag.run_plan import apply_profile, check_sweep
 
 
-
 def parse_ks(text: str) -> list[int]:
     """--k's text -> sorted distinct cutoffs; EvalError unless each is a positive integer."""
     try:

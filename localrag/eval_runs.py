@@ -32,7 +32,6 @@ from localrag.run_plan import (INDEX_SETTINGS, dataset_index_path, dataset_setti
                                index_groups, row_configs, slug)
 
 
-
 def evaluate(args: argparse.Namespace) -> list[EvalResult]:
     """Evaluate the goldset or dataset of `args` and write the reports: one result with its status, or with
     --ablation one per configuration (the table is printed)."""

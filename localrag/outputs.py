@@ -25,7 +25,6 @@ SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm")  # files SQLite keeps beside th
 INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of these is an index folder
 
 
-
 def display_path(path: str | Path) -> str:
     """A path as messages and reports show it: relative to the working folder when inside it, else as given
     with the home folder written ~ (never a user's home folder in a committed report, never a bare file name)."""

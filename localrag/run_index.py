@@ -21,7 +21,6 @@ from localrag.run_plan import (INDEX_SETTINGS, derived_index_path, requested_set
                                settings_words)
 
 
-
 def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str, Any] | None = None,
              cache: bool = False) -> LocalRAG:
     """The retriever of this run, holding the index's writer lock until the run ends (see `guarded`).

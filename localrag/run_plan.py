@@ -24,7 +24,6 @@ from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.retriever import RETRIEVAL_MODES
 
 
-
 # Index settings the evaluation takes, by option name (flag and sweep axis), with the index's name for each.
 INDEX_SETTINGS = {"chunk_size": "chunk_size", "chunk_overlap": "chunk_overlap", "page_chunk_limit": "page_chunk_limit",
                   "loader": "pdf_loader", "chunk_headers": "chunk_headers", "chunk_context": "chunk_context",
