@@ -617,8 +617,10 @@ def as_other_user(argv: list[str], env: dict, **kwargs) -> subprocess.Popen:
         if not shutil.which("setpriv"):
             pytest.skip("running as a non-root user needs setpriv(1)")
         prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    # Ctrl-C as in a terminal: a test runner started in the background (`cmd &` in a script) passes SIGINT on
+    # ignored, and Python then never raises KeyboardInterrupt (seen in CI: the run finished with exit 0).
     return subprocess.Popen(prefix + argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kwargs)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
 
 
 @pytest.fixture
