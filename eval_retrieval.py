@@ -28,7 +28,8 @@ from localrag.eval_defaults import EvalDefaults
 from localrag.eval_options import resolve_args
 from localrag.eval_runs import evaluate, print_outcome, print_summary, stage_cutoff
 from localrag.evaluate import EvalError
-from localrag.outputs import check_output_paths, display_path, input_paths, load_json_report, protected_folders, same_path
+from localrag.outputs import (check_output_paths, display_path, input_paths, load_json_report, protected_folders,
+                              same_path)
 from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.run_index import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.run_plan import SWEEP_AXES, profile_words, requested_settings
@@ -150,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                           f"{local_rag.RETRIEVAL_MODE})")
     ret.add_argument("--profile", choices=sorted(local_rag.PROFILES), default=None,
                      help="a preset of settings for one kind of shelf, PROFILES in local_rag.py: long-pdf is "
-                          + profile_words(local_rag.PROFILES["long-pdf"]) + "; a flag given beside it wins (default: none)")
+                          + profile_words(local_rag.PROFILES["long-pdf"])
+                          + "; a flag given beside it wins (default: none)")
     ret.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off; without this "
                                                               "flag reranking is on when the model can be loaded")
     ret.add_argument("--rerank-model", default=None,

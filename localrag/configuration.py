@@ -58,11 +58,12 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
         reranker = f"off ({rag.reranker_off_reason})" if rag.reranker_off_reason != "turned off" else \
             "off (--no-rerank)"
     profile = getattr(args, "profile", None)
+    preset = profile and f"{profile} ({profile_words(args.defaults.profiles[profile])}; flags given beside it win)"
     rows = [*extra,
-            *([("Profile", f"{profile} ({profile_words(args.defaults.profiles[profile])}; flags given beside it win)")] if profile else []),
+            *([("Profile", preset)] if profile else []),
             *([("Suggested profile", suggestion)] if (suggestion := profile_suggestion(rag, args)) else []),
-            ("Index", f"{rag.location if rag.chroma_url else display_path(rag.path)} ({counts.get('files', 0)} files, {counts.get('pages', 0)} pages, "
-                      f"{counts.get('chunks', 0)} chunks)"),
+            ("Index", f"{rag.location if rag.chroma_url else display_path(rag.path)} ({counts.get('files', 0)} files, "
+                      f"{counts.get('pages', 0)} pages, {counts.get('chunks', 0)} chunks)"),
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
             ("Chunking", f"{chunking_text(s)}, chunk headers {headers_text(s, bool(args.dataset))}"),
             *([("PDF loader", f"{s['pdf_loader']} (page text rules {rag.index.text_rules_summary()})")]
@@ -91,8 +92,8 @@ def headers_text(settings: Mapping[str, Any], dataset: bool) -> str:
 
 
 def profile_suggestion(rag: LocalRAG, args: argparse.Namespace) -> str | None:
-    """Why --profile long-pdf may serve this shelf better: its PDFs average LONG_PDF_PAGES (local_rag.py) pages or more and no
-    profile was chosen; None otherwise (datasets, short documents)."""
+    """Why --profile long-pdf may serve this shelf better: its PDFs average LONG_PDF_PAGES (local_rag.py) pages or
+    more and no profile was chosen; None otherwise (datasets, short documents)."""
     if getattr(args, "profile", None) or args.dataset or not rag.index.files:
         return None
     pages = sum(entry.get("pages", 0) for entry in rag.index.files.values()) / len(rag.index.files)

@@ -7,10 +7,11 @@ neither (tests/test_layout.py), so `eval_retrieval.eval_defaults()` reads both w
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+from localrag import notes
 
 # The type of an opened index: local_rag.LocalRAG, which the package may not import (it is a root script).
 LocalRAG = Any
@@ -52,6 +53,5 @@ class EvalDefaults:
 
 
 def log(args: argparse.Namespace, message: str) -> None:
-    """Progress and notes on stderr, hidden by --quiet; warnings ("warning: ...") are always shown."""
-    if not args.quiet or message.startswith("warning: "):
-        print(message, file=sys.stderr, flush=True)
+    """Progress and notes on stderr (notes.log), hidden by --quiet; warnings ("warning: ...") are always shown."""
+    notes.log(message, quiet=args.quiet and not message.startswith("warning: "))

@@ -180,8 +180,9 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
                                             d.page_content) for d, _ in hits[q.query_id][:k]])
              for q in questions]
     run = judge.run_judge(items, args.judge, cache_path=args.judge_cache or args.defaults.judge_cache,
-                          max_new_calls=args.judge_max_calls, k=k, domain=args.judge_domain, progress=None if args.quiet else
-                          (lambda message: print(message, file=sys.stderr, flush=True)),
+                          max_new_calls=args.judge_max_calls, k=k, domain=args.judge_domain,
+                          progress=None if args.quiet else lambda message: print(message, file=sys.stderr,
+                                                                                 flush=True),
                           warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
                           flag="--judge")
     log(args, judge.judge_calls_line(run))

@@ -16,11 +16,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.errors import RAGError
 from localrag.evaluate import EvalError
 from localrag.index import parse_chunk_size, resolve_settings, significant_settings
 from localrag.pdf import PDF_LOADERS
-from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.retriever import RETRIEVAL_MODES
 
 

@@ -93,11 +93,10 @@ def dimension_error(place: IndexPlace, stored: int, model_name: str, dimension: 
 
 def unmarked_manifest_error(place: IndexPlace, orphans: int) -> RAGError:
     """Only a manifest localRAG wrote (it always writes "format") may condemn chunks it does not list."""
-    where = place.location if place.chroma_url else place.path / INDEX_INFO_FILE
-    return RAGError(f"the index manifest {where} carries no format marker, so localRAG did not write it (or an old "
-                    f"version did), and the store holds {orphans} chunks it does not list; nothing was deleted. "
-                    f"Put the right manifest back, or run add_pdfs.py {place.index_flag()} --rebuild to "
-                    f"build the index again", reason="manifest without format marker")
+    return RAGError(f"the index manifest {place.manifest_location} carries no format marker, so localRAG did not "
+                    f"write it (or an old version did), and the store holds {orphans} chunks it does not list; "
+                    f"nothing was deleted. Put the right manifest back, or run add_pdfs.py {place.index_flag()} "
+                    f"--rebuild to build the index again", reason="manifest without format marker")
 
 
 def remove_orphan_segments(folder: Path) -> list[str]:
