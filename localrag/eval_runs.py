@@ -302,9 +302,10 @@ def stage_cutoff(ks: Sequence[int], retrieval_k: int) -> int:
 
 def previous_report(args: argparse.Namespace, identity: str,
                     query_ids: Sequence[str]) -> tuple[EvalResult | None, str, str]:
-    """(report to compare with, its label, why there is none): --compare-to, else the JSON report about to be
-    overwritten if it evaluated the same goldset. An explicit --compare-to over other questions (without
-    --intersect) is an EvalError here, before any retrieval."""
+    """(report to compare with, its label, why there is none): --compare-to; else, for a run of other settings, the
+    report of the run it differs from (args.settings_base_json); else the JSON report about to be overwritten if it
+    evaluated the same goldset. An explicit --compare-to over other questions (without --intersect) is an
+    EvalError here, before any retrieval."""
     if args.no_compare:
         return None, "", "--no-compare was given"
     if args.compare_to:
@@ -313,8 +314,9 @@ def previous_report(args: argparse.Namespace, identity: str,
         return old, display_path(args.compare_to), ""
     shown = display_path(args.json)
     path = Path(args.json)
-    if not path.exists() and args.settings_base_json and Path(args.settings_base_json).exists():
-        # The first run of other index settings: compare with the report of the evaluated index's settings.
+    if args.settings_base_json and Path(args.settings_base_json).exists():
+        # A run of other settings answers "did this setting help?": compare with the run it differs from, not with
+        # its own previous report (outputs.resolve_report_paths).
         path = Path(args.settings_base_json)
         shown = display_path(path)
     if not path.exists():
@@ -397,13 +399,30 @@ def write_ablation(results: list[EvalResult], args: argparse.Namespace, degraded
                    missing_rows: str = "") -> list[EvalResult]:
     """One table over all configurations (written and printed) plus one report per configuration beside it."""
     results = [dataclasses.replace(r, status=ev.run_status(degraded, [], [])) for r in results]
+    reference = ablation_reference(results, args.mode)
+    label = f"{results[reference].name} (the configured retriever)"
+    others = [r for n, r in enumerate(results) if n != reference]
+    compared = iter(ev.compare_rows(results[reference], others, True, label, resamples=args.resamples,
+                                    keys=eval_report.SWEEP_COMPARE_METRICS) if others else [])
+    results = [r if n == reference else dataclasses.replace(r, compare=next(compared)) for n, r in enumerate(results)]
     base = Path(args.report)
     write_row_reports(results, [base.with_name(f"{base.stem}-{r.name.replace(' + ', '-')}.txt") for r in results])
     table_text = eval_report.render_ablation(results, missing_rows,
-                                             display_path(base.with_name(base.stem + "-<configuration>.txt")))
+                                             display_path(base.with_name(base.stem + "-<configuration>.txt")),
+                                             label)
     write_table(table_text, results, base, args)
     log(args, f"Ablation: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s of retrieval")
     return results
+
+
+def ablation_reference(results: Sequence[EvalResult], mode: str) -> int:
+    """The row an ablation compares the others with: the configured retriever, `mode` reranked when the table has
+    reranked rows (the reranker loaded and was not turned off), else `mode` alone; the first row if neither is
+    there."""
+    names = [r.name for r in results]
+    reranked = any(name.endswith(" + rerank") for name in names)
+    wanted = ev.config_name(mode, reranked)
+    return names.index(wanted) if wanted in names else 0
 
 
 def write_sweep(results: list[EvalResult], args: argparse.Namespace, degraded: Sequence[str],
@@ -412,9 +431,11 @@ def write_sweep(results: list[EvalResult], args: argparse.Namespace, degraded: S
     report per row beside it (its comparison with the first row included)."""
     first = results[0]
     label = f"first row ({first.name})"
+    # Every row against the first on the table's metrics: one family of tests, adjusted together (Holm).
+    compared = ev.compare_rows(first, results[1:], True, label, resamples=args.resamples,
+                               keys=eval_report.SWEEP_COMPARE_METRICS) if len(results) > 1 else []
     results = [dataclasses.replace(r, status=ev.run_status(degraded, [], []), compare=None if n == 0 else
-                                   ev.compare_results(first, r, True, label, resamples=args.resamples))
-               for n, r in enumerate(results)]
+                                   compared[n - 1]) for n, r in enumerate(results)]
     base = Path(args.report)
     write_row_reports(results, [base.with_name(f"{base.stem}-{slug(r.name.replace('=', '-').replace(' ', '.'))}.txt")
                                 for r in results])
@@ -428,7 +449,10 @@ def write_sweep(results: list[EvalResult], args: argparse.Namespace, degraded: S
 
 
 def print_summary(result: EvalResult, args: argparse.Namespace) -> None:
-    """The metrics line on stdout, then the outcome on stderr."""
+    """The comparison (every run that has one says its verdict) and the metrics line on stdout, then the outcome
+    on stderr."""
+    if result.compare:
+        print("\n".join(eval_report.render_compare(result.compare)))
     parts = [f"{eval_report.metric_label(k)} {eval_report.fmt(v)}" for k, v in result.metrics.items()]
     print(f"{result.name}: " + ", ".join(parts) + f" ({plural(result.num_queries, 'question')})")
     print_outcome(result, args)

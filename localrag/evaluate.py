@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 from localrag import goldset as gs
 from localrag import metrics as rm
 from localrag import diagnose, stats
-from localrag.report import metric_label, plural
+from localrag.report import ci_label, fmt_p, metric_label, plural
 from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, MetricComparison, NotFound,
                              Passage, QuestionResult, RankMove, StageRanks, Status)
 
@@ -330,24 +330,48 @@ def evaluate_dataset(dataset, run: Mapping[str, dict[str, float]], ks: Sequence[
 
 def compare_results(old: EvalResult, new: EvalResult, intersect: bool, old_label: str, resamples: int,
                     seed: int = COMPARE_SEED) -> Comparison:
-    """Paired comparison of two results over their questions, metric by metric."""
+    """Paired comparison of two results over their questions, every metric they share: one family (Holm)."""
+    return compare_rows(old, [new], intersect, old_label, resamples, seed)[0]
+
+
+def compare_rows(old: EvalResult, news: Sequence[EvalResult], intersect: bool, old_label: str, resamples: int,
+                 seed: int = COMPARE_SEED, keys: Sequence[str] | None = None) -> list[Comparison]:
+    """Each of `news` compared with `old` on the metrics `keys` (default: every metric both have), every (row,
+    metric) test one family: Holm-adjusted verdicts, intervals at Holm's last level (stats.compare_family)."""
     old_q = {q.query_id: q for q in old.per_query}
-    new_q = {q.query_id: q for q in new.per_query}
-    common, note = common_questions(old_q, new_q, intersect)
-    metrics = {}
-    for key in (k for k in new.metrics if k in old.metrics):
-        c = stats.compare_metric({q: old_q[q].metrics[key] for q in common},
-                                 {q: new_q[q].metrics[key] for q in common}, resamples=resamples, seed=seed)
-        metrics[key] = MetricComparison(c["n"], c["old_mean"], c["new_mean"], c["diff"], tuple(c["ci"]),
-                                        c["p_value"], c["verdict"], c["needed_n"])
-    improved, worsened = rm.changed_queries({q: old_q[q].rank for q in common}, {q: new_q[q].rank for q in common})
-    improved = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank) for m in improved)
-    # A worse question had an old rank: the stage of the new run that pushed it below that rank lost it.
-    worsened = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank,
-                              diagnose.lost_at(new_q[m.qid].stages, m.old_rank)) for m in worsened)
-    changed, settings_note = settings_changes(old.settings, new.settings)
-    return Comparison(old_label, len(common), note, metrics, resamples, seed, improved, worsened, changed,
-                      settings_note)
+    rows, pairs = [], {}
+    for number, new in enumerate(news):
+        new_q = {q.query_id: q for q in new.per_query}
+        common, note = common_questions(old_q, new_q, intersect)
+        shared = [k for k in (keys or new.metrics) if k in new.metrics and k in old.metrics]
+        for key in shared:
+            pairs[number, key] = ({q: old_q[q].metrics[key] for q in common},
+                                  {q: new_q[q].metrics[key] for q in common})
+        rows.append((new, new_q, common, note, shared))
+    compared = stats.compare_family(pairs, resamples=resamples, seed=seed)
+    family = family_words(len(news), len({key for *_, shared in rows for key in shared}), len(pairs))
+    out = []
+    for number, (new, new_q, common, note, shared) in enumerate(rows):
+        metrics = {key: MetricComparison(c.n, c.old_mean, c.new_mean, c.diff, c.ci, c.p_value, c.verdict,
+                                         c.needed_n, c.p_adjusted, c.level)
+                   for key in shared for c in [compared[number, key]]}
+        improved, worsened = rm.changed_queries({q: old_q[q].rank for q in common},
+                                                {q: new_q[q].rank for q in common})
+        improved = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank) for m in improved)
+        # A worse question had an old rank: the stage of the new run that pushed it below that rank lost it.
+        worsened = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank,
+                                  diagnose.lost_at(new_q[m.qid].stages, m.old_rank)) for m in worsened)
+        changed, settings_note = settings_changes(old.settings, new.settings)
+        out.append(Comparison(old_label, len(common), note, metrics, resamples, seed, improved, worsened, changed,
+                              settings_note, family, stats.DEFAULT_ALPHA))
+    return out
+
+
+def family_words(rows: int, metrics: int, tests: int) -> str:
+    """The family a table's verdicts are adjusted over, in words: '4 metrics', '5 rows x 2 metrics = 10 tests'."""
+    if rows == 1:
+        return "the 1 metric" if metrics == 1 else f"the {metrics} metrics"
+    return f"{plural(rows, 'row')} x {plural(metrics, 'metric')} = {plural(tests, 'test')}"
 
 
 def settings_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[tuple[str, ...], str]:
@@ -400,8 +424,8 @@ def gate_failures(metrics: Mapping[str, float], fail_under: Sequence[tuple[str, 
         failed.append(f"--fail-on-regression could not be checked: {why_not}")
     elif on_regression:
         failed += [f"{metric_label(key)} is worse than the {compare.old_label}: {c.old_mean:.3f} -> "
-                   f"{c.new_mean:.3f} (95% CI of the difference [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}], "
-                   f"p = {c.p_value:.3f})"
+                   f"{c.new_mean:.3f} ({ci_label(c.level)} of the difference [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}], "
+                   f"p = {c.p_value:.3f}, {fmt_p(c.p_adjusted)} after Holm's adjustment over {compare.family})"
                    for key, c in compare.metrics.items() if c.verdict == stats.VERDICT_WORSE]
     return failed
 

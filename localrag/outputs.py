@@ -80,8 +80,9 @@ def default_report_path(args: argparse.Namespace, suffix: str | None = None) -> 
 
 def resolve_report_paths(args: argparse.Namespace) -> None:
     """Fill in the report paths the options left out: `args.report` and `args.json`, and
-    `args.settings_base_json` (the JSON report a run of other settings is first compared with) and
-    `args.compare_file` (where the committed baseline's comparison goes instead of into the baseline), or None."""
+    `args.settings_base_json` (the JSON report a run of other settings is compared with: the run of its retrieval
+    settings on the evaluated index, else the run of the default settings) and `args.compare_file` (where the
+    committed baseline's comparison goes instead of into the baseline), or None."""
     args.settings_base_json = None
     args.compare_file = None
     if args.report is None:
@@ -89,9 +90,11 @@ def resolve_report_paths(args: argparse.Namespace) -> None:
         if args.report == args.defaults.report and not (args.ablation or args.sweep_axes):
             args.compare_file = args.defaults.compare_path
         if run_suffix(args) and args.json is None:
-            # Other index settings: the same retrieval settings on the evaluated index; else the default run's.
-            base = retrieval_suffix(args) if settings_suffix(args) else ""
-            args.settings_base_json = str(Path(default_report_path(args, suffix=base)).with_suffix(".json"))
+            # Other index settings: the same retrieval settings on the evaluated index, if that run exists; else the
+            # run of the default settings (the committed baseline for the default goldset and index).
+            bases = [str(Path(default_report_path(args, suffix=suffix)).with_suffix(".json"))
+                     for suffix in dict.fromkeys((retrieval_suffix(args) if settings_suffix(args) else "", ""))]
+            args.settings_base_json = next((base for base in bases if Path(base).exists()), bases[-1])
     if args.json is None:
         args.json = str(Path(args.report).with_suffix(".json"))
 
@@ -215,12 +218,10 @@ def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
 
     The committed baseline carries no comparison: it would differ between the run that made it (compared
     with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
-    stdout and to COMPARE_PATH instead."""
+    the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary)."""
     files: list[tuple[str, str]] = []
-    block = None
     if getattr(args, "compare_file", None) and result.compare:
-        block = "\n".join(eval_report.render_compare(result.compare)) + "\n"
-        files.append((args.compare_file, block))
+        files.append((args.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
         result = dataclasses.replace(result, compare=None)
     if result.details:
         files.append((details_path(args.report), diagnose.render_details(result, display_path(args.report))))
@@ -228,8 +229,6 @@ def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
     if args.markdown:
         files.append((args.markdown, eval_report.render_markdown(result)))
     write_reports(files)
-    if block is not None:
-        print(block, end="")
 
 
 def write_reports(files: Sequence[tuple[str, str]]) -> None:

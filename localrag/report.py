@@ -7,6 +7,7 @@ when it is 1, each failed gate and why the run is degraded.
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any, Mapping, Sequence
 
 from localrag import diagnose
@@ -15,11 +16,14 @@ from localrag.metrics import parse_metric_key
 from localrag.result import Comparison, EvalResult, LeftOut, NotFound, QuestionResult, Status
 
 QUESTION_WIDTH = 70  # characters of a question shown per report line
+NOTE_WIDTH = 116  # characters of a wrapped explanatory line under a table
 LABEL_WIDTH = 20  # width of the label column in the configuration block
 JUDGE_LABEL_WIDTH = 20  # width of the labels in the judge's summary block
 JUDGE_QUESTION_CHARS = 60  # characters of a question shown on a judge line
 DASH = "–"  # shown instead of a rank when nothing acceptable was retrieved
 ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
+# Metrics each sweep or ablation row is compared on with its reference row, when the run has them: one family.
+SWEEP_COMPARE_METRICS = ["hit@5", "ndcg@10", "mrr"]
 EXPECTED_SHOWN = 3  # expected locations named on a per-question line (a dataset query may have dozens)
 
 
@@ -171,30 +175,89 @@ def render_not_found(entries: Sequence[NotFound]) -> list[str]:
     return lines
 
 
+def ci_label(level: float) -> str:
+    """The interval's name at the level it inverts the test: '95% CI', '98.75% CI'."""
+    return f"{100 * (1 - level):.4g}% CI"
+
+
+def fmt_p(p: float | None) -> str:
+    """A p-value at 3 decimals; '<0.001' below that; the dash when a report older than Holm has none."""
+    if p is None:
+        return DASH
+    return "<0.001" if p < 0.0005 else f"{p:.3f}"
+
+
+def method_note(compare: Comparison, tests: int) -> list[str]:
+    """How the verdicts of a comparison (or a table of them) were reached: the lines under its table."""
+    if not compare.family:  # a report written before comparisons were families
+        text = (f"(paired bootstrap CI, {compare.resamples:,} resamples, seed {compare.seed}; two-sided paired "
+                f"randomization test)")
+    else:
+        level = next(iter(compare.metrics.values())).level if compare.metrics else compare.alpha
+        rule = (f"Holm's adjustment over {compare.family}: a verdict needs an adjusted p < {compare.alpha:g}; each "
+                f"interval inverts the test at Holm's last level, {level:.4g}," if tests > 1 else
+                f"a verdict needs p < {compare.alpha:g}; the interval inverts the test,")
+        text = (f"(two-sided paired randomization test: every sign pattern where at most 16 questions differ, else "
+                f"{compare.resamples:,} drawn with seed {compare.seed}; {rule} so it excludes 0 exactly when the "
+                f"verdict says better or worse)")
+    return textwrap.wrap(text, width=NOTE_WIDTH, initial_indent="  ", subsequent_indent="   ")
+
+
 def render_compare(compare: Comparison) -> list[str]:
-    """The comparison block: one line per metric with CI, p-value and verdict, then moved questions."""
+    """The comparison block: one line per metric with interval, raw and Holm-adjusted p-values and verdict, then
+    the moved questions."""
     lines = [f"Compared to {compare.old_label} ({compare.n} common questions"
              + (f"; {compare.note}" if compare.note else "") + ")"]
     if compare.settings_changed:
         lines.append(f"  Settings that differ: {'; '.join(compare.settings_changed)}")
     elif compare.settings_note:
         lines.append(f"  Settings: {compare.settings_note}")
-    lines.append(f"  {'metric':<10}{'old':>7}{'new':>7}{'diff':>8}  {'95% CI of diff':<18}{'p':>7}  verdict")
+    level = next(iter(compare.metrics.values())).level if compare.metrics else compare.alpha
+    ci_head = f"{ci_label(level)} of diff"
+    lines.append(f"  {'metric':<10}{'old':>7}{'new':>7}{'diff':>8}  {ci_head:<18}{'p':>7}{'p Holm':>8}  verdict")
     for key, c in compare.metrics.items():
         ci = f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
         needed = ""
         if c.verdict.startswith("no detectable") and c.needed_n and c.diff != 0:
             needed = f" (about {c.needed_n} questions would detect {signed(c.diff)})"
         lines.append(f"  {metric_label(key):<10}{c.old_mean:>7.3f}{c.new_mean:>7.3f}{c.diff:>+8.3f}  "
-                     f"{ci:<18}{c.p_value:>7.3f}  {c.verdict}{needed}")
-    lines.append(f"  (paired bootstrap CI, {compare.resamples:,} resamples, seed {compare.seed}; two-sided "
-                 f"paired randomization test)")
+                     f"{ci:<18}{fmt_p(c.p_value):>7}{fmt_p(c.p_adjusted):>8}  {c.verdict}{needed}")
+    lines += method_note(compare, len(compare.metrics))
     for title, moved in (("Better", compare.improved), ("Worse", compare.worsened)):
         lines.append(f"  {title} ({len(moved)}):" + ("" if moved else " none"))
         for m in moved:
             lines.append(f"    {rank_text(m.old_rank):>4} -> {rank_text(m.new_rank):<4} {shorten(m.question, 60)}")
             if m.lost_at:
                 lines.append(f"                 lost at: {m.lost_at}")
+    return lines
+
+
+def render_row_comparisons(reference: str, compared: Sequence[EvalResult], metrics: Sequence[str],
+                           base: str) -> list[str]:
+    """The block under a sweep or ablation table: each row compared with the `reference` row (column `base`) on
+    `metrics`, every test of the table one family (Holm)."""
+    compared = [r for r in compared if r.compare]
+    metrics = [k for k in metrics if any(k in r.compare.metrics for r in compared)]
+    if not compared or not metrics:
+        return []
+    c0 = compared[0].compare
+    note = f"; {c0.note}" if any(r.compare.note for r in compared) else ""
+    level = next(iter(c0.metrics.values())).level
+    tests = sum(len(r.compare.metrics) for r in compared)
+    lines = ["", f"Compared with {reference}, {c0.n} common questions{note}; family: {c0.family}"]
+    width = max(len("configuration"), *(len(r.name) for r in compared))
+    ci_head = f"{ci_label(level)} of diff"
+    lines.append(f"  {'configuration':<{width}}  {'metric':<8}{base:>7}{'row':>7}{'diff':>8}  "
+                 f"{ci_head:<18}{'p':>7}{'p Holm':>8}  verdict")
+    for r in compared:
+        for key in metrics:
+            c = r.compare.metrics.get(key)
+            if c is None:
+                continue
+            ci = f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
+            lines.append(f"  {r.name:<{width}}  {metric_label(key):<8}{c.old_mean:>7.3f}{c.new_mean:>7.3f}"
+                         f"{c.diff:>+8.3f}  {ci:<18}{fmt_p(c.p_value):>7}{fmt_p(c.p_adjusted):>8}  {c.verdict}")
+    lines += method_note(c0, tests)
     return lines
 
 
@@ -252,8 +315,10 @@ def ablation_table(results: Sequence[EvalResult]) -> tuple[list[dict[str, Any]],
     return rows, keys
 
 
-def render_ablation(results: Sequence[EvalResult], missing_rows: str, per_config_reports: str) -> str:
-    """The ablation report: the settings all rows share, then one table row per configuration."""
+def render_ablation(results: Sequence[EvalResult], missing_rows: str, per_config_reports: str,
+                    reference: str = "") -> str:
+    """The ablation report: the settings all rows share, one table row per configuration, then each row compared
+    with the `reference` row (the results' `compare`)."""
     first = results[0]
     rows, keys = ablation_table(results)
     shared = [row for row in first.config if row[0] not in ("Retrieval mode", "Reranker", "Final order by")]
@@ -263,14 +328,14 @@ def render_ablation(results: Sequence[EvalResult], missing_rows: str, per_config
              *[f"  {label + ':':<{LABEL_WIDTH}}{value}" for label, value in shared], "",
              "Results (* = best in column; seconds = wall time of the row, not part of the comparison)",
              *render_table(rows, keys, extra=["seconds"]),
-             f"  total wall time of the {len(results)} rows: {sum(r.seconds for r in results):.1f} s", "",
+             f"  total wall time of the {len(results)} rows: {sum(r.seconds for r in results):.1f} s",
+             *render_row_comparisons(reference, results, SWEEP_COMPARE_METRICS, "ref"), "",
              f"Per-configuration reports: {per_config_reports}"]
     return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------- sweep
 
-SWEEP_COMPARE_METRICS = ["hit@5", "ndcg@10", "mrr"]  # metrics each sweep row is compared on, when the run has them
 
 
 def render_sweep(results: Sequence[EvalResult], axes: Sequence[tuple[str, Sequence[str]]], missing_rows: str,
@@ -296,22 +361,7 @@ def render_sweep(results: Sequence[EvalResult], axes: Sequence[tuple[str, Sequen
     lines += ["", "Results (* = best in column; seconds = wall time of the row, including opening and syncing its "
                   "index on the first row that uses it)", *render_table(rows, keys, extra=["seconds"]),
               f"  total wall time of the {len(results)} rows: {sum(r.seconds for r in results):.1f} s"]
-    compared = [r for r in results[1:] if r.compare]
-    metrics = [k for k in SWEEP_COMPARE_METRICS if k in first.metrics]
-    if compared and metrics:
-        c0 = compared[0].compare
-        note = f"; {c0.note}" if any(r.compare.note for r in compared) else ""
-        lines += ["", f"Compared with the first row ({first.name}), {c0.n} common questions{note}; paired "
-                      f"bootstrap CI ({c0.resamples:,} resamples, seed {c0.seed}), two-sided paired randomization test"]
-        width = max(len("configuration"), *(len(r.name) for r in compared))
-        lines.append(f"  {'configuration':<{width}}  {'metric':<8}{'first':>7}{'row':>7}{'diff':>8}  "
-                     f"{'95% CI of diff':<18}{'p':>7}  verdict")
-        for r in compared:
-            for key in metrics:
-                c = r.compare.metrics[key]
-                ci = f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
-                lines.append(f"  {r.name:<{width}}  {metric_label(key):<8}{c.old_mean:>7.3f}{c.new_mean:>7.3f}"
-                             f"{c.diff:>+8.3f}  {ci:<18}{c.p_value:>7.3f}  {c.verdict}")
+    lines += render_row_comparisons(f"the first row ({first.name})", results[1:], SWEEP_COMPARE_METRICS, "first")
     lines += ["", f"Per-row reports (each with its comparison with the first row): {per_row_reports}"]
     return "\n".join(lines) + "\n"
 

@@ -162,7 +162,9 @@ class LeftOut:
 
 @dataclass(frozen=True)
 class MetricComparison:
-    """One metric of two runs over their common questions: means, paired CI and p-value of the difference."""
+    """One metric of two runs over their common questions: means, the paired randomization test's raw and
+    Holm-adjusted p-values, the interval of the difference that inverts the test at the family's level, and the
+    verdict both give (stats.compare_family)."""
 
     n: int
     old_mean: float
@@ -172,16 +174,19 @@ class MetricComparison:
     p_value: float
     verdict: str
     needed_n: int | None  # questions that would detect the difference; None when there is none to detect
+    p_adjusted: float | None = None  # Holm-adjusted over the family; None in reports older than families
+    level: float = 0.05  # the interval inverts the test at this level (Holm's last level); 1 - level is shown
 
     def to_json(self) -> Json:
         return {"n": self.n, "old_mean": self.old_mean, "new_mean": self.new_mean, "diff": self.diff,
-                "ci": list(self.ci), "p_value": self.p_value, "verdict": self.verdict, "needed_n": self.needed_n}
+                "ci": list(self.ci), "ci_level": 1 - self.level, "p_value": self.p_value,
+                "p_adjusted": self.p_adjusted, "verdict": self.verdict, "needed_n": self.needed_n}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MetricComparison:
         low, high = data["ci"]
         return cls(data["n"], data["old_mean"], data["new_mean"], data["diff"], (low, high), data["p_value"],
-                   data["verdict"], data["needed_n"])
+                   data["verdict"], data["needed_n"], data.get("p_adjusted"), round(1 - data.get("ci_level", 0.95), 12))
 
 
 @dataclass(frozen=True)
@@ -219,11 +224,16 @@ class Comparison:
     # written before reports had `settings`). Both are left out of the JSON when empty.
     settings_changed: tuple[str, ...] = ()
     settings_note: str = ""
+    # The family of tests this comparison's verdicts are adjusted over, in words ("4 metrics", "6 rows x 2 metrics
+    # = 12 comparisons"); "" in reports older than families. `alpha`: the family-wise level.
+    family: str = ""
+    alpha: float = 0.05
 
     def to_json(self) -> Json:
         payload = {"old_label": self.old_label, "n": self.n, "note": self.note,
                    "metrics": {key: c.to_json() for key, c in self.metrics.items()}, "resamples": self.resamples,
-                   "seed": self.seed, "improved": [m.to_json() for m in self.improved],
+                   "seed": self.seed, "family": self.family, "alpha": self.alpha,
+                   "improved": [m.to_json() for m in self.improved],
                    "worsened": [m.to_json() for m in self.worsened]}
         if self.settings_changed:
             payload["settings_changed"] = list(self.settings_changed)
@@ -237,7 +247,7 @@ class Comparison:
                    {key: MetricComparison.from_json(c) for key, c in data["metrics"].items()}, data["resamples"],
                    data["seed"], tuple(map(RankMove.from_json, data["improved"])),
                    tuple(map(RankMove.from_json, data["worsened"])), tuple(data.get("settings_changed", ())),
-                   data.get("settings_note", ""))
+                   data.get("settings_note", ""), data.get("family", ""), data.get("alpha", 0.05))
 
 
 @dataclass(frozen=True)

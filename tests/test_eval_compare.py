@@ -75,11 +75,16 @@ def test_identical_reports(tmp_path, capsys, monkeypatch):
     assert out.splitlines() == [
         "new.json vs. old.json",
         "Compared to old.json (20 common questions)",
-        "  metric        old    new    diff  95% CI of diff          p  verdict",
-        f"  Hit@1       0.250  0.250  +0.000  [+0.000, +0.000]    1.000  {NO_DIFFERENCE}",
-        f"  Hit@5       0.750  0.750  +0.000  [+0.000, +0.000]    1.000  {NO_DIFFERENCE}",
-        f"  MRR         0.458  0.458  +0.000  [+0.000, +0.000]    1.000  {NO_DIFFERENCE}",
-        "  (paired bootstrap CI, 10,000 resamples, seed 0; two-sided paired randomization test)",
+        # Three metrics, none rejected: Holm's last level is 0.05 / 3, so the intervals are 98.33 % intervals.
+        "  metric        old    new    diff  98.33% CI of diff       p  p Holm  verdict",
+        f"  Hit@1       0.250  0.250  +0.000  [+0.000, +0.000]    1.000   1.000  {NO_DIFFERENCE}",
+        f"  Hit@5       0.750  0.750  +0.000  [+0.000, +0.000]    1.000   1.000  {NO_DIFFERENCE}",
+        f"  MRR         0.458  0.458  +0.000  [+0.000, +0.000]    1.000   1.000  {NO_DIFFERENCE}",
+        "  (two-sided paired randomization test: every sign pattern where at most 16 questions differ, else 10,000 "
+        "drawn with",
+        "   seed 0; Holm's adjustment over the 3 metrics: a verdict needs an adjusted p < 0.05; each interval inverts "
+        "the",
+        "   test at Holm's last level, 0.01667, so it excludes 0 exactly when the verdict says better or worse)",
         "  Better (0): none",
         "  Worse (0): none",
     ]
@@ -103,7 +108,7 @@ def test_compare_names_the_settings_that_differ_and_refuses_nothing(tmp_path, ca
         "  Settings that differ: index eval/index → eval/.cache/indexes/docs-1-2; chunk_size 2000 → page; "
         "retrieval_mode unset → dense; rrf_k 60 → unset",
     ]
-    assert out.splitlines()[3] == "  metric        old    new    diff  95% CI of diff          p  verdict"
+    assert out.splitlines()[3] == "  metric        old    new    diff  98.33% CI of diff       p  p Holm  verdict"
 
 
 def test_compare_with_a_report_older_than_settings_says_so(tmp_path, capsys, monkeypatch):
@@ -121,21 +126,25 @@ def test_compare_with_a_report_older_than_settings_says_so(tmp_path, capsys, mon
 
 def test_new_wins_on_every_question(tmp_path, capsys):
     # Old: q01-q10 at rank 2, q11-q20 never found; new: all at rank 1.
-    # Hit@1: every difference is +1, so every bootstrap mean is 1 (CI [1, 1]); 20 non-zero differences are
-    #   more than EXACT_MAX_NONZERO (16), so p is Monte Carlo: only the all-plus and all-minus sign patterns
-    #   (2 of 2^20) reach |sum| = 20, none is drawn in 10,000, p = (0 + 1) / 10,001 = 0.0001 -> "0.000".
+    # Hit@1: every difference is +1; 20 non-zero differences are more than EXACT_MAX_NONZERO (16), so p is Monte
+    #   Carlo: only the all-plus and all-minus sign patterns (2 of 2^20) reach |sum| = 20, none is drawn in 10,000,
+    #   p = (0 + 1) / 10,001 = 0.0001 -> "<0.001". Any shift but 1 leaves 20 equal differences d - delta, which
+    #   again only those two patterns reach: the interval is [1, 1].
     # Hit@5: 10 differences of +1 and 10 of 0; the exact test over the 10 non-zero ones gives
-    #   p = 2 / 2^10 = 0.00195 -> "0.002".
+    #   p = 2 / 2^10 = 0.00195 -> "0.002". Holm over the 3 metrics: Hit@1 and MRR (p 0.0001 each) come first,
+    #   times 3 and 2; Hit@5 is last, times 1: adjusted 0.00195 as well. All three are rejected, so Holm's last
+    #   level is 0.05 and the intervals are 95 % intervals.
     # MRR: old mean (10 * 1/2) / 20 = 0.25, new 1: diff +0.75.
     old = write_json(tmp_path / "old.json", fake_report({q: (2 if i < 10 else None) for i, q in enumerate(QIDS)}))
     new = write_json(tmp_path / "new.json", fake_report({q: 1 for q in QIDS}))
     code, out, _ = run(capsys, "--compare", old, new)
     assert code == 0
-    assert metric_line(out, "Hit@1") == "  Hit@1       0.000  1.000  +1.000  [+1.000, +1.000]    0.000  better"
+    assert out.splitlines()[2] == "  metric        old    new    diff  95% CI of diff          p  p Holm  verdict"
+    assert metric_line(out, "Hit@1") == "  Hit@1       0.000  1.000  +1.000  [+1.000, +1.000]   <0.001  <0.001  better"
     assert metric_line(out, "Hit@5").startswith("  Hit@5       0.500  1.000  +0.500  [+")
-    assert metric_line(out, "Hit@5").endswith("    0.002  better")
+    assert metric_line(out, "Hit@5").endswith("    0.002   0.002  better")
     assert metric_line(out, "MRR").startswith("  MRR         0.250  1.000  +0.750  [+")
-    assert metric_line(out, "MRR").endswith("    0.000  better")
+    assert metric_line(out, "MRR").endswith("   <0.001  <0.001  better")
     lines = out.splitlines()
     better = lines.index("  Better (20):")
     # Found-vs-not-found changes first (q11-q20: – -> 1), then rank changes (q01-q10: 2 -> 1), each by id.
@@ -159,10 +168,12 @@ def test_one_worse_question_is_no_detectable_difference(tmp_path, capsys):
     assert code == 0
     assert metric_line(out, "Hit@1").startswith("  Hit@1       1.000  0.950  -0.050  [-")
     assert metric_line(out, "Hit@1").endswith(
-        f", +0.000]    1.000  {NO_DIFFERENCE} (about 157 questions would detect -0.050)")
+        f", +0.000]    1.000   1.000  {NO_DIFFERENCE} (about 157 questions would detect -0.050)")
     # Hit@5 did not change at all (rank 3 is within 5): no estimate of the questions needed.
-    assert metric_line(out, "Hit@5") == f"  Hit@5       1.000  1.000  +0.000  [+0.000, +0.000]    1.000  {NO_DIFFERENCE}"
-    assert metric_line(out, "MRR").endswith(f"    1.000  {NO_DIFFERENCE} (about 157 questions would detect -0.033)")
+    assert metric_line(out, "Hit@5") == (f"  Hit@5       1.000  1.000  +0.000  [+0.000, +0.000]    1.000   1.000  "
+                                         f"{NO_DIFFERENCE}")
+    assert metric_line(out, "MRR").endswith(f"    1.000   1.000  {NO_DIFFERENCE} (about 157 questions would detect "
+                                            f"-0.033)")
     # The fake reports have no stage ranks (as reports written before them): the stage is unknown, never an error.
     assert out.splitlines()[-4:] == ["  Better (0): none", "  Worse (1):",
                                      "       1 -> 3    Which page explains the vega of a call?",
@@ -177,8 +188,9 @@ def test_a_difference_under_half_a_thousandth_is_written_with_its_digits(tmp_pat
     new = write_json(tmp_path / "new.json", fake_report({**old_ranks, "q07": 11}))
     code, out, _ = run(capsys, "--compare", old, new)
     assert code == 0
-    assert metric_line(out, "MRR").endswith(f"    1.000  {NO_DIFFERENCE} (about 157 questions would detect -0.00045)")
-    assert metric_line(out, "Hit@5") == (f"  Hit@5       0.950  0.950  +0.000  [+0.000, +0.000]    1.000  "
+    assert metric_line(out, "MRR").endswith(f"    1.000   1.000  {NO_DIFFERENCE} (about 157 questions would detect "
+                                            f"-0.00045)")
+    assert metric_line(out, "Hit@5") == (f"  Hit@5       0.950  0.950  +0.000  [+0.000, +0.000]    1.000   1.000  "
                                          f"{NO_DIFFERENCE}")
 
 

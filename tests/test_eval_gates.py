@@ -34,6 +34,8 @@ OFF_TOPIC = [
     "Does vega depend on implied volatility?",
     "Black-Scholes-Merton call price formula?",
     "Which equation prices European calls?",
+    "Dividend-free stock option pricing?",
+    "Long put vega sign?",
 ]
 
 
@@ -181,14 +183,21 @@ def test_fail_under_knows_the_keys_of_other_cutoffs_and_datasets():
 
 def test_fail_on_regression_fails_on_a_significant_drop(evaluate, tmp_path):
     report = tmp_path / "r.txt"
-    assert evaluate(off_topic(6), "--report", report)[0] == 0
-    # bm25 loses all 6 questions: 6 paired differences of -1, exact randomization p = 2/2^6 = 0.031 < 0.05.
-    code, out, err = evaluate(off_topic(6), "--report", report, "--mode", "bm25", "--fail-on-regression")
-    assert (code, out) == (1, "bm25: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (6 questions)\n")
+    assert evaluate(off_topic(8), "--report", report)[0] == 0
+    # bm25 loses all 8 questions: 8 paired differences of -1 per metric, exact randomization p = 2/2^8 = 0.0078;
+    # Holm over the 4 metrics: 4 x 0.0078 = 0.031 < 0.05, so all four are worse, and with every test rejected
+    # the intervals are 95 % intervals: only the shift -1 leaves differences whose signs may flip.
+    code, out, err = evaluate(off_topic(8), "--report", report, "--mode", "bm25", "--fail-on-regression")
+    assert code == 1
+    # Every run says its verdict on stdout: the comparison, then the metrics line.
+    assert out.startswith(f"Compared to previous report {report.with_suffix('.json')} (8 common questions)\n")
+    assert out.endswith("\nbm25: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (8 questions)\n")
+    assert "  Hit@5       1.000  0.000  -1.000  [-1.000, -1.000]    0.008   0.031  worse" in out.splitlines()
     lines = status_lines(report)
     assert lines[0] == "Status: exit 1, evaluated but a gate failed"
     assert lines[1] == (f"  gate failed: Hit@5 is worse than the previous report {report.with_suffix('.json')}: "
-                        f"1.000 -> 0.000 (95% CI of the difference [-1.000, -1.000], p = 0.031)")
+                        f"1.000 -> 0.000 (95% CI of the difference [-1.000, -1.000], p = 0.008, 0.031 after Holm's "
+                        f"adjustment over the 4 metrics)")
     assert [line.split(" is worse")[0] for line in lines[1:]] == [
         "  gate failed: Hit@5", "  gate failed: Hit@10", "  gate failed: Hit@20", "  gate failed: MRR"]
     assert err == "\n".join(lines) + "\n"
@@ -197,14 +206,15 @@ def test_fail_on_regression_fails_on_a_significant_drop(evaluate, tmp_path):
 def test_fail_on_regression_ignores_a_drop_the_test_cannot_tell_from_noise(evaluate, tmp_path):
     old = tmp_path / "old.txt"
     assert evaluate(off_topic(5), "--report", old)[0] == 0
-    # 5 questions, all lost: Hit@5 1.000 -> 0.000, but p = 2/2^5 = 0.0625: "no detectable difference", so the
-    # gate passes; the raw difference does not decide.
+    # 5 questions, all lost: Hit@5 1.000 -> 0.000, but p = 2/2^5 = 0.0625 (0.25 after Holm over 4 metrics): "no
+    # detectable difference", so the gate passes; the raw difference does not decide. At Holm's level 0.05 / 4 five
+    # questions reject no shift at all: the interval is every possible difference.
     code, _, err = evaluate(off_topic(5), "--report", tmp_path / "new.txt", "--mode", "bm25",
                             "--compare-to", old.with_suffix(".json"), "--fail-on-regression")
     assert (code, err) == (0, "")
     text = (tmp_path / "new.txt").read_text(encoding="utf-8")
-    assert "  Hit@5       1.000  0.000  -1.000  [-1.000, -1.000]    0.062  no detectable difference at this " \
-           "goldset size" in text
+    assert "  Hit@5       1.000  0.000  -1.000  [-1.000, +1.000]    0.062   0.250  no detectable difference at " \
+           "this goldset size" in text
     assert status_lines(tmp_path / "new.txt") == [
         "Status: exit 0, evaluated; every gate passed (no metric worse than the compared report)"]
 

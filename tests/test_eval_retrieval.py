@@ -378,8 +378,8 @@ def test_report_with_compare_is_stable_from_the_second_run(gold_args, tmp_path, 
     assert lines[0] == f"Compared to previous report {tmp_path / 'report.json'} (7 common questions)"
     metric_lines = lines[2:6]
     assert [line.split()[0] for line in metric_lines] == ["Hit@5", "Hit@10", "Hit@20", "MRR"]
-    for line in metric_lines:  # identical runs: diff 0, CI [0, 0], p = 1
-        assert "+0.000  [+0.000, +0.000]    1.000  no detectable difference at this goldset size" in line
+    for line in metric_lines:  # identical runs: diff 0, CI [0, 0], p = 1, adjusted p = 1
+        assert "+0.000  [+0.000, +0.000]    1.000   1.000  no detectable difference at this goldset size" in line
     assert lines[-2:] == ["  Better (0): none", "  Worse (0): none"]
 
 

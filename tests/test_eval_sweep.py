@@ -145,8 +145,11 @@ def test_other_settings_build_a_cached_index_once_and_never_touch_the_evaluated_
             "up to date, nothing embedded"
             ) in err.splitlines()
     text = (workdir / "gold.report.chunk_size-page.rerank-off.page_tolerance-0.txt").read_text(encoding="utf-8")
-    assert "Compared to previous report gold.report.chunk_size-page.rerank-off.page_tolerance-0.json (6 common questions)" in text
-    assert "Settings that differ" not in text  # same settings as the previous run: no line
+    # Again compared with the run it differs from (not with its own previous report): the verdict says whether the
+    # setting helped.
+    assert "Compared to report gold.report.rerank-off.page_tolerance-0.json (6 common questions)" in text
+    assert ("  Settings that differ: index base → " + derived.as_posix() + "; chunk_size 2000 → page; chunk_overlap "
+            f"200 → 0; page_chunk_limit unset → {local_rag.PAGE_CHUNK_LIMIT}") in text.splitlines()
     assert (workdir / "base" / "index_info.json").read_bytes() == manifest
     assert sorted(p.relative_to(workdir / "base") for p in (workdir / "base").rglob("*")) == listing
 
@@ -234,23 +237,27 @@ def test_sweep_table_rows_share_indexes_and_query_vectors(workdir, capsys, monke
     assert "Axes: chunk_size = 2000, page; mode = dense, bm25" in lines
     # bm25 against dense: MRR differences -1/6 (volatility, rank 2 -> 3) and -1/3 (vega, 3 -> –), the rest 0:
     # diff -0.5/6 = -0.083; the exact randomization test over the 2 non-zero differences finds 2 of 4 sign
-    # patterns as extreme (|sum| >= 0.5): p = 0.500; no positive difference, so the CI ends at 0.
-    compared = lines.index("Compared with the first row (chunk_size=2000 mode=dense), 6 common questions; paired "
-                           "bootstrap CI (10,000 resamples, seed 0), two-sided paired randomization test")
-    assert lines[compared + 1:compared + 8] == [
-        "  configuration               metric    first    row    diff  95% CI of diff          p  verdict",
-        "  chunk_size=2000 mode=bm25   Hit@5     0.833  0.667  -0.167  [-0.500, +0.000]    1.000  "
-        "no detectable difference at this goldset size",
-        "  chunk_size=2000 mode=bm25   MRR       0.639  0.556  -0.083  [-0.194, +0.000]    0.500  "
-        "no detectable difference at this goldset size",
-        "  chunk_size=page mode=dense  Hit@5     0.833  0.833  +0.000  [+0.000, +0.000]    1.000  "
-        "no detectable difference at this goldset size",
-        "  chunk_size=page mode=dense  MRR       0.639  0.639  +0.000  [+0.000, +0.000]    1.000  "
-        "no detectable difference at this goldset size",
-        "  chunk_size=page mode=bm25   Hit@5     0.833  0.667  -0.167  [-0.500, +0.000]    1.000  "
-        "no detectable difference at this goldset size",
-        "  chunk_size=page mode=bm25   MRR       0.639  0.556  -0.083  [-0.194, +0.000]    0.500  "
-        "no detectable difference at this goldset size",
+    # patterns as extreme (|sum| >= 0.5): p = 0.500. The 3 rows x 2 metrics are one family: Holm multiplies the
+    # smallest p by 6 (capped at 1), none is rejected, and the intervals invert the test at 0.05 / 6. With 6
+    # questions no shift reaches that level (the smallest p of 6 non-zero differences is 2/2^6 = 0.031), so every
+    # row that differs from the first gets the whole range of possible differences.
+    compared = lines.index("Compared with the first row (chunk_size=2000 mode=dense), 6 common questions; family: 3 "
+                           "rows x 2 metrics = 6 tests")
+    none = "no detectable difference at this goldset size"
+    assert lines[compared + 1:compared + 11] == [
+        "  configuration               metric    first    row    diff  99.17% CI of diff       p  p Holm  verdict",
+        f"  chunk_size=2000 mode=bm25   Hit@5     0.833  0.667  -0.167  [-1.000, +1.000]    1.000   1.000  {none}",
+        f"  chunk_size=2000 mode=bm25   MRR       0.639  0.556  -0.083  [-1.000, +1.000]    0.500   1.000  {none}",
+        f"  chunk_size=page mode=dense  Hit@5     0.833  0.833  +0.000  [+0.000, +0.000]    1.000   1.000  {none}",
+        f"  chunk_size=page mode=dense  MRR       0.639  0.639  +0.000  [+0.000, +0.000]    1.000   1.000  {none}",
+        f"  chunk_size=page mode=bm25   Hit@5     0.833  0.667  -0.167  [-1.000, +1.000]    1.000   1.000  {none}",
+        f"  chunk_size=page mode=bm25   MRR       0.639  0.556  -0.083  [-1.000, +1.000]    0.500   1.000  {none}",
+        "  (two-sided paired randomization test: every sign pattern where at most 16 questions differ, else 10,000 "
+        "drawn with",
+        "   seed 0; Holm's adjustment over 3 rows x 2 metrics = 6 tests: a verdict needs an adjusted p < 0.05; each "
+        "interval",
+        "   inverts the test at Holm's last level, 0.008333, so it excludes 0 exactly when the verdict says better "
+        "or worse)",
     ]
     # One report per row beside the table, each compared with the first row and naming what differs.
     row = (workdir / "gold.sweep.rerank-off.page_tolerance-0-chunk_size-page.mode-bm25.txt").read_text(encoding="utf-8").splitlines()

@@ -24,14 +24,14 @@ def test_identical_runs_give_p_one_and_ci_with_zero():
     old = {f"q{i}": 0.1 * i for i in range(30)}
     new = dict(old)
     assert stats.paired_randomization_test(old, new) == 1.0
-    low, high = stats.paired_bootstrap_ci(old, new)
-    assert low <= 0.0 <= high
+    assert stats.shift_test(old, new).interval(0.05) == (0.0, 0.0)  # no spread: only "no shift" is kept
     assert stats.required_sample_size([0.0] * 30) is None
     result = stats.compare_metric(old, new)
-    assert result["p_value"] == 1.0
-    assert result["diff"] == 0.0
-    assert result["verdict"] == "no detectable difference at this goldset size"
-    assert result["needed_n"] is None
+    assert result.p_value == 1.0 and result.p_adjusted == 1.0
+    assert result.diff == 0.0
+    assert result.ci == (0.0, 0.0)
+    assert result.verdict == "no detectable difference at this goldset size"
+    assert result.needed_n is None
 
 
 def test_winning_on_all_20_queries_is_better():
@@ -40,31 +40,121 @@ def test_winning_on_all_20_queries_is_better():
     old, new = _runs([0.01 * (i + 1) for i in range(20)])
     p = stats.paired_randomization_test(old, new)
     assert p < 0.001
-    low, high = stats.paired_bootstrap_ci(old, new)
-    assert 0.0 < low <= high
+    low, high = stats.shift_test(old, new).interval(0.05)
+    assert 0.0 < low <= 0.105 <= high
     result = stats.compare_metric(old, new)
-    assert result["verdict"] == "better"
-    assert result["n"] == 20
+    assert result.verdict == "better"
+    assert result.n == 20
     # mean diff = 0.01 * (1 + ... + 20) / 20 = 0.105
-    assert result["diff"] == pytest.approx(0.105)
-    assert stats.compare_metric(new, old)["verdict"] == "worse"
+    assert result.diff == pytest.approx(0.105)
+    assert stats.compare_metric(new, old).verdict == "worse"
 
 
-def test_bootstrap_is_seeded_and_independent_of_dict_order():
-    old, new = _runs([0.3, -0.1, 0.2, 0.0, 0.5, -0.4, 0.1, 0.25])
-    first = stats.paired_bootstrap_ci(old, new, seed=42)
-    assert stats.paired_bootstrap_ci(old, new, seed=42) == first
+def test_interval_is_seeded_and_independent_of_dict_order():
+    # 20 non-zero differences: Monte Carlo patterns, and zero differences whose signs come from the second stream.
+    old, new = _runs([0.3, -0.1, 0.2, 0.0, 0.5, -0.4, 0.1, 0.25] * 3, base=0.45)
+    first = stats.shift_test(old, new, seed=42).interval(0.05)
+    assert stats.shift_test(old, new, seed=42).interval(0.05) == first
     reversed_old = dict(reversed(list(old.items())))
     reversed_new = dict(reversed(list(new.items())))
-    assert stats.paired_bootstrap_ci(reversed_old, reversed_new, seed=42) == first
-    assert stats.paired_bootstrap_ci(old, new, seed=43) != first
+    assert stats.shift_test(reversed_old, reversed_new, seed=42).interval(0.05) == first
+    assert stats.shift_test(old, new, seed=43).interval(0.05) != first
 
 
-def test_bootstrap_ci_of_two_queries_by_hand():
-    # diffs [0, 1]: a resample of 2 has mean 0 (p=1/4), 0.5 (1/2) or 1 (1/4). Among 10000
-    # resamples both extremes occur far more than 2.5% of the time, so the 95% CI is (0, 1).
-    old, new = _runs([0.0, 1.0], base=0.0)
-    assert stats.paired_bootstrap_ci(old, new) == (0.0, 1.0)
+def test_inverted_interval_of_three_queries_by_hand():
+    # diffs 0.2, 0.4, 0.6: sum A = 1.2, mean 0.4. A sign pattern s (a = sum s_i d_i, k = sum s_i) keeps a shift
+    # delta when |a - k delta| >= |1.2 - 3 delta|: between (A + a) / (k + 3) and (A - a) / (3 - k).
+    #   +++ a  1.2 k  3: every delta      ++- a  0   k  1: [0.3, 0.6]    +-+ a  0.4 k  1: [0.4, 0.4]
+    #   +-- a -0.8 k -1: [0.2, 0.5]       -++ a  0.8 k  1: [0.2, 0.5]    -+- a -0.4 k -1: [0.4, 0.4]
+    #   --+ a  0   k -1: [0.3, 0.6]       --- a -1.2 k -3: every delta
+    # At 0 only +++ and --- count: p = 2/8. At level 0.5 a kept shift needs 4 of 8 patterns: [0.2, 0.6] (0.6: +++,
+    # ---, ++-, --+); at level 0.75 it needs 6: [0.3, 0.5] (0.55 has only those 4).
+    old, new = _runs([0.2, 0.4, 0.6], base=0.3)
+    test = stats.shift_test(old, new)
+    assert (test.count, test.total, test.p_value) == (2, 8, 0.25)
+    assert test.interval(0.5) == pytest.approx((0.2, 0.6))
+    assert test.interval(0.75) == pytest.approx((0.3, 0.5))
+    assert test.interval(0.25) == (-1.0, 1.0)  # two patterns suffice everywhere: clipped to the possible range
+    assert not test.rejects(0.25) and test.rejects(0.26)
+
+
+def _brute_force_p(diffs, delta):
+    """p of "mean difference = delta" over every sign pattern of all differences, zeros included (reference)."""
+    shifted = np.asarray(diffs, dtype=float) - delta
+    signs = 1 - 2 * ((np.arange(2 ** len(shifted))[:, None] >> np.arange(len(shifted))) & 1)
+    observed = abs(shifted.sum())
+    return np.count_nonzero(np.abs(signs @ shifted) >= observed - 1e-9 * max(1.0, observed)) / len(signs)
+
+
+@pytest.mark.parametrize("diffs", [[0.5, 0.25, -0.25, 1.0, 0.75, 0.5, -0.5, 0.25],
+                                   [1 / 3, 1 / 2, 1.0, -1 / 4, 1 / 5, 1 / 2, 1 / 6, -1 / 3, 1.0]])
+def test_interval_ends_are_where_the_brute_force_test_starts_to_reject(diffs):
+    # No zero differences: the patterns are enumerated, so the ends are exact. At each end the brute-force test
+    # over all 2^n patterns keeps the shift, a hair outside it rejects.
+    old, new = _runs(diffs, base=0.0)
+    test = stats.shift_test(old, new)
+    for alpha in (0.05, 0.1, 0.2):
+        low, high = test.interval(alpha)
+        assert _brute_force_p(diffs, low) >= alpha and _brute_force_p(diffs, high) >= alpha
+        assert _brute_force_p(diffs, low - 1e-7) < alpha and _brute_force_p(diffs, high + 1e-7) < alpha
+
+
+def test_interval_with_zero_differences_is_close_to_the_exact_one():
+    # 4 of 12 differences are zero: they matter away from 0, where their signs are drawn. The ends land where the
+    # brute-force test over all 2^12 patterns is near the level (0.059 at both ends; 0.043 a step of 0.01 outside).
+    diffs = [0.5, 0.0, 0.75, 0.0, 1.0, -0.25, 0.0, 0.5, 0.75, 0.0, 0.5, 0.25]
+    old, new = _runs(diffs, base=0.0)
+    test = stats.shift_test(old, new, resamples=20_000)
+    low, high = test.interval(0.05)
+    assert 0.0 < low < high
+    assert 0.045 <= _brute_force_p(diffs, low) <= 0.075 and 0.045 <= _brute_force_p(diffs, high) <= 0.075
+    assert _brute_force_p(diffs, low - 0.01) < 0.05 and _brute_force_p(diffs, high + 0.01) < 0.05
+    # The p-value at 0 is still exact: the zeros cannot change a sum at 0.
+    assert test.p_value == _brute_force_p(diffs, 0.0)
+
+
+def _random_scores(rng, n):
+    """Old/new per-question scores shaped like this tool's metrics: Hit@k (0/1), reciprocal ranks, or NDCG-like."""
+    shape = rng.integers(0, 3)
+    if shape == 0:
+        old = rng.integers(0, 2, n).astype(float)
+        new = np.where(rng.random(n) < rng.uniform(0, 0.4), 1 - old, old)
+    elif shape == 1:
+        old = np.where(rng.random(n) < 0.2, 0.0, 1.0 / rng.integers(1, 21, n))
+        new = np.where(rng.random(n) < rng.uniform(0, 0.6), np.where(rng.random(n) < 0.2, 0.0,
+                                                                     1.0 / rng.integers(1, 21, n)), old)
+    else:
+        old = rng.random(n)
+        new = np.clip(old + rng.normal(rng.uniform(-0.1, 0.1), 0.2, n), 0.0, 1.0)
+    return _runs_of(old), _runs_of(new)
+
+
+def test_interval_and_verdict_never_disagree_over_10000_seeded_comparisons():
+    # The issue's goal: zero disagreements between the interval (does it exclude 0?) and the test (p < alpha),
+    # single comparisons and Holm families alike, exact and Monte Carlo patterns alike.
+    rng = np.random.default_rng(2026)
+    disagreements = checked = 0
+    for trial in range(10_000):
+        n = int(rng.integers(1, 80))
+        old, new = _random_scores(rng, n)
+        test = stats.shift_test(old, new, resamples=int(rng.choice([99, 200, 500])), seed=trial)
+        for alpha in (0.05, 0.05 / int(rng.integers(2, 30))):
+            low, high = test.interval(alpha)
+            disagreements += (low > 0 or high < 0) != (test.p_value < alpha)
+            disagreements += not low <= test.diff <= high
+            checked += 1
+    assert checked == 20_000
+    assert disagreements == 0
+
+
+def test_family_verdicts_agree_with_their_intervals():
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        pairs = {m: _random_scores(rng, int(rng.integers(5, 60))) for m in range(int(rng.integers(1, 12)))}
+        compared = stats.compare_family(pairs, resamples=300, seed=trial)
+        for c in compared.values():
+            assert (c.ci[0] > 0 or c.ci[1] < 0) == (c.p_adjusted < 0.05) == (c.verdict != stats.VERDICT_NONE)
+            assert c.family == len(pairs)
 
 
 def test_randomization_exact_four_queries_by_hand():
@@ -136,7 +226,7 @@ def test_randomization_switches_from_exact_to_monte_carlo():
 
 def test_paired_inputs_must_share_query_ids():
     with pytest.raises(ValueError, match="only in old: \\['q2'\\]"):
-        stats.paired_bootstrap_ci({"q1": 0.1, "q2": 0.2}, {"q1": 0.3})
+        stats.shift_test({"q1": 0.1, "q2": 0.2}, {"q1": 0.3})
     with pytest.raises(ValueError, match="non-empty"):
         stats.paired_randomization_test({}, {})
 
@@ -158,16 +248,46 @@ def test_required_sample_size_by_hand():
         stats.required_sample_size([0.5])
 
 
-def test_verdict_needs_both_p_and_ci():
+def test_verdict_follows_the_test_and_refuses_an_interval_that_disagrees():
     assert stats.verdict((0.01, 0.2), 0.01) == "better"
     assert stats.verdict((-0.2, -0.01), 0.01) == "worse"
     none = "no detectable difference at this goldset size"
-    assert stats.verdict((-0.01, 0.2), 0.01) == none  # significant p, CI touches 0
-    assert stats.verdict((0.01, 0.2), 0.2) == none  # CI above 0, p too large
-    assert stats.verdict((0.01, 0.2), 0.05) == none  # p == alpha is not < alpha
-    assert stats.verdict((0.0, 0.2), 0.001) == none  # CI including 0 does not exclude it
+    assert stats.verdict((-0.01, 0.2), 0.2) == none
+    assert stats.verdict((0.0, 0.2), 0.05) == none  # p == alpha is not < alpha; an interval touching 0 keeps it
+    with pytest.raises(ValueError, match="disagree"):
+        stats.verdict((-0.01, 0.2), 0.01)  # significant p, interval holds 0: not from the same test
+    with pytest.raises(ValueError, match="disagree"):
+        stats.verdict((0.01, 0.2), 0.2)
     with pytest.raises(ValueError, match="low <= high"):
         stats.verdict((0.2, 0.1), 0.01)
+
+
+def test_holm_by_hand():
+    # p 0.01 0.04 0.03 0.005, sorted 0.005 0.01 0.03 0.04 times 4 3 2 1: 0.02 0.03 0.06 0.04 -> running maximum
+    # 0.02 0.03 0.06 0.06, back in the given order:
+    adjusted = stats.holm([0.01, 0.04, 0.03, 0.005])
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # Two rejected at 0.05: Holm's last level is 0.05 / (4 - 2); exactly the rejected raw p-values lie below it.
+    assert stats.holm_level(adjusted) == 0.025
+    assert stats.holm_level(stats.holm([0.001, 0.002])) == 0.05  # all rejected: the last step's level is alpha
+    assert stats.holm_level(stats.holm([0.3, 0.5, 0.9])) == pytest.approx(0.05 / 3)  # none: Bonferroni's level
+    assert stats.holm([0.6, 0.6]) == [1.0, 1.0]  # capped at 1
+    assert stats.holm([]) == []
+
+
+def test_family_of_metrics_adjusts_verdicts_and_widens_intervals():
+    # Hit@k-like differences: 9 questions gained, 1 lost, 40 unchanged. Alone the test rejects (p about 0.02); in a
+    # family with three metrics that show nothing Holm's first step needs p < 0.05 / 4 and keeps it.
+    gained = [1.0] * 9 + [-1.0] + [0.0] * 40
+    old, new = _runs_of([0.0 if d >= 0 else 1.0 for d in gained]), _runs_of([max(d, 0.0) for d in gained])
+    alone = stats.compare_metric(old, new)
+    assert alone.p_value < 0.05 and alone.verdict == "better" and alone.ci[0] > 0
+    noise = _runs_of([0.5] * 50), _runs_of([0.5] * 50)
+    family = stats.compare_family({"hit": (old, new), "a": noise, "b": noise, "c": noise})
+    hit = family["hit"]
+    assert hit.p_value == alone.p_value and hit.p_adjusted == pytest.approx(4 * alone.p_value)
+    assert hit.verdict == stats.VERDICT_NONE and hit.ci[0] <= 0 < hit.ci[1]
+    assert hit.level == pytest.approx(0.05 / 4) and hit.family == 4
 
 
 def test_compare_metric_bundle():
@@ -175,57 +295,26 @@ def test_compare_metric_bundle():
     new = {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0}
     # diffs sorted by qid: a +1, b -0.5, c 0, d +0.5 (the same as the required_sample_size case)
     result = stats.compare_metric(old, new)
-    assert result["n"] == 4
-    assert result["old_mean"] == 0.5
-    assert result["new_mean"] == 0.75
-    assert result["diff"] == 0.25
+    assert result.n == 4
+    assert result.old_mean == 0.5
+    assert result.new_mean == 0.75
+    assert result.diff == 0.25
     # Non-zero diffs 1, -0.5, 0.5, observed sum 1: sign patterns (+ = kept sign)
     # +++ 1*  ++- 0  +-+ 2*  +-- 1*  -++ -1*  -+- -2*  --+ 0  --- -1*  -> 6/8 = 0.75
-    assert result["p_value"] == 0.75
-    assert result["verdict"] == "no detectable difference at this goldset size"
-    assert result["needed_n"] == 53
-    low, high = result["ci"]
-    assert low < 0.25 < high
-    assert set(result) == {"n", "old_mean", "new_mean", "diff", "ci", "p_value", "verdict", "needed_n"}
+    assert result.p_value == 0.75 and result.p_adjusted == 0.75
+    assert result.verdict == "no detectable difference at this goldset size"
+    assert result.needed_n == 53
+    low, high = result.ci
+    assert low < 0.0 < 0.25 < high
+    assert (result.family, result.level, result.exact) == (1, 0.05, True)
 
 
 # ---------------------------------------------------------------------------
 # scipy.stats as the reference
 
 
-def _former_bootstrap_ci(diffs, resamples, seed, alpha):
-    """The bootstrap as this module computed it before scipy did: seeded draws in blocks, numpy.quantile."""
-    diffs = np.asarray(diffs, dtype=float)
-    n = len(diffs)
-    rng = np.random.default_rng(seed)
-    block = max(1, stats.BLOCK_CELLS // n)
-    means = np.concatenate([diffs[rng.integers(0, n, size=(min(block, resamples - start), n))].mean(axis=1)
-                            for start in range(0, resamples, block)])
-    return tuple(np.quantile(means, [alpha / 2, 1 - alpha / 2]))
-
-
-@pytest.mark.parametrize("n, resamples, seed, alpha", [(2, 10_000, 0, 0.05), (7, 2_000, 3, 0.05),
-                                                       (54, 10_000, 0, 0.05), (301, 10_000, 1, 0.1),
-                                                       (1_000, 3_000, 7, 0.05)])
-def test_scipy_bootstrap_draws_the_resamples_of_the_former_code(n, resamples, seed, alpha):
-    # n = 301 and 1,000 need more than one block (BLOCK_CELLS // n < resamples): scipy's batches draw the same
-    # stream. The percentile interpolation may differ in the last bit (scipy.stats.quantile vs numpy.quantile).
-    rng = np.random.default_rng(n)
-    old_values = 1.0 / rng.integers(1, 21, size=n)
-    new_values = np.where(rng.random(n) < 0.2, 0.0, 1.0 / rng.integers(1, 21, size=n))
-    old, new = _runs_of(old_values), _runs_of(new_values)
-    expected = _former_bootstrap_ci(new_values - old_values, resamples, seed, alpha)
-    assert stats.paired_bootstrap_ci(old, new, resamples=resamples, seed=seed, alpha=alpha) == pytest.approx(
-        expected, rel=1e-12, abs=1e-15)
-
-
 def _runs_of(values):
     return {f"q{i:04d}": float(v) for i, v in enumerate(values)}
-
-
-def test_bootstrap_of_one_query_is_that_query():
-    # scipy refuses a sample of one; every resample of one query is that query.
-    assert stats.paired_bootstrap_ci({"q": 0.25}, {"q": 1.0}) == (0.75, 0.75)
 
 
 def _scipy_exact_p(diffs):
