@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--no-wait", action="store_true",
                        help="fail at once when another process is writing the index, instead of waiting for it")
     cli.add_ivf_flags(index, vars(local_rag), probes=False)
+    cli.add_download_flag(index, vars(local_rag), reranker=False)
     index.add_argument("--profile", choices=sorted(local_rag.PROFILES), default=None,
                        help="build with a preset's index settings, PROFILES in local_rag.py: long-pdf keeps whole "
                             "pages as chunks; a flag given beside it wins (default: none)")
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                        chunk_headers=args.chunk_headers, chunk_context=args.chunk_context,
                        embedding_backend=args.embedding_backend,
                        page_chunk_limit=args.page_chunk_limit, bm25_stemmer=args.bm25_stemmer, quiet=args.quiet,
-                       chroma_url=args.chroma_url, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists)
+                       chroma_url=args.chroma_url, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists,
+                       allow_downloads=args.allow_downloads)
         paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]
         report = rag.sync(paths, rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
                           switch_folder=args.switch_folder, allow_empty=args.allow_empty)
