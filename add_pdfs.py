@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"PDF files or folders to index; the index then holds exactly these (default: the "
                              f"folder the index follows, else {local_rag.DOCS_PATH})")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
+    cli.add_download_flag(parser, vars(local_rag), reranker=False)
     index = parser.add_argument_group("index")
     index.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")
     index.add_argument("--chroma-url", default=local_rag.CHROMA_URL,
@@ -42,7 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--no-wait", action="store_true",
                        help="fail at once when another process is writing the index, instead of waiting for it")
     cli.add_ivf_flags(index, vars(local_rag), probes=False)
-    cli.add_download_flag(index, vars(local_rag), reranker=False)
     index.add_argument("--profile", choices=sorted(local_rag.PROFILES), default=None,
                        help="build with a preset's index settings, PROFILES in local_rag.py: long-pdf keeps whole "
                             "pages as chunks; a flag given beside it wins (default: none)")

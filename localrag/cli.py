@@ -80,10 +80,10 @@ def add_download_flag(group: argparse._ArgumentGroup, defaults: Mapping[str, Any
     help says what becomes of the default reranker without it."""
     default = "the default reranker is then off, and the report says why; any other " if reranker else "a "
     group.add_argument("--allow-downloads", action="store_true", default=None,
-                       help=f"download a model that is not on this machine (no such folder or pip package, not in the "
-                            f"local Hugging Face cache) from huggingface.co once. Without it nothing is downloaded: "
-                            f"{default}model that is not here is an error naming it. HF_HUB_OFFLINE=1 forbids "
-                            f"downloads all the same (default: ALLOW_DOWNLOADS in local_rag.py, "
+                       help=f"download from huggingface.co, once, a model that is not on this machine: no such "
+                            f"folder or pip package, not in the local Hugging Face cache. Without it nothing is "
+                            f"downloaded: {default}model that is not here is an error naming it. HF_HUB_OFFLINE=1 "
+                            f"forbids downloads all the same (default: ALLOW_DOWNLOADS in local_rag.py, "
                             f"{defaults['ALLOW_DOWNLOADS']})")
 
 
