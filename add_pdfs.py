@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"PDF files or folders to index; the index then holds exactly these (default: the "
                              f"folder the index follows, else {local_rag.DOCS_PATH})")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
+    cli.add_download_flag(parser, vars(local_rag), reranker=False)
     index = parser.add_argument_group("index")
     index.add_argument("--index", default=local_rag.VECTORSTORE_PATH, help="index folder")
     index.add_argument("--chroma-url", default=local_rag.CHROMA_URL,
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                        chunk_headers=args.chunk_headers, chunk_context=args.chunk_context,
                        embedding_backend=args.embedding_backend,
                        page_chunk_limit=args.page_chunk_limit, bm25_stemmer=args.bm25_stemmer, quiet=args.quiet,
-                       chroma_url=args.chroma_url, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists)
+                       chroma_url=args.chroma_url, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists,
+                       allow_downloads=args.allow_downloads)
         paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]
         report = rag.sync(paths, rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
                           switch_folder=args.switch_folder, allow_empty=args.allow_empty)

@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                      f"NAME{GOLDSET_REPORT_SUFFIX}.txt; a dataset: "
                                                      f"{DATASET_REPORT_DIR}/NAME-SPLIT.txt)")
     gold.add_argument("--json", default=None, help="JSON report (default: the report path with .json)")
+    gold.add_argument("--replace-baseline", action="store_true",
+                      help=f"let this run replace the committed {REPORT_PATH} although the same settings ran another "
+                           f"configuration on this machine (a reranker loads here that was off for it, or the "
+                           f"reverse); without it such a run writes under {RUNS_DIR}/ and says why. A run of changed "
+                           f"settings replaces it anyway; an incomplete judge section never does")
     gold.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
     gold.add_argument("--explain", default=None, metavar="QUESTION",
                       help="print, for one question of the goldset (its text or query id) or any other question, "
@@ -154,12 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
                           + profile_words(local_rag.PROFILES["long-pdf"])
                           + "; a flag given beside it wins (default: none)")
     ret.add_argument("--no-rerank", action="store_true", help="turn the cross-encoder reranker off; without this "
-                                                              "flag reranking is on when the model can be loaded")
+                                                              "flag reranking is on when the model is on this "
+                                                              "machine (see --allow-downloads)")
     ret.add_argument("--rerank-model", default=None,
                      help=f"cross-encoder name or folder, or openai:MODEL to let a chat model on OPENAI_BASE_URL "
                           f"grade each candidate 0-10, its replies in the judge's cache and limited by "
-                          f"--judge-max-calls; an explicit model that cannot be loaded is an error (default: "
+                          f"--judge-max-calls; a model named here that is not on this machine is an error (default: "
                           f"{local_rag.RERANKER_MODEL})")
+    cli.add_download_flag(ret, vars(local_rag), reranker=True)
     ret.add_argument("--rank-by", choices=local_rag.RANK_UNITS, default=local_rag.RANK_BY,
                      help="what the ranked list holds once each: a page (by its best chunk; what citations and the "
                           "goldset name) or every chunk (RANK_BY in local_rag.py)")

@@ -81,7 +81,9 @@ PROFILES = {"long-pdf": {"chunk_size": "page", "retrieval_mode": "hybrid", "fusi
                          "document_prior": 0.8}}
 LONG_PDF_PAGES = 50  # the evaluation suggests the "long-pdf" profile when the indexed PDFs average this many pages
 RRF_K = 1  # reciprocal rank fusion constant; beat Cormack et al.'s 60 on every data set (README, Hybrid fusion)
-RERANKER_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"  # None turns reranking off
+# None turns reranking off. Not on this machine and downloads not allowed: this default is off (the reason in the
+# report), any other name is an error
+RERANKER_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 RERANK_BATCH_SIZE = 32  # (query, chunk) pairs per cross-encoder batch
 QUERY_ADDITIONAL_INSTRUCTIONS = ""  # text a caller may append to every query
 EXTRACT_WORKERS = min(2, os.cpu_count() or 1)  # processes extracting PDF text in parallel
@@ -96,16 +98,22 @@ CACHE_DIR = os.environ.get("LOCALRAG_CACHE", "~/.cache/localrag")  # local cache
 # candidate 0-10 (localrag/llm_rerank.py); its replies are cached here (the evaluation uses the judge's cache)
 LLM_RERANK_CACHE = os.path.join(os.path.expanduser(CACHE_DIR), "llm_rerank_cache.json")
 LLM_RERANK_MAX_CALLS = None  # new (uncached) grading calls one LocalRAG may make; None: no limit
-NETWORK_PROBE_SECONDS = 2.0  # how long to wait for huggingface.co before declaring the machine offline
+ALLOW_DOWNLOADS = False  # True: a model not on this machine is downloaded from huggingface.co once (--allow-downloads)
+NETWORK_PROBE_SECONDS = 2.0  # with downloads allowed: how long to wait for huggingface.co before saying it is away
 
 _DEFAULT = object()  # "the caller did not choose": distinguishes a default reranker from an explicit one
+# RERANKER_MODEL as shipped: the one reranker that is off, not an error, when it is not on this machine (a name the
+# user chose, here or as an argument, must be there)
+SHIPPED_RERANKER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 
 
 @functools.lru_cache(maxsize=4)
-def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND):
-    """The embedding model (localrag/models.py), loaded once per process: every LocalRAG over it shares one copy."""
+def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND, allow_downloads: bool = False):
+    """The embedding model (localrag/models.py), loaded once per process: every LocalRAG over it shares one copy.
+    A model that is not on this machine is downloaded only with `allow_downloads`, else it is a RAGError."""
     calibration = calibration_for(backend)  # before the model loads: a missing corpus fails fast
-    return models.load_embeddings(name, backend, encode_batch_size(backend), NETWORK_PROBE_SECONDS, calibration)
+    return models.load_embeddings(name, backend, encode_batch_size(backend), NETWORK_PROBE_SECONDS, calibration,
+                                  allow_downloads=allow_downloads)
 
 
 def encode_batch_size(backend: str) -> int:
@@ -144,15 +152,15 @@ def calibration_for(backend: str) -> list[str] | None:
                        f"EMBEDDING_BACKEND to 'onnx-int8' or 'torch'") from None
 
 
-def _load_embeddings(name: str, backend: str):
+def _load_embeddings(name: str, backend: str, allow_downloads: bool = False):
     """load_embeddings, looked up when called (tests clear its cache or replace it)."""
-    return load_embeddings(name, backend)
+    return load_embeddings(name, backend, True) if allow_downloads else load_embeddings(name, backend)
 
 
 @functools.lru_cache(maxsize=4)
-def load_reranker(name: str):
-    """The cross-encoder (localrag/models.py), loaded once per process."""
-    return models.load_reranker(name, NETWORK_PROBE_SECONDS)
+def load_reranker(name: str, allow_downloads: bool = False):
+    """The cross-encoder (localrag/models.py), loaded once per process; downloaded only with `allow_downloads`."""
+    return models.load_reranker(name, NETWORK_PROBE_SECONDS, allow_downloads)
 
 
 def iter_extracted(paths: Sequence[Path], loader: str, workers: int | None = None) -> Iterator[ExtractedPdf]:
@@ -172,7 +180,12 @@ def _read_through(part: str, name: str, settable: bool = False) -> property:
 
 
 class LocalRAG:
-    """The retriever over one index folder. Settings left as None come from the index, then the module."""
+    """The retriever over one index folder. Settings left as None come from the index, then the module.
+
+    Nothing is downloaded unless `allow_downloads` (default ALLOW_DOWNLOADS): a model that is not on this machine
+    (a folder, a pip package, the local Hugging Face cache) is then a RAGError, except the shipped default
+    reranker, which is off with its reason (`reranker_off_reason`).
+    """
 
     def __init__(self, vectorstore_path: str | Path = VECTORSTORE_PATH, embedding_model: str | None = None,
                  retrieval_mode: str = RETRIEVAL_MODE, reranker_model: str | None | object = _DEFAULT, *,
@@ -185,7 +198,7 @@ class LocalRAG:
                  ivf_min_chunks: int | None = None, ivf_lists: int | None = None, ivf_probes: int = IVF_PROBES,
                  query_instructions: str = QUERY_ADDITIONAL_INSTRUCTIONS, quiet: bool = False,
                  rerank_cache: str | Path = LLM_RERANK_CACHE, rerank_max_calls: int | None = LLM_RERANK_MAX_CALLS,
-                 chroma_url: str | None = CHROMA_URL):
+                 chroma_url: str | None = CHROMA_URL, allow_downloads: bool | None = None):
         check_mode(retrieval_mode)
         check_rank_by(rank_by)
         check_fusion(fusion, dense_weight, document_prior)
@@ -205,13 +218,18 @@ class LocalRAG:
                     "chunk_headers": CHUNK_HEADERS, "chunk_context": CHUNK_CONTEXT,
                     "page_chunk_limit": PAGE_CHUNK_LIMIT,
                     "bm25_stemmer": BM25_STEMMER}
+        self.allow_downloads = ALLOW_DOWNLOADS if allow_downloads is None else bool(allow_downloads)
+        allow = self.allow_downloads
         # The embedding model is loaded when a text must be embedded (Index.embeddings), not here.
-        self.index = Index(vectorstore_path, requested, defaults, _load_embeddings, chroma_url=chroma_url,
+        self.index = Index(vectorstore_path, requested, defaults,
+                           lambda name, backend: _load_embeddings(name, backend, allow), chroma_url=chroma_url,
                            collection=COLLECTION_NAME, cache_dir=CACHE_DIR, low_disk_bytes=LOW_DISK_BYTES,
                            lock_stale_seconds=SERVER_LOCK_STALE_SECONDS, quiet=quiet, expected_export=expected_export,
                            ivf_defaults={"min_chunks": IVF_MIN_CHUNKS, "lists": IVF_LISTS},
                            ivf_requested={"min_chunks": ivf_min_chunks, "lists": ivf_lists}, ivf_probes=ivf_probes)
         self.rerank_cache, self.rerank_max_calls = rerank_cache, rerank_max_calls  # an "openai:MODEL" reranker's
+        # The reranker the settings ask for (None: none), whether or not it loads here: reports record both.
+        self.reranker_asked = RERANKER_MODEL if reranker_model is _DEFAULT else reranker_model
         # The default reranker loads (or warns that it cannot) at its first use; an explicit one loads now, so a
         # model the caller named and that cannot be loaded is an error at once.
         explicit = reranker_model is not _DEFAULT and reranker_model is not None
@@ -223,10 +241,13 @@ class LocalRAG:
                                    (lambda: self._init_reranker(reranker_model)))
 
     def _init_reranker(self, requested):
+        """(name, reranker, why it is off) of the reranker `requested` (_DEFAULT: RERANKER_MODEL). A model that is
+        not on this machine is an error, unless it is the shipped default, not chosen by the caller and downloads
+        are not allowed: then reranking is off, for a reason the reports carry."""
         if requested is None:
             return None, None, "turned off"
         explicit = requested is not _DEFAULT
-        name = requested if explicit else RERANKER_MODEL
+        name = self.reranker_asked
         if name is None:
             return None, None, "RERANKER_MODEL is None"
         if llm_rerank.is_llm_reranker(name):  # a chat model grades the candidates; nothing loads here
@@ -235,11 +256,11 @@ class LocalRAG:
                 log(f"warning: {reranker.cache_warning}", self.quiet)
             return name, reranker, None
         try:
-            return name, load_reranker(name), None
+            return name, load_reranker(name, True) if self.allow_downloads else load_reranker(name), None
         except RAGError as exc:
-            if explicit:
+            if explicit or name != SHIPPED_RERANKER or self.allow_downloads:
                 raise
-            reason = f"{name} could not be loaded: {exc.reason}"
+            reason = f"{name} {exc.reason}"
             log(f"warning: reranking off: {reason}", self.quiet)
             return None, None, reason
 

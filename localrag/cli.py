@@ -75,6 +75,18 @@ def add_ivf_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *
                                 "search's list (default: %(default)s)")
 
 
+def add_download_flag(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *, reranker: bool) -> None:
+    """--allow-downloads (default: ALLOW_DOWNLOADS of `defaults`, local_rag.py's namespace); with `reranker` its
+    help says what becomes of the default reranker without it."""
+    default = "the default reranker is then off, and the report says why; any other " if reranker else "a "
+    group.add_argument("--allow-downloads", action="store_true", default=None,
+                       help=f"download from huggingface.co, once, a model that is not on this machine: no such "
+                            f"folder or pip package, not in the local Hugging Face cache. Without it nothing is "
+                            f"downloaded: {default}model that is not here is an error naming it. HF_HUB_OFFLINE=1 "
+                            f"forbids downloads all the same (default: ALLOW_DOWNLOADS in local_rag.py, "
+                            f"{defaults['ALLOW_DOWNLOADS']})")
+
+
 def project_folder_problem(project: Path, defaults: Sequence[tuple[str, str, str]]) -> str | None:
     """'run from the project folder X ...' when the working folder is not the project folder and a default path
     the run relies on ((flag, what, path), relative, so read from the working folder) is missing here but is in

@@ -1,5 +1,6 @@
 """What a report says about the configuration it measured: the configuration block of the text report and the
-JSON report's `settings` (what --compare diffs).
+JSON report's `settings` (what --compare diffs), and when a run's configuration may replace the committed report's
+(`baseline_refusal`).
 
 Paths are shown relative to the working folder (outputs.display_path), never as this machine's absolute path: a
 committed report is diffed on other people's machines.
@@ -14,7 +15,7 @@ from localrag.eval_defaults import LocalRAG
 from localrag.index import PAGE_CHUNKS, significant_settings
 from localrag.outputs import display_path
 from localrag.report import plural
-from localrag.run_plan import profile_words
+from localrag.run_plan import profile_words, slug
 def dense_search_text(rag: LocalRAG, questions: Sequence[str]) -> str:
     """How the dense list was searched: exactly, or by the index's IVF with its recall against exact search,
     measured here on the run's questions at the candidate depth (localrag/ivf.py)."""
@@ -137,6 +138,7 @@ def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bo
     s = rag.index.settings
     index = rag.location if rag.chroma_url else display_path(rag.path)
     settings = {"index": index, "embedding_model": s["embedding_model"], "embedding_backend": s["embedding_backend"],
+                **export_settings(rag.embedding_export, s["embedding_backend"]),
                 "chunk_size": s["chunk_size"], "chunk_overlap": s["chunk_overlap"],
                 **({"page_chunk_limit": s["page_chunk_limit"]} if "page_chunk_limit" in s else {}),
                 "chunk_headers": s["chunk_headers"],
@@ -149,7 +151,74 @@ def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bo
                 "candidate_k": rag.candidate_k, **(fusion_settings(rag) if mode == "hybrid" else {}),
                 "rank_by": rag.rank_by, **({"document_prior": rag.document_prior} if rag.document_prior else {}),
                 **({"profile": args.profile} if getattr(args, "profile", None) else {}),
-                "reranker": reranker_name(rag.reranker_model) if rerank else None}
+                **reranker_settings(rag, rerank)}
     if not args.dataset:
         settings["page_tolerance"] = args.page_tolerance
     return settings
+
+
+def export_settings(export: str | None, backend: str) -> dict[str, Any]:
+    """{"embedding_export": the export that ran} where it says more than the backend: an int8 export depends on the
+    CPU (embeddings.export_name), so one backend may run another export on another machine."""
+    return {} if export in (None, backend) else {"embedding_export": export}
+
+
+def reranker_settings(rag: LocalRAG, rerank: bool) -> dict[str, Any]:
+    """The reranker as it ran and as the settings asked for it: "reranker" (what ordered the list; None: no
+    reranking), "reranker_asked" (RERANKER_MODEL, --rerank-model or the argument; None: none, or this row turns it
+    off) and, for an asked-for reranker that is off on this machine, "reranker_off_reason"."""
+    if rerank:
+        name = reranker_name(rag.reranker_model)
+        return {"reranker": name, "reranker_asked": name}
+    asked = None if rag.reranker is not None else rag.reranker_asked  # loaded, yet off: this row turns it off
+    if asked is None:
+        return {"reranker": None, "reranker_asked": None}
+    return {"reranker": None, "reranker_asked": reranker_name(asked), "reranker_off_reason": rag.reranker_off_reason}
+
+
+_UNKNOWN = object()  # what a report written before "reranker_asked" asked for, when its reranker was off
+
+
+def _reranker_asked(settings: Mapping[str, Any]) -> Any:
+    if "reranker_asked" in settings:
+        return settings["reranker_asked"]
+    return settings.get("reranker") or _UNKNOWN  # an older report records only what ran
+
+
+def machine_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(name part, words) of each part of the configuration that differs between two reports' JSON settings
+    although the settings asked for the same: the reranker (on here, off there, or the reverse) and the embedding
+    export (the same model and backend, another CPU). A difference that follows from a changed setting is none."""
+    out = []
+    old_asked, new_asked = _reranker_asked(old), _reranker_asked(new)
+    same_ask = old_asked == new_asked or _UNKNOWN in (old_asked, new_asked)
+    # Both ran: then they ran what was asked for, and the same asked-for name ran the same reranker.
+    if same_ask and bool(old.get("reranker")) != bool(new.get("reranker")):
+        if new.get("reranker"):
+            why = old.get("reranker_off_reason") or "it did not run there"
+            out.append(("reranker-on", f"the reranker {new['reranker']} ran here but was off in the committed "
+                                       f"report ({why})"))
+        else:
+            why = new.get("reranker_off_reason") or "it did not run here"
+            out.append(("reranker-off", f"the reranker {old['reranker']} ran for the committed report but is off "
+                                        f"here ({why})"))
+    if ("embedding_export" in old and "embedding_export" in new and old["embedding_export"] != new["embedding_export"]
+            and all(old.get(key) == new.get(key) for key in ("embedding_model", "embedding_backend"))):
+        out.append((f"embedding_export-{slug(str(new['embedding_export']))}",
+                    f"the embedding model {new.get('embedding_model')} ran as the export {new['embedding_export']} "
+                    f"here and as {old['embedding_export']} for the committed report (the "
+                    f"{new.get('embedding_backend')} backend's export depends on the CPU)"))
+    return out
+
+
+def baseline_refusal(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """Why a run whose JSON report settings are `new` must not replace the committed report whose settings are
+    `old`: the same settings asked for ran another configuration on this machine (`machine_differences`). None
+    when the configurations agree, or when each difference follows from a setting the user changed (CHUNK_SIZE
+    edited, RERANKER_MODEL set to None, ...): such a run is the new baseline."""
+    return "; ".join(words for _, words in machine_differences(old, new)) or None
+
+
+def difference_name(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The name part of a refused run's reports, after what differs: 'reranker-on', 'embedding_export-...'."""
+    return ".".join(name for name, _ in machine_differences(old, new))

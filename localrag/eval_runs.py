@@ -43,6 +43,9 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     goldset = gs.read_goldset(args.goldset, args.defaults.goldset_template)
     for message in goldset.messages:
         log(args, f"warning: goldset: {message}")
+    if args.judge:  # a question whose location cannot be read is left out: it never gets a verdict
+        check_judge_server(args, [q.question for q in goldset.questions
+                                  if not any(loc.problem for loc in q.locations)])
     identity = "goldset " + display_path(args.goldset)
     rows = evaluation_rows(args)
     results: dict[int, EvalResult] = {}
@@ -179,7 +182,12 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
                              [judge.Passage(d.metadata["source"], shown_page(int(d.metadata["page"])),
                                             d.page_content) for d, _ in hits[q.query_id][:k]])
              for q in questions]
-    run = judge.run_judge(items, args.judge, cache_path=args.judge_cache or args.defaults.judge_cache,
+    cache = args.judge_cache or args.defaults.judge_cache
+    if not getattr(args, "judge_server_checked", False):  # every question had a verdict before retrieval
+        asked = judge.items_to_ask(items, args.judge, cache_path=cache, k=k, domain=args.judge_domain)
+        if asked:
+            require_judge_server(args, len(asked), len(items))
+    run = judge.run_judge(items, args.judge, cache_path=cache,
                           max_new_calls=args.judge_max_calls, k=k, domain=args.judge_domain,
                           progress=None if args.quiet else lambda message: print(message, file=sys.stderr,
                                                                                  flush=True),
@@ -196,6 +204,10 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
     if run.unreadable:
         degraded.append(f"the judge's reply was unreadable for {plural(run.unreadable, 'question')} "
                         f"(see 'LLM judge'); check that {args.judge} answers in the requested JSON")
+    limited = sum(v.error == judge.CALL_LIMIT for v in run.verdicts)
+    if limited:
+        degraded.append(f"the judge's call limit (--judge-max-calls {args.judge_max_calls}) left "
+                        f"{plural(limited, 'question')} not judged; rerun to judge them (verdicts are cached)")
     by_id = {q.query_id: q.question for q in questions}
     ranks = result.ranks
     summary = judge.summarize_judge(run, ranks, k)
@@ -203,6 +215,85 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
     return dataclasses.replace(
         result, messages=tuple(messages), config=(*result.config, ("LLM judge", f"{args.judge}, first {k} passages")),
         judge_lines=tuple(eval_report.render_judge(judged)), judge=judged), degraded
+
+
+def check_judge_server(args: argparse.Namespace, questions: Sequence[str]) -> None:
+    """Before any retrieval: the judge's server asked once (llm.check_server) unless every question has a verdict
+    of the judge model in its cache, so that a fully cached run needs no server. EvalError (exit 2, nothing
+    written) when the server does not answer."""
+    from localrag import judge
+
+    missing = judge.questions_without_verdict(questions, args.judge, args.judge_cache or args.defaults.judge_cache)
+    if missing:
+        require_judge_server(args, len(missing), len(questions))
+
+
+def require_judge_server(args: argparse.Namespace, needed: int, total: int) -> None:
+    """EvalError (exit 2) when the judge's server does not answer one cheap request (llm.check_server), naming
+    its URL, what failed and how to fix it; `needed` of `total` questions need a new verdict. Checked once a run."""
+    from localrag import llm
+
+    try:
+        llm.check_server(llm.make_chat(args.judge, "--judge"), "judge")
+    except llm.ChatError as exc:
+        cache = display_path(args.judge_cache or args.defaults.judge_cache)
+        raise EvalError(f"{exc} (or run without --judge). No report was written: {needed} of "
+                        f"{plural(total, 'question')} need{'s' if needed == 1 else ''} a new verdict of {args.judge}, "
+                        f"which the judge cache {cache} does not hold") from None
+    args.judge_server_checked = True
+
+
+def judge_incomplete(section: Mapping[str, Any] | None) -> str | None:
+    """Why a judge section (result.judge) is incomplete: questions not judged or with unreadable replies; None
+    when every question was judged, or there is no section."""
+    if not section:
+        return None
+    summary = section["summary"]
+    if summary["judged"] == summary["questions"]:
+        return None
+    return (f"the judge judged {summary['judged']} of {plural(summary['questions'], 'question')} "
+            f"({summary['not_judged']} not judged, {summary['unreadable']} unreadable)")
+
+
+def keep_complete_reports(result: EvalResult, args: argparse.Namespace) -> EvalResult:
+    """Send the reports beside those at --report/--json when they must not replace them, with the reason on
+    stderr and in the Notes: the committed baseline is replaced only by a complete run of its configuration
+    (configuration.baseline_refusal; --replace-baseline overrides that rule, not the judge's), and a complete judge
+    section only by a complete one. Changes `args.report` and `args.json`; the result with its note."""
+    from localrag.configuration import baseline_refusal, difference_name
+    from localrag.outputs import (beside_report_path, check_output_paths, input_paths, is_committed_baseline,
+                                  output_paths, protected_folders)
+
+    baseline = is_committed_baseline(args)
+    incomplete = judge_incomplete(result.judge)
+    if not (baseline or incomplete):
+        return result
+    try:
+        old = load_json_report(args.json) if Path(args.json).exists() else None
+    except EvalError:  # not a report of this tool: nothing complete to keep
+        old = None
+    reasons, names, advice = [], [], ""
+    if incomplete and (baseline or (old is not None and old.judge and not judge_incomplete(old.judge))):
+        reasons.append(f"{incomplete}, and a judge section that is not complete never replaces "
+                       + ("the committed baseline" if baseline else "a complete one"))
+        names.append("judge-incomplete")
+        advice = "; rerun when the judge can answer (its verdicts so far are cached)"
+    if baseline and old is not None and not getattr(args, "replace_baseline", False):
+        if why := baseline_refusal(old.settings, result.settings):
+            reasons.insert(0, f"{why}: the same settings ran another configuration on this machine")
+            names.insert(0, difference_name(old.settings, result.settings))
+            advice = "; to make this configuration the baseline, run again with --replace-baseline" + advice
+    if not reasons:
+        return result
+    kept = display_path(args.report)
+    args.report = beside_report_path(args, ".".join(names))
+    args.json = str(Path(args.report).with_suffix(".json"))
+    args.compare_file = None  # not the baseline: its comparison goes into its own report
+    check_output_paths(output_paths(args), input_paths(args), protected_folders(args))
+    note = f"Not written to {kept}: {'; '.join(reasons)}{advice}"
+    log(args, f"warning: {kept} not replaced: {'; '.join(reasons)}. Reports written to {display_path(args.report)} "
+              f"and {display_path(args.json)}{advice}")
+    return dataclasses.replace(result, messages=(*result.messages, note))
 
 
 def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
@@ -343,6 +434,8 @@ def finish(results: list[EvalResult], args: argparse.Namespace, previous: tuple[
     results = [dataclasses.replace(r, generated=generated) for r in results]
     if not results:  # a sweep whose every row asked for a reranker that could not be loaded
         raise EvalError(f"no row of the sweep could be evaluated: {missing_rows}")
+    if len(results) == 1 and not (args.sweep_axes or args.ablation):  # before the details file is named
+        results = [keep_complete_reports(results[0], args)]
     if not args.dataset:  # a goldset's questions not at rank 1 get their passages in the details file
         results = [dataclasses.replace(r, details=display_path(details_path(args.report))) for r in results]
     if args.sweep_axes:

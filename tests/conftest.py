@@ -169,3 +169,33 @@ def stub(monkeypatch):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         yield server
+
+
+def put_in_hf_cache(hub: Path, repo: str, folder: Path) -> Path:
+    """Copy a model folder into a Hugging Face hub cache as a download leaves it: models--ORG--NAME with a
+    snapshot named by its commit and refs/main naming that commit. Returns the snapshot folder."""
+    import shutil
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo_dir = hub / f"models--{repo.replace('/', '--')}"
+    snapshot = shutil.copytree(folder, repo_dir / "snapshots" / commit)
+    (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
+    (repo_dir / "refs" / "main").write_text(commit, encoding="utf-8")
+    return snapshot
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch) -> Path:
+    """An empty Hugging Face hub cache of this test's own: the presence check (localrag.models.in_hf_cache) and
+    the loaders (transformers reads huggingface_hub's constant when it loads) both look there; models loaded from
+    another cache in this process are forgotten before and after."""
+    import local_rag
+    from huggingface_hub import constants
+
+    hub = tmp_path / "hf" / "hub"
+    hub.mkdir(parents=True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
+    monkeypatch.delenv("SENTENCE_TRANSFORMERS_HOME", raising=False)
+    local_rag.load_reranker.cache_clear()
+    yield hub
+    local_rag.load_reranker.cache_clear()

@@ -3,6 +3,9 @@
 `OpenAIStub` listens on 127.0.0.1 (a free port) in a background thread and answers
 `POST /v1/chat/completions` with the next scripted `(status, body)` from its queue,
 recording every request it receives so tests can check what the client sent.
+`GET /v1/models` (the client's server check, llm.check_server) answers a list with
+`models_status` (200 unless a test sets another) and is recorded in `listings`, apart
+from the chat requests.
 Use it through the real `openai` / `langchain-openai` clients by pointing
 OPENAI_BASE_URL at `stub.base_url`.
 """
@@ -17,8 +20,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-# Path the stub answers; every other path gets 404, like a server without that API.
+# Paths the stub answers; every other path gets 404, like a server without that API.
 CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
 # Status and message sent when a test made more requests than it scripted.
 EXHAUSTED_STATUS = 599
 
@@ -73,6 +77,8 @@ class OpenAIStub:
 
     replies: deque = field(default_factory=deque)
     requests: list[RecordedRequest] = field(default_factory=list)
+    listings: list[RecordedRequest] = field(default_factory=list)  # GET requests (server checks)
+    models_status: int = 200
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -104,6 +110,19 @@ class OpenAIStub:
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+                with stub._lock:
+                    stub.listings.append(
+                        RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None)
+                    )
+                    if self.path != MODELS_PATH:
+                        reply = (404, error_body(f"stub: no route {self.path}"))
+                    elif stub.models_status != 200:
+                        reply = (stub.models_status, error_body(f"stub: status {stub.models_status}"))
+                    else:
+                        reply = (200, {"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
+                self._send(*reply, {})
 
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
                 length = int(self.headers.get("Content-Length") or 0)

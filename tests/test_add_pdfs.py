@@ -74,6 +74,7 @@ def test_help_lists_every_flag_with_its_default(capsys):
         "--ivf-min-chunks": f"(default: as recorded in the index, else IVF_MIN_CHUNKS {local_rag.IVF_MIN_CHUNKS:,})",
         "--ivf-lists": f"(default: as recorded in the index, else IVF_LISTS {local_rag.IVF_LISTS})",
         "--quiet": "(default: False)",
+        "--allow-downloads": f"(default: ALLOW_DOWNLOADS in local_rag.py, {local_rag.ALLOW_DOWNLOADS})",
     }
     flags = {flag for action in add_pdfs.build_parser()._actions for flag in action.option_strings}
     assert flags - {"-h", "--help"} == set(expected)  # a new flag must be added here, with its default
@@ -89,7 +90,7 @@ def test_help_groups_the_flags():
               for group in add_pdfs.build_parser()._action_groups}
     assert groups == {
         "positional arguments": ["paths"],
-        "options": ["-h", "--quiet"],
+        "options": ["-h", "--quiet", "--allow-downloads"],
         "index": ["--index", "--chroma-url", "--rebuild", "--switch-folder", "--allow-empty", "--no-wait",
                   "--ivf-min-chunks", "--ivf-lists", "--profile"],
         "extraction, chunking and embedding": ["--loader", "--chunk-size", "--page-chunk-limit", "--chunk-overlap",

@@ -327,10 +327,11 @@ def test_ablation_without_reranker(tiny_index, gold, tmp_path, capsys, monkeypat
     lines = text.splitlines()
     assert lines[1] == "Status: exit 1, evaluated but the run is degraded"
     assert lines[1] in err
-    # The header says why the reranked rows are missing (offline: the default reranker cannot be loaded).
+    # The header says why the reranked rows are missing (no download allowed: the default reranker is off).
     rows_line = next(line for line in lines if line.startswith("Rows: "))
-    assert rows_line.startswith("Rows: 4 configurations; every '+ rerank' row is missing (no reranker: "
-                                "cross-encoder/ms-marco-MiniLM-L-6-v2 could not be loaded")
+    assert rows_line == ("Rows: 4 configurations; every '+ rerank' row is missing (no reranker: "
+                         "cross-encoder/ms-marco-MiniLM-L-6-v2 is not downloaded: not in the local Hugging Face "
+                         "cache; --allow-downloads fetches it once)")
     assert "  configuration   Hit@1   Hit@3   Hit@5     MRR  seconds" in text
     # From the rank table above (6 questions): Hit@1 = 3/6 for every mode (a four-way tie: all marked);
     # Hit@3 = Hit@5 = 5/6 for dense/hybrid/union, 4/6 for bm25 (volatility at 3 counts, vega is lost);

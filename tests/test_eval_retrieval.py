@@ -625,21 +625,38 @@ def test_judge_section_and_cache(judge_args, tmp_path, capsys, monkeypatch):
     assert without_generated((tmp_path / "report.txt").read_text(encoding="utf-8")) == without_generated(report)
 
 
-def test_judge_server_down_keeps_the_retrieval_report(judge_args, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(llm, "MAX_RETRIES", 1)
-    monkeypatch.setattr(llm, "BACKOFF_SECONDS", 0.0)
+def test_judge_server_down_stops_before_any_retrieval(judge_args, tmp_path, capsys, monkeypatch):
+    """The server is checked before the index is opened: exit 2 at once, nothing written (it used to retry for
+    every question, then write a report with "0 of 3 judged")."""
+    from localrag import eval_runs
+
+    monkeypatch.setattr(eval_runs, "open_pdf_index", lambda *a, **k: pytest.fail("the index was opened"))
     base_url = f"http://127.0.0.1:{closed_port()}/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", base_url)
     code, out, err = run(capsys, *judge_args())
+    assert (code, out) == (2, "")
+    assert err == (f"error: The judge server ({base_url}) does not answer (APIConnectionError: Connection error). "
+                   f"Start it, or set OPENAI_BASE_URL to a running server, then rerun (or run without --judge). No "
+                   f"report was written: 3 of 3 questions need a new verdict of stub-model, which the judge cache "
+                   f"{tmp_path / 'judge_cache.json'} does not hold\n")
+    assert not (tmp_path / "report.txt").exists() and not (tmp_path / "report.json").exists()
+
+
+def test_judge_server_that_stops_midway_degrades_the_run(judge_args, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(llm, "MAX_RETRIES", 1)
+    monkeypatch.setattr(llm, "BACKOFF_SECONDS", 0.0)
+    with OpenAIStub() as stub:
+        stub.add_content(VERDICTS[0])  # then no scripted reply is left: HTTP 599 (5xx), retried once, stopped
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, out, err = run(capsys, *judge_args())
+        assert len(stub.listings) == 1 and len(stub.requests) == 3  # the check; one verdict, two failed tries
     assert code == 1  # the retrieval report is written, but the judge is incomplete: degraded
     assert out == "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n"
-    # One try plus llm.MAX_RETRIES = 1 retry, both refused at once; the error type's name depends on the client.
-    stopped = f"The judge server ({base_url}) failed 2 times in a row for model 'stub-model'; last error: "
+    stopped = f"The judge server ({stub.base_url}) failed 2 times in a row for model 'stub-model'; last error: "
     assert f"warning: judging stopped: {stopped}" in err
-    assert "Connection error. Check that the server is running and reachable, then rerun" in err
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert any(line.startswith(f"  Judging stopped early: {stopped}") for line in block(report, "Notes"))
-    assert block(report, "LLM judge")[1] == "  judged questions    0 of 3 (unreadable 0, not judged 3)"
+    assert block(report, "LLM judge")[1] == "  judged questions    1 of 3 (unreadable 0, not judged 2)"
     assert report.splitlines()[1:3] == ["Status: exit 1, evaluated but the run is degraded",
                                         f"  degraded: the judge stopped before every question was judged: {stopped}"
                                         + report.splitlines()[2].split(stopped, 1)[1]]
@@ -652,9 +669,12 @@ def test_judge_max_calls(judge_args, tmp_path, capsys, monkeypatch):
             stub.add_content(content)
         monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
         code, _, _ = run(capsys, *judge_args("--judge-max-calls", "1"))
-        assert code == 0
+        assert code == 1  # two questions not judged: the judge section is incomplete
         assert len(stub.requests) == 1
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
+    assert report.splitlines()[1:3] == ["Status: exit 1, evaluated but the run is degraded",
+                                        "  degraded: the judge's call limit (--judge-max-calls 1) left 2 questions "
+                                        "not judged; rerun to judge them (verdicts are cached)"]
     assert block(report, "LLM judge")[1:3] == ["  judged questions    1 of 3 (unreadable 0, not judged 2)",
                                                "  Answer@5            1.000 (1 of 1)"]
     assert sum("not judged (call limit)" in line for line in report.splitlines()) == 2

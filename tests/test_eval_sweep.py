@@ -132,7 +132,7 @@ def test_other_settings_build_a_cached_index_once_and_never_touch_the_evaluated_
                         "pdf_loader": local_rag.PDF_LOADER, "bm25_stemmer": local_rag.BM25_STEMMER,
                         "query_instructions": "", "retrieval_mode": "hybrid",
                         "candidate_k": local_rag.CANDIDATE_K, "rrf_k": local_rag.RRF_K, "rank_by": local_rag.RANK_BY,
-                        "reranker": None,
+                        "reranker": None, "reranker_asked": None,
                         "page_tolerance": 0}
 
     code, _, err = run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--chunk-size", "page", "--no-rerank",

@@ -180,8 +180,8 @@ def test_an_absent_default_reranker_is_known_without_torch(copied, tmp_path):
         off = local_rag.LocalRAG({str(index)!r}, reranker_model=None, quiet=True)
         result = [rag.reranker_off_reason, off.reranker_off_reason]
     """, forbid_bm25=True)
-    assert out["result"] == [f"{local_rag.RERANKER_MODEL} could not be loaded: not in the local Hugging Face cache; "
-                             f"huggingface.co unreachable", "turned off"]
+    assert out["result"] == [f"{local_rag.RERANKER_MODEL} is not downloaded: not in the local Hugging Face cache; "
+                             f"--allow-downloads fetches it once", "turned off"]
     assert out["heavy"] == []
 
 

@@ -273,3 +273,43 @@ def test_failed_write_leaves_the_old_cache_whole(tmp_path):
         cache.put("k2", {"answering": object()})  # not JSON: json.dump fails mid-way
     assert path.read_text(encoding="utf-8") == before
     assert [p.name for p in tmp_path.iterdir()] == ["c.json"]  # no temp file left
+
+
+# -- the server check before a run --------------------------------------------------------
+
+
+def test_check_server_asks_for_the_model_list_once_and_names_what_failed(stub, monkeypatch):
+    chat = llm.make_chat(MODEL, FLAG)
+    llm.check_server(chat, WHO)  # up: one GET of the model list, no chat call (no tokens, no model loaded)
+    assert [(r.method, r.path) for r in stub.listings] == [("GET", "/v1/models")] and stub.requests == []
+    for status, words in ((401, "refused the API key with HTTP 401 (AuthenticationError: Error code: 401 - stub: "
+                                "status 401). Set OPENAI_API_KEY to a key it accepts, then rerun"),
+                          (503, "failed with HTTP 503 (InternalServerError: Error code: 503 - stub: status 503). "
+                                "Check that it runs properly, then rerun")):
+        stub.models_status = status
+        with pytest.raises(ChatError) as raised:
+            llm.check_server(chat, WHO)
+        assert str(raised.value) == f"The {WHO} server ({stub.base_url}) {words}"
+    stub.models_status = 404  # a server without the list may still chat: up
+    llm.check_server(chat, WHO)
+    assert len(stub.listings) == 4 and stub.requests == []
+
+
+def test_check_server_of_a_closed_port_says_which_url(monkeypatch):
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    with pytest.raises(ChatError) as raised:
+        llm.check_server(llm.make_chat(MODEL, FLAG), WHO)
+    assert str(raised.value) == (f"The {WHO} server ({base_url}) does not answer (APIConnectionError: Connection "
+                                 f"error). Start it, or set OPENAI_BASE_URL to a running server, then rerun")
+
+
+def test_check_first_checks_before_the_first_new_call_only(stub, tmp_path):
+    stub.add_content("one")
+    chat = make_chat(tmp_path, check_first=True)
+    assert chat.ask("p1", keep) == ({"reply": "one", "model": MODEL}, False)
+    assert chat.ask("p1", keep)[1] is True  # cached
+    assert (len(stub.listings), len(stub.requests)) == (1, 1)
+    cached = make_chat(tmp_path, check_first=True)
+    assert cached.ask("p1", keep)[1] is True
+    assert len(stub.listings) == 1  # every prompt cached: the server is never reached

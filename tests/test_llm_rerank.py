@@ -10,6 +10,7 @@ import eval_retrieval as er
 from local_rag import LocalRAG, RAGError
 from localrag.llm import UnreadableReply
 from localrag.llm_rerank import parse_grade, prompt_for
+from openai_stub import closed_port
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"
 
@@ -73,6 +74,23 @@ def test_call_limit_and_unreadable_reply_are_errors_that_keep_the_grades(tiny_in
         "the LLM reranker openai:stub-model gave no grade for a passage (no grade from 0 to 10 in the reply "
         "'I cannot say.'); a model that cannot follow the prompt cannot rerank")
     assert len(json.loads(cache.read_text())) == 2  # nothing cached for the unreadable reply
+
+
+def test_a_reranker_server_that_is_not_running_stops_at_once(tiny_index, tmp_path, monkeypatch):
+    """The server is checked before the first new grade: no retries for a server that is not there."""
+    from localrag import llm
+
+    monkeypatch.setattr(llm, "BACKOFF_SECONDS", 0.0)  # the old code retried (30 s) before it said so
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    rag = LocalRAG(tiny_index[1], reranker_model="openai:stub-model", rerank_cache=tmp_path / "cache.json",
+                   quiet=True)
+    with pytest.raises(RAGError) as raised:
+        rag.retrieve(VEGA_QUERY, k=5, mode="dense")
+    assert str(raised.value) == (f"the LLM reranker openai:stub-model stopped: The reranker server ({base_url}) does "
+                                 f"not answer (APIConnectionError: Connection error). Start it, or set OPENAI_BASE_URL "
+                                 f"to a running server, then rerun")
 
 
 def test_cli_refuses_an_llm_reranker_without_a_server(monkeypatch, capsys):

@@ -307,9 +307,12 @@ def test_default_reranker_offline_turns_reranking_off_with_one_warning(tiny_inde
 
 
 def test_explicit_missing_reranker_is_an_error(tiny_index):
-    with pytest.raises(RAGError, match=r"'nonexistent/model-xyz' is not in the local Hugging Face cache .*"
-                                       r"offline.*download it once while online, or give a local model folder"):
+    with pytest.raises(RAGError) as raised:
         LocalRAG(tiny_index[1], reranker_model="nonexistent/model-xyz", quiet=True)
+    assert str(raised.value) == (
+        "Reranker 'nonexistent/model-xyz' is not downloaded: there is no such folder and it is not in the local "
+        "Hugging Face cache. Download it once with --allow-downloads (in Python LocalRAG(..., allow_downloads=True), "
+        "or ALLOW_DOWNLOADS in local_rag.py), or give a local model folder")
 
 
 def test_reranker_none_is_off(tiny_rag):
