@@ -147,7 +147,8 @@ def test_a_machine_where_the_reranker_loads_writes_beside_the_baseline(project, 
     committed = files(project / "eval")
     put_in_hf_cache(hf_cache, DEFAULT, tiny_cross_encoder)  # this machine has the default reranker
     code, out, err = run(capsys, "--quiet")
-    assert code == 0 and out.startswith("hybrid + rerank: ")
+    # stdout: the comparison with the baseline (every run says its verdict), then the metrics line.
+    assert code == 0 and out.splitlines()[-1].startswith("hybrid + rerank: ")
     assert err == (f"warning: eval/baseline.txt not replaced: {REFUSED_ON}. Reports written to "
                    f"eval/runs/baseline.reranker-on.txt and eval/runs/baseline.reranker-on.json; to make this "
                    f"configuration the baseline, run again with --replace-baseline\n")
