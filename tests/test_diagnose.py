@@ -101,18 +101,18 @@ def ids(hits) -> list[str]:
 
 def traced(query: str, rag: Retriever | None = None) -> ev.Traced:
     trace = (rag or retriever()).retrieve_traced(query, k=2, depth=6)
-    return ev.trace_goldset(trace, (Location("doc.pdf", GOLD[query]),), page_offset=1, tolerance=0)
+    return ev.trace_goldset(trace, (Location("doc.pdf", GOLD[query]),), page_offset=1, tolerance=0, rank_by="chunk")
 
 
 EXPECTED = {
     "qa": StageRanks({"dense": 5, "bm25": None, "rrf": None, "rerank": None, "final": None},
-                     {"dense": 6, "bm25": 1, "rrf": 3, "rerank": 3, "final": 2}, {"dense": 3, "bm25": 1}, 3),
+                     {"dense": 6, "bm25": 1, "rrf": 3, "rerank": 3, "final": 2}, {"dense": 3, "bm25": 1}, 3, "chunk"),
     "qb": StageRanks({"dense": None, "bm25": 1, "rrf": 3, "rerank": 3, "final": None},
-                     {"dense": 6, "bm25": 3, "rrf": 4, "rerank": 4, "final": 2}, {"dense": 3, "bm25": 3}, 3),
+                     {"dense": 6, "bm25": 3, "rrf": 4, "rerank": 4, "final": 2}, {"dense": 3, "bm25": 3}, 3, "chunk"),
     "qc": StageRanks({"dense": 1, "bm25": 1, "rrf": 1, "rerank": 4, "final": None},
-                     {"dense": 6, "bm25": 2, "rrf": 4, "rerank": 4, "final": 2}, {"dense": 3, "bm25": 2}, 3),
+                     {"dense": 6, "bm25": 2, "rrf": 4, "rerank": 4, "final": 2}, {"dense": 3, "bm25": 2}, 3, "chunk"),
     "qd": StageRanks({"dense": 1, "bm25": None, "rrf": 1, "rerank": 1, "final": 1},
-                     {"dense": 6, "bm25": 0, "rrf": 3, "rerank": 3, "final": 2}, {"dense": 3, "bm25": 0}, 3),
+                     {"dense": 6, "bm25": 0, "rrf": 3, "rerank": 3, "final": 2}, {"dense": 3, "bm25": 0}, 3, "chunk"),
 }
 
 
@@ -170,7 +170,7 @@ def test_where_the_misses_are_lost_is_a_function_of_the_stage_ranks():
     # By hand at k = 2: qd found; qb in BM25 at 1, fused 3 (fusion lost it); qc fused 1, reranked 4; qa only in
     # the dense list at 5, beyond its 3 candidates. Ceiling: qb, qc, qd in a pool = 3 of 4.
     assert diagnose.render_losses(planted_result()) == [
-        "Where the misses are lost (at k = 2; 4 questions with stage ranks)",
+        "Where the misses are lost (at k = 2; 4 questions with stage ranks, counted in chunks)",
         "  found within 2                                      1",
         "  in a candidate list, below 2 after fusion (RRF)     1  (fusion lost 1 that a single list had within 2: "
         "dense 0, BM25 1; 0 below 2 in every list)",
@@ -196,7 +196,7 @@ def test_stage_ranks_round_trip_through_the_json_report():
     assert json.loads(eval_report.render_json(result))["per_query"][0]["stages"] == {
         "ranks": {"dense": 5, "bm25": None, "rrf": None, "rerank": None, "final": None},
         "lengths": {"dense": 6, "bm25": 1, "rrf": 3, "rerank": 3, "final": 2},
-        "pools": {"dense": 3, "bm25": 1}, "pool": 3}
+        "pools": {"dense": 3, "bm25": 1}, "pool": 3, "unit": "chunk"}
 
 
 def test_compare_names_the_stage_a_worse_question_was_lost_at(tmp_path, capsys):
@@ -263,8 +263,9 @@ def test_details_file_and_report_are_deterministic(cli_args, tmp_path, capsys):
     assert [line for line in details.splitlines() if line.startswith("## ")] == [
         "## rank 2: How sensitive is the option value to volatility?",
         "## rank 2: What is vega?"]
-    assert "- stage ranks: dense 2 · BM25 3 · RRF 2 · final 2" in details
-    assert "- stage ranks: dense 2 · BM25 – (not within 1) · RRF 2 · final 2" in details
+    # The run ranks by page: every stage's rank counts pages, as the final rank does, and says so.
+    assert "- stage ranks (pages): dense 2 · BM25 3 · RRF 2 · final 2" in details
+    assert "- stage ranks (pages): dense 2 · BM25 – (not within 1 page) · RRF 2 · final 2" in details
     # Query words marked: 'option', 'value', 'volatility'; not 'sensitivity' (the question says 'sensitive').
     assert "1. options.pdf p. 1 · score 1.0000  \n   > Vega is the sensitivity of an **option**'s **value** to the " \
         "implied **volatility** of the underlying asset. A long call or put has positive vega.\n" in details
@@ -285,10 +286,16 @@ def test_explain_a_goldset_question_by_id_and_by_text(cli_args, tmp_path, capsys
     assert outputs[0] == outputs[1]
     lines = outputs[0].splitlines()
     assert lines[2:8] == ["## rank 2: What is vega?", "", f"- query id `{qid}`", "- expected: weather.pdf p. 1",
-                          "- stage ranks: dense 2 · BM25 – (not within 1) · RRF 2 · final 2",
+                          "- stage ranks (pages): dense 2 · BM25 – (not within 1 page) · RRF 2 · final 2",
                           "- at k = 5: found within 5"]
     assert "First acceptable passage (rank 2 in the final list): weather.pdf p. 1 · score 0.3333  " in lines
-    assert "- BM25: options.pdf p. 1" in lines
+    # Stage lists in pages, numbered as the stage ranks count them, the expected page marked where it stands.
+    assert "Stage lists (the first 10 pages of each, numbered as the stage ranks count them; ← marks an acceptable " \
+           "location):" in lines
+    assert lines[lines.index("- BM25:"):lines.index("- RRF:")] == ["- BM25:", "  1. options.pdf p. 1"]
+    assert lines[lines.index("- dense:") + 2] == "  2. weather.pdf p. 1  ← expected p. 1"
+    assert lines[lines.index("- final:") + 2] == "  2. weather.pdf p. 1  ← expected p. 1"
+    assert sum(line.endswith("← expected p. 1") for line in lines) == 3  # dense, RRF and final hold it; not BM25
     assert not list(tmp_path.glob("*.txt")) and not list(tmp_path.glob("*.md"))  # no report written
 
 
@@ -298,7 +305,8 @@ def test_explain_a_question_not_in_the_goldset(cli_args, capsys):
     assert "; not a question or query id of " in out.splitlines()[0]
     assert "## not in the goldset: Which crops need rain?" in out
     assert "stage ranks" not in out and "First acceptable passage" not in out
-    assert "First 5 retrieved (query words in bold):" in out and "- dense: " in out and "- RRF: " in out
+    assert "First 5 retrieved (query words in bold):" in out and "\n- dense:\n  1. " in out and "\n- RRF:\n" in out
+    assert "Stage lists (the first 10 pages of each):" in out and "←" not in out  # no expected page to mark
 
 
 def test_explain_prints_no_markdown_escapes(cli_args, capsys):
