@@ -363,6 +363,110 @@ def test_json_output(gold_args, tmp_path, capsys):
     assert [entry["question"] for entry in payload["not_found"]] == ["What does the scanned appendix contain?"]
 
 
+# ----------------------------------------------------------------------------- exact and tolerant side by side
+
+
+def hit(source: str, page: int, score: float):
+    """A retrieved chunk of `source` on 1-based `page`, as evaluate_goldset reads it."""
+    from langchain_core.documents import Document
+
+    return Document(page_content=f"[{source}, page {page}]", metadata={"source": source, "page": page - 1}), score
+
+
+# Four questions over one retrieved list each, pages 1-based, scored at ±1 and on the exact page:
+#   near   expects a.pdf p. 5; list b p1, a p6, a p5   -> ±1 rank 2 (through p. 6), exact rank 3  (the trap)
+#   only   expects a.pdf p. 2; list a p3, b p1         -> ±1 rank 1 (through p. 3), exact never
+#   exact  expects b.pdf p. 1; list b p1, a p2         -> rank 1 both
+#   never  expects c.pdf p. 1; list a p1               -> never
+# ±1 ranks 2, 1, 1, -: Hit@1 2/4, Hit@2 3/4, Hit@3 3/4, MRR (1/2 + 1 + 1) / 4 = 0.625.
+# Exact ranks 3, -, 1, -: Hit@1 1/4, Hit@2 1/4, Hit@3 2/4, MRR (1/3 + 1) / 4 = 1/3.
+# Only the tolerance: at 1 "only"; at 2 "near" and "only"; at 3 "only"; ranks of "near" and "only".
+EXACT_LISTS = {"near": (gs.Location("a.pdf", 5), [hit("b.pdf", 1, 0.9), hit("a.pdf", 6, 0.8), hit("a.pdf", 5, 0.7)]),
+               "only": (gs.Location("a.pdf", 2), [hit("a.pdf", 3, 0.9), hit("b.pdf", 1, 0.8)]),
+               "exact": (gs.Location("b.pdf", 1), [hit("b.pdf", 1, 0.9), hit("a.pdf", 2, 0.8)]),
+               "never": (gs.Location("c.pdf", 1), [hit("a.pdf", 1, 0.9)])}
+
+
+def exact_result(tolerance: int):
+    from localrag import evaluate as ev
+
+    questions = [gs.GoldQuestion(qid, f"question {qid}", None, (loc,), "", (n + 2,))
+                 for n, (qid, (loc, _)) in enumerate(EXACT_LISTS.items())]
+    return ev.evaluate_goldset(questions, {qid: hits for qid, (_, hits) in EXACT_LISTS.items()},
+                               {"a.pdf": {"pages": 9, "empty_pages": []}, "b.pdf": {"pages": 1, "empty_pages": []}},
+                               [1, 2, 3], name="hybrid", title="t", page_offset=1, tolerance=tolerance)
+
+
+def test_exact_and_tolerant_are_scored_from_the_same_lists():
+    from localrag import report as eval_report
+    from localrag.result import EvalResult
+
+    result = exact_result(1)
+    assert {q.query_id: (q.rank, q.exact.rank) for q in result.per_query} == {
+        "near": (2, 3), "only": (1, None), "exact": (1, 1), "never": (None, None)}
+    assert result.metrics == {"hit@1": 0.5, "hit@2": 0.75, "hit@3": 0.75, "mrr": 0.625}
+    assert result.metrics_exact == {"hit@1": 0.25, "hit@2": 0.25, "hit@3": 0.5, "mrr": pytest.approx(1 / 3)}
+    assert (result.counts, result.counts_exact) == ({"hit@1": 2, "hit@2": 3, "hit@3": 3},
+                                                    {"hit@1": 1, "hit@2": 1, "hit@3": 2})
+    assert eval_report.tolerance_only(result) == {"hit@1": 1, "hit@2": 2, "hit@3": 1, "mrr": 2}
+    by_id = {q.query_id: q for q in result.per_query}
+    assert by_id["near"].to_json()["rank_exact"] == 3
+    assert (by_id["near"].exact.via, by_id["near"].exact.page) == ({"source": "a.pdf", "page": 6},
+                                                                    {"source": "a.pdf", "page": 5})
+    assert (by_id["only"].exact.via, by_id["only"].exact.page) == ({"source": "a.pdf", "page": 3}, None)
+    assert [q.query_id for q in result.per_query if q.via_tolerance] == ["near", "only"]
+    assert eval_report.render_metrics(result)[2:] == [
+        "  (±1: an acceptable location is an expected page or a page within 1 of it, as every other figure of this "
+        "report counts; exact page: the expected page itself, in the same lists)",
+        "         ±1 page           exact page",
+        "  Hit@1  0.500  (2 of 4)   0.250  (1 of 4)",
+        "  Hit@2  0.750  (3 of 4)   0.250  (1 of 4)",
+        "  Hit@3  0.750  (3 of 4)   0.500  (2 of 4)",
+        "  MRR    0.625             0.333",
+        "  Made only by the ±1 tolerance: 1 hit at 1, 2 at 2, 1 at 3; the rank of 2 questions (a neighbouring page "
+        "ranked before the exact one: \"via\" under Per question)",
+    ]
+    assert [eval_report.where_line(q, 0, 1) for q in result.per_query] == [
+        "expected: a.pdf p. 5 · first: b.pdf p. 1 · rank 2 via p. 6 (±1); exact page p. 5 at rank 3",
+        "expected: a.pdf p. 2 · rank 1 via p. 3 (±1); exact page not retrieved",
+        "expected: b.pdf p. 1", "expected: c.pdf p. 1 · first: a.pdf p. 1"]
+    # Read back from the JSON report, the exact figures and ranks are all there.
+    back = EvalResult.from_json(json.loads(eval_report.render_json(result)))
+    assert (back.page_tolerance, back.metrics_exact, back.counts_exact) == (1, result.metrics_exact,
+                                                                          result.counts_exact)
+    assert [q.exact for q in back.per_query] == [q.exact for q in result.per_query]
+
+
+def test_at_tolerance_zero_exact_is_the_score_and_the_report_shows_one_column():
+    from localrag import report as eval_report
+
+    result = exact_result(0)
+    assert {q.query_id: q.rank for q in result.per_query} == {"near": 3, "only": None, "exact": 1, "never": None}
+    assert result.metrics == result.metrics_exact and result.counts == result.counts_exact
+    assert not any(q.via_tolerance for q in result.per_query)
+    assert eval_report.render_metrics(result)[2:] == ["  Hit@1  0.250  (1 of 4)", "  Hit@2  0.250  (1 of 4)",
+                                                      "  Hit@3  0.500  (2 of 4)", "  MRR    0.333"]
+
+
+def test_details_and_json_mark_ranks_made_by_the_tolerance(gold_args, tmp_path, capsys):
+    assert run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet"))[0] == 1
+    details = (tmp_path / "report.details.md").read_text(encoding="utf-8")
+    # At rank 1, but only through a neighbouring page: in the details file too, marked.
+    assert [line for line in details.splitlines() if line.startswith("## ")] == [
+        "## rank 1: How sensitive is the option value to volatility?", "## rank 1: What is vega?",
+        "## rank 1: Which page has no text layer?", "## never found: What does the scanned appendix contain?"]
+    assert "(4 of 7; 3 at rank 1 through the tolerance)" in details
+    assert "\n- rank 1 via p. 1 (±1); exact page p. 2 at rank 2\n" in details
+    assert "\n- rank 1 via options.pdf p. 1 (±1); exact page options.pdf p. 2 at rank 3\n" in details
+    assert "\n- rank 1 via p. 1 (±1); exact page not retrieved\n" in details
+    payload = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert (payload["page_tolerance"], payload["counts_exact"]) == (1, {"hit@5": 5, "hit@10": 5, "hit@20": 5})
+    assert payload["metrics_exact"]["mrr"] == pytest.approx((1 / 2 + 1 + 1 + 1 + 1 / 3) / 7)
+    vega = next(q for q in payload["per_query"] if q["question"] == "What is vega?")
+    assert (vega["rank"], vega["rank_exact"], vega["via"], vega["exact_page"]) == (
+        1, 3, {"source": "options.pdf", "page": 1}, {"source": "options.pdf", "page": 2})
+
+
 # ----------------------------------------------------------------------------- determinism and comparison
 
 
