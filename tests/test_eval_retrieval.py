@@ -655,6 +655,49 @@ def test_no_sync_on_stale_index_warns(tiny_index, tmp_path, capsys):
     assert out == "hybrid: Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, MRR 0.857 (7 questions)\n"
 
 
+def test_run_file_and_qrels_file_usage_errors(gold_args, tmp_path, capsys):
+    args = gold_args(GOLD_EN, "--no-compare", "--quiet")
+    qrels, run_file = tmp_path / "q.qrels", tmp_path / "r.run"
+    cases = [
+        (["--qrels-file", qrels], f"error: --qrels-file {qrels} writes the qrels of a goldset's --run-file; give "
+                                  f"--run-file FILE too\n"),
+        (["--run-file", run_file, "--ablation"], "error: --run-file holds the lists of one configuration and "
+                                                 "--ablation evaluates several; drop --run-file, or run the "
+                                                 "configuration you want (--mode, --no-rerank, ...) with it\n"),
+        (["--run-file", run_file, "--sweep", "mode=dense,bm25"], "error: --run-file holds the lists of one "
+                                                                 "configuration and --sweep evaluates several; drop "
+                                                                 "--run-file, or run the configuration you want "
+                                                                 "(--mode, --no-rerank, ...) with it\n"),
+        (["--run-file", run_file, "--qrels-file", run_file], f"error: --run-file {run_file} and --qrels-file "
+                                                             f"{run_file} are the same file; one would replace the "
+                                                             f"other. Give them different paths\n"),
+        (["--run-file", run_file, "--qrels-file", tmp_path / "gold.csv"],
+         f"error: --qrels-file {tmp_path / 'gold.csv'} is the --goldset file {tmp_path / 'gold.csv'}; writing the "
+         f"report there would replace it. Give --qrels-file another path\n"),
+    ]
+    for extra, message in cases:
+        assert run(capsys, *args, *extra) == (2, "", message), extra
+    # The default qrels path, beside the run file, is guarded too.
+    code, _, err = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", name="gold.qrels"), "--run-file",
+                       tmp_path / "gold")
+    assert code == 2 and err.startswith(f"error: --qrels-file {tmp_path / 'gold.qrels'} is the --goldset file")
+    code, _, err = run(capsys, "--dataset", tmp_path / "no-dataset", "--run-file", run_file, "--qrels-file", qrels)
+    assert (code, err) == (2, f"error: --qrels-file {qrels}: a dataset's qrels are its own (qrels/test.tsv); "
+                              f"--qrels-file is for goldset runs\n")
+    assert not list(tmp_path.glob("*.txt")) and not run_file.exists() and not qrels.exists()
+
+
+def test_run_file_and_qrels_are_written_with_the_reports_or_not_at_all(gold_args, tmp_path, capsys):
+    (tmp_path / "blocker").write_text("a file where the qrels' folder should be", encoding="utf-8")
+    code, out, err = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet"), "--run-file", tmp_path / "r.run",
+                         "--qrels-file", tmp_path / "blocker" / "q.qrels")
+    assert (code, out) == (2, "") and err.splitlines()[-1].startswith("error: the reports could not be written")
+    # No report, no run file (the query vector cache is this test's own, conftest._query_vector_cache).
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["blocker", "gold.csv", "query_vectors.sqlite3"]
+    assert run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet"), "--run-file", tmp_path / "r.run")[0] == 1
+    assert (tmp_path / "r.run").exists() and (tmp_path / "r.run.qrels").exists() and (tmp_path / "report.txt").exists()
+
+
 def test_a_shortened_flag_is_an_error_not_another_flag(capsys):
     # Trap: argparse's default would read "--output" as --output-name (the suite's suffix) and write the report
     # to its default place, overwriting the previous one.
