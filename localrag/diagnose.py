@@ -352,8 +352,8 @@ def render_details(result: EvalResult, report: str) -> str:
     counted = next((unit_words(q.stages) for q in rows if unit_words(q.stages)), "")
     stage_unit = f" (stage ranks count {counted}, as the final rank does)" if counted else ""
     lines = [f"# Retrieval details: {escape_markdown(result.title)}", "", f"Generated: {result.generated}", "",
-             f"The questions of {escape_markdown(report)} {which} ({len(rows)} of {result.num_queries}{at_one}), in the "
-             f"report's order: where the expected location ranked at each stage{stage_unit}, the first "
+             f"The questions of {escape_markdown(report)} {which} ({len(rows)} of {result.num_queries}{at_one}), in "
+             f"the report's order: where the expected location ranked at each stage{stage_unit}, the first "
              f"{result.stage_k} passages retrieved and the first acceptable passage (expected file, page within the "
              f"tolerance) when any stage's list held it.{exact} Retrieval mode: {escape_markdown(mode)}.", ""]
     for q in rows:

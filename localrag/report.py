@@ -257,7 +257,8 @@ def render_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], *, labe
 
     def cell(row, key):
         value = row["metrics"].get(key)
-        is_best = mark_best and len(rows) > 1 and value is not None and best[key] is not None and abs(value - best[key]) < 1e-12
+        is_best = (mark_best and len(rows) > 1 and value is not None and best[key] is not None
+                   and abs(value - best[key]) < 1e-12)
         mark = "*" if is_best else " "
         return f"{fmt(value)}{mark}"
 

@@ -393,9 +393,9 @@ def test_stage_ranks_count_pages_when_the_run_ranks_by_page():
         {"dense": 3, "bm25": 3}, 3, "chunk")
     stages = ev.trace_goldset(page_trace("page"), gold, 1, 0, "page").stages
     assert diagnose.stage_text(stages) == "dense 4 (beyond the 2 pages of its candidates) · BM25 3 · RRF 3 · final 3"
-    assert diagnose.stage_text(ev.trace_goldset(page_trace("page"), (Location("doc.pdf", 5),), 1, 0, "page").stages) \
-        == "dense – (not within 4 pages) · BM25 – (not within 3 pages) · RRF – (not within 3 pages) · final – (not " \
-           "within 3 pages)"
+    nowhere = ev.trace_goldset(page_trace("page"), (Location("doc.pdf", 5),), 1, 0, "page").stages
+    assert diagnose.stage_text(nowhere) == ("dense – (not within 4 pages) · BM25 – (not within 3 pages) · RRF – "
+                                            "(not within 3 pages) · final – (not within 3 pages)")
     # The gold passage the details show is the page's best chunk in the list that ranked it.
     assert ev.trace_goldset(page_trace("page"), (Location("doc.pdf", 3),), 1, 0, "page").gold[2][0].id == "p3b"
 

@@ -124,8 +124,8 @@ def test_stage_ranks_count_pages_at_every_stage_when_ranking_by_page(shelf, tmp_
     assert er.main(common + ["--rank-by", "chunk", "--explain", "harbour tides"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "- stage ranks (chunks): dense 6 · BM25 5 · RRF 6 · final 6" in lines
-    assert "Stage lists (the first 10 chunks of each, numbered as the stage ranks count them; ← marks an acceptable " \
-           "location):" in lines
+    assert ("Stage lists (the first 10 chunks of each, numbered as the stage ranks count them; ← marks an "
+            "acceptable location):") in lines
     assert lines[lines.index("- dense:"):lines.index("- BM25:")] == [
         "- dense:", *(f"  {n}. harbour.pdf p. 1" for n in range(1, 5)), "  5. lakes.pdf p. 1",
         "  6. harbour.pdf p. 2  ← expected p. 2"]
