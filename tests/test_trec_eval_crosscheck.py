@@ -215,7 +215,8 @@ def test_trec_eval_on_a_goldset_run_file_equals_the_report(goldset_runs, toleran
 def test_the_goldset_qrels_hold_every_acceptable_page_and_the_run_names_pages_or_chunks(goldset_runs):
     names = ["How sensitive is the option value to volatility?",
              "What is the Black-Scholes-Merton price of a European call?", "What is vega?",
-             "How do crops react to rainfall?", "Which page has no text layer?", "What does the scanned appendix contain?"]
+             "How do crops react to rainfall?", "Which page has no text layer?",
+             "What does the scanned appendix contain?"]
     vol, bsm, vega, crops, scan, scans = map(gs.query_id, names)
     qrels = goldset_runs[1, "page"][2]
     # ±1 around p. 2 of a 2-page file: pp. 1-2 (p. 3 is clipped); a range 1-2 at ±1: the same two pages.
