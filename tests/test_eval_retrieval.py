@@ -430,6 +430,9 @@ def test_exact_and_tolerant_are_scored_from_the_same_lists():
         "expected: a.pdf p. 5 · first: b.pdf p. 1 · rank 2 via p. 6 (±1); exact page p. 5 at rank 3",
         "expected: a.pdf p. 2 · rank 1 via p. 3 (±1); exact page not retrieved",
         "expected: b.pdf p. 1", "expected: c.pdf p. 1 · first: a.pdf p. 1"]
+    # The Markdown summary: one row each, no "best" between two countings of one run.
+    assert eval_report.render_markdown(result).splitlines()[-2:] == [
+        "| hybrid (±1 page) | 0.500 | 0.750 | 0.750 | 0.625 |", "| hybrid (exact page) | 0.250 | 0.250 | 0.500 | 0.333 |"]
     # Read back from the JSON report, the exact figures and ranks are all there.
     back = EvalResult.from_json(json.loads(eval_report.render_json(result)))
     assert (back.page_tolerance, back.metrics_exact, back.counts_exact) == (1, result.metrics_exact,

@@ -5,6 +5,9 @@ strcmp(docno2, docno1), byte order of the UTF-8 ids); rank_run does the same wit
 is that byte order. So the two agree on ties as they are, with no conversion, and these tests check it on ids that
 order differently by length, case and non-ASCII letters. Queries missing from the run score 0 in our means, as with
 `trec_eval -c`; pytrec_eval leaves them out, so the means below add them as zeros.
+
+A goldset run's --run-file and qrels (the tiny corpus, by page and by chunk, at tolerance 0 and 1) are read back
+and scored by pytrec_eval: success@k and recip_rank equal the JSON report's Hit@k and MRR per question.
 """
 from __future__ import annotations
 
