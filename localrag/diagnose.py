@@ -126,6 +126,7 @@ def stage_text(stages: StageRanks) -> str:
 
 
 def pages_word(n: int) -> str:
+    """' page' or ' pages' after a count of n."""
     return " page" if n == 1 else " pages"
 
 
@@ -147,7 +148,8 @@ def via_text(q: QuestionResult, tolerance: int | None) -> str:
 
     exact = (f"exact page {where(q.exact.page)} at rank {q.exact.rank}" if q.exact.page is not None
              else "exact page not retrieved")
-    return f"rank {q.rank} via {where(q.exact.via)} ({'±' + str(tolerance) if tolerance else 'tolerance'}); {exact}"
+    within = f"±{tolerance}" if tolerance else "the page tolerance"
+    return f"rank {q.rank} via {where(q.exact.via)} ({within}); {exact}"
 
 
 def lost_at(stages: StageRanks | None, cutoff: int) -> str:
@@ -196,10 +198,11 @@ def render_losses(result: EvalResult) -> list[str]:
         order = (f"  (fusion lost {c['order_any']} that a single list had within {k}: dense {c['order_dense']}, "
                  f"BM25 {c['order_bm25']}; {c[ORDER] - c['order_any']} below {k} in every list)")
     rerank = (str(c[RERANKER]), "") if "rerank" in first.ranks else (DASH, "  (no reranker in this run)")
-    outside = f"  ({c['just_outside']} of them just outside: beyond the candidates but within the first " \
-              f"{(longest := max(first.lengths[name] for name in first.pools))}" \
-              f"{pages_word(longest) if first.unit == 'page' else ''} of " \
-              f"a list)" if c[CANDIDATES] else ""
+    outside = ""
+    if c[CANDIDATES]:
+        longest = max(first.lengths[name] for name in first.pools)
+        outside = (f"  ({c['just_outside']} of them just outside: beyond the candidates but within the first "
+                   f"{longest}{pages_word(longest) if first.unit == 'page' else ''} of a list)")
     rows = [(f"found within {k}", str(c[FOUND]), ""),
             (f"in a candidate list, below {k} after {order_label(first).split(' (no')[0]}", str(c[ORDER]), order),
             (f"pushed below {k} by the reranker", *rerank),

@@ -157,12 +157,11 @@ def score_goldset_row(args: argparse.Namespace, rag: LocalRAG, checked: CheckedG
                                  page_offset=args.page_offset, tolerance=args.page_tolerance,
                                  traced=traced, stage_k=stage_cutoff(args.k_values, args.defaults.retrieval_k))
     config = config_block(rag, args, mode, rerank, checked.header, [q.question for q in checked.scored])
-    as_dense = mode == "union" and not rerank and all(t.dense_order for t in traced.values())
-    if as_dense:
+    if mode == "union" and not rerank and all(t.dense_order for t in traced.values()):  # it scores as dense
         config = ev.with_union_note(config, max(args.k_values), rag.rank_by, rag.candidate_k)
     return dataclasses.replace(result, goldset=identity, config=tuple(config + checked.tail),
                                settings=settings_json(rag, args, mode, rerank), messages=checked.notes,
-                               left_out=checked.left_out, union_as_dense=as_dense), hits
+                               left_out=checked.left_out), hits
 
 
 def left_out_questions(questions: Sequence[gs.GoldQuestion], docs: dict[str, Any],

@@ -322,9 +322,6 @@ class EvalResult:
     page_tolerance: int | None = None
     metrics_exact: dict[str, float] = field(default_factory=dict)
     counts_exact: dict[str, int] = field(default_factory=dict)
-    # A union row without a reranker whose every final list was dense's first entries: it scores as dense (not
-    # in the JSON report; the configuration says it).
-    union_as_dense: bool = False
 
     @property
     def ranks(self) -> dict[str, int | None]:
