@@ -28,8 +28,8 @@ from localrag.eval_defaults import EvalDefaults
 from localrag.eval_options import resolve_args
 from localrag.eval_runs import evaluate, print_outcome, print_summary, stage_cutoff
 from localrag.evaluate import EvalError
-from localrag.outputs import (check_output_paths, display_path, input_paths, load_json_report, protected_folders,
-                              same_path)
+from localrag.outputs import (QRELS_SUFFIX, check_output_paths, display_path, input_paths, load_json_report,
+                              protected_folders, same_path)
 from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.run_index import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.run_plan import SWEEP_AXES, profile_words, requested_settings
@@ -215,7 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="index at most M dataset documents: all relevant ones, then seeded distractors "
                          "(default: all)")
     ds.add_argument("--seed", type=int, default=DATASET_SEED, help="seed for dataset sampling")
-    ds.add_argument("--run-file", default=None, help="TREC run file of a dataset evaluation (default: none)")
+    ds.add_argument("--run-file", default=None, metavar="FILE",
+                    help="TREC run file of the evaluated lists, for trec_eval, ranx or ir_measures: a dataset's by "
+                         "document; a goldset's by page ('file.pdf#p15', 1-based), or with --rank-by chunk by chunk "
+                         "('file.pdf#p15#c0'), beside its qrels (--qrels-file), so that trec_eval's success@k and "
+                         "recip_rank equal the report's Hit@k and MRR; one configuration only (default: none)")
+    ds.add_argument("--qrels-file", default=None, metavar="FILE",
+                    help=f"a goldset run's TREC qrels: every acceptable page (or chunk) of each question, the page "
+                         f"tolerance included (default: the --run-file path with {QRELS_SUFFIX} appended)")
     jd = p.add_argument_group("judge", "LLM judge (OpenAI-compatible: OPENAI_API_KEY and/or OPENAI_BASE_URL)")
     jd.add_argument("--judge", default=None, metavar="MODEL", help="ask MODEL which of the first --judge-k "
                                                                   "passages answer each question (default: off)")

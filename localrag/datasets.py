@@ -548,7 +548,15 @@ def _check_token(what: str, value: str) -> None:
 
 
 def write_trec_run(path: str | Path, run: Mapping[str, Mapping[str, float]], tag: str) -> None:
-    """Write RUN as "qid Q0 docid rank score tag" lines, ranks 1-based in trec_order.
+    """Write RUN as "qid Q0 docid rank score tag" lines (render_trec_run)."""
+    text = render_trec_run(run, tag)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def render_trec_run(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
+    """RUN as "qid Q0 docid rank score tag" lines, ranks 1-based in trec_order.
 
     Queries are written in natural id order so that the file diffs well; a query without
     documents has no line (TREC runs cannot express it). NaN scores are refused.
@@ -563,9 +571,18 @@ def write_trec_run(path: str | Path, run: Mapping[str, Mapping[str, float]], tag
                 raise RunFormatError(f"Score of document {doc_id!r} for query {query_id!r} is "
                                      f"NaN; a TREC run needs a comparable number")
             lines.append(f"{query_id} {TREC_Q0} {doc_id} {rank} {format_score(score)} {tag}\n")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(lines), encoding="utf-8")
+    return "".join(lines)
+
+
+def render_trec_qrels(qrels: Mapping[str, Mapping[str, int]]) -> str:
+    """QRELS as trec_eval reads them: "qid 0 docid grade" lines, queries in natural id order, documents sorted."""
+    lines = []
+    for query_id in sorted(qrels, key=natural_key):
+        _check_token("Query id", query_id)
+        for doc_id, grade in sorted(qrels[query_id].items()):
+            _check_token("Document id", doc_id)
+            lines.append(f"{query_id} 0 {doc_id} {int(grade)}\n")
+    return "".join(lines)
 
 
 def read_trec_run(path: str | Path) -> dict[str, dict[str, float]]:

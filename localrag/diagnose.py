@@ -108,17 +108,48 @@ def order_label(stages: StageRanks) -> str:
 
 
 def stage_text(stages: StageRanks) -> str:
-    """'dense 3 · BM25 41 (beyond its 30 candidates) · RRF 7 · final 7'; '–' with how far a list reached."""
+    """'dense 3 · BM25 41 (beyond its 30 candidates) · RRF 7 · final 7'; '–' with how far a list reached. Ranks
+    in pages name the pages: 'BM25 41 (beyond the 24 pages of its candidates)', 'BM25 – (not within 87 pages)'."""
+    pages = stages.unit == "page"
     parts = []
     for name, rank in stages.ranks.items():
         label = STAGE_LABELS.get(name, name)
         if rank is None:
-            parts.append(f"{label} {DASH} (not within {stages.lengths.get(name, 0)})")
+            length = stages.lengths.get(name, 0)
+            parts.append(f"{label} {DASH} (not within {length}{pages_word(length) if pages else ''})")
         elif name in stages.pools and rank > stages.pools[name]:
-            parts.append(f"{label} {rank} (beyond its {stages.pools[name]} candidates)")
+            parts.append(f"{label} {rank} (beyond the {stages.pools[name]} pages of its candidates)" if pages else
+                         f"{label} {rank} (beyond its {stages.pools[name]} candidates)")
         else:
             parts.append(f"{label} {rank}")
     return " · ".join(parts)
+
+
+def pages_word(n: int) -> str:
+    """' page' or ' pages' after a count of n."""
+    return " page" if n == 1 else " pages"
+
+
+def unit_words(stages: StageRanks | None) -> str:
+    """What stage ranks count, for a label: 'pages', 'chunks', or '' when a report does not say."""
+    return {"page": "pages", "chunk": "chunks"}.get(stages.unit, "") if stages is not None else ""
+
+
+def via_text(q: QuestionResult, tolerance: int | None) -> str:
+    """For a question whose rank only the page tolerance made: 'rank 2 via p. 10 (±1); exact page p. 11 at rank
+    3' ('exact page not retrieved' when none was); '' for any other question. Files are named only when the
+    question's locations name several."""
+    if not q.via_tolerance:
+        return ""
+    several = len({loc.get("source") for loc in q.locations}) > 1
+
+    def where(hit: Mapping[str, Any]) -> str:
+        return f"{hit['source']} p. {hit['page']}" if several else f"p. {hit['page']}"
+
+    exact = (f"exact page {where(q.exact.page)} at rank {q.exact.rank}" if q.exact.page is not None
+             else "exact page not retrieved")
+    within = f"±{tolerance}" if tolerance else "the page tolerance"
+    return f"rank {q.rank} via {where(q.exact.via)} ({within}); {exact}"
 
 
 def lost_at(stages: StageRanks | None, cutoff: int) -> str:
@@ -167,20 +198,27 @@ def render_losses(result: EvalResult) -> list[str]:
         order = (f"  (fusion lost {c['order_any']} that a single list had within {k}: dense {c['order_dense']}, "
                  f"BM25 {c['order_bm25']}; {c[ORDER] - c['order_any']} below {k} in every list)")
     rerank = (str(c[RERANKER]), "") if "rerank" in first.ranks else (DASH, "  (no reranker in this run)")
-    outside = f"  ({c['just_outside']} of them just outside: beyond the candidates but within the first " \
-              f"{max(first.lengths[name] for name in first.pools)} of a list)" if c[CANDIDATES] else ""
+    outside = ""
+    if c[CANDIDATES]:
+        longest = max(first.lengths[name] for name in first.pools)
+        outside = (f"  ({c['just_outside']} of them just outside: beyond the candidates but within the first "
+                   f"{longest}{pages_word(longest) if first.unit == 'page' else ''} of a list)")
     rows = [(f"found within {k}", str(c[FOUND]), ""),
             (f"in a candidate list, below {k} after {order_label(first).split(' (no')[0]}", str(c[ORDER]), order),
             (f"pushed below {k} by the reranker", *rerank),
             ("outside every candidate list", str(c[CANDIDATES]), outside)]
     width = max(len(label) for label, _, _ in rows) + 2
-    lines = [f"Where the misses are lost (at k = {k}; {n} question{'s' if n != 1 else ''} with stage ranks)"]
+    counted = f", counted in {unit_words(first)}" if unit_words(first) else ""
+    lines = [f"Where the misses are lost (at k = {k}; {n} question{'s' if n != 1 else ''} with stage ranks{counted})"]
     lines += [f"  {label:<{width}}{value:>4}{extra}" for label, value, extra in rows]
     lines.append(f"  Candidate-pool ceiling: {c['in_pool']} of {n} ({c['in_pool'] / n:.3f}) have an acceptable "
                  f"{'document' if unit == 'documents' else 'location'} among the candidates ({first.pool} chunks "
                  f"per retriever, {retrievers}): the best any reranker could reach at this depth")
     if result.details:
-        lines.append(f"  Stage ranks and passages of every question not at rank 1: {result.details}")
+        via = sum(1 for q in result.per_query if q.rank == 1 and q.via_tolerance)
+        lines.append(f"  Stage ranks and passages of every question not at rank 1: {result.details}"
+                     + (f" (and of the {via} at rank 1 only through the ±{result.page_tolerance} page tolerance)"
+                        if via else ""))
     return lines
 
 
@@ -252,10 +290,11 @@ def location_text(loc: Mapping[str, Any]) -> str:
 
 
 def render_question_block(q: QuestionResult, k: int, stage_lists: Mapping[str, Sequence[str]] | None = None,
-                          in_goldset: bool = True) -> list[str]:
-    """One question's Markdown block: rank, expected locations, stage ranks and the stage that lost it, the
-    first retrieved passages, the expected passage when a list held it; with `stage_lists` (--explain) the
-    first entries of every stage's list too."""
+                          in_goldset: bool = True, tolerance: int | None = None, list_unit: str = "") -> list[str]:
+    """One question's Markdown block: rank, expected locations, the exact page when only the page `tolerance`
+    made the rank, stage ranks and the stage that lost it, the first retrieved passages, the expected passage
+    when a list held it; with `stage_lists` (--explain) the first entries of every stage's list too, in
+    `list_unit`s ("page" or "chunk"), numbered as the stage ranks count them."""
     rank = "not in the goldset" if not in_goldset else \
         (f"rank {q.rank}" if q.rank is not None else "never found")
     lines = [f"## {rank}: {escape_markdown(' '.join(q.question.split()))}", ""]
@@ -263,8 +302,11 @@ def render_question_block(q: QuestionResult, k: int, stage_lists: Mapping[str, S
         corpus = f" · corpus {q.corpus}" if q.corpus else ""
         lines.append(f"- query id `{q.query_id}`{corpus}")
         lines.append(f"- expected: {'; '.join(escape_markdown(location_text(loc)) for loc in q.locations)}")
+        if q.via_tolerance:
+            lines.append(f"- {escape_markdown(via_text(q, tolerance))}")
     if q.stages is not None and in_goldset:
-        lines.append(f"- stage ranks: {stage_text(q.stages)}")
+        counted = f" ({unit_words(q.stages)})" if unit_words(q.stages) else ""
+        lines.append(f"- stage ranks{counted}: {stage_text(q.stages)}")
         reason = loss_reason(q.stages, k)
         lines.append(f"- at k = {k}: " + (f"lost: {reason}" if reason else f"found within {k}"))
     lines += ["", f"First {len(q.passages)} retrieved (query words in bold):", ""]
@@ -280,16 +322,20 @@ def render_question_block(q: QuestionResult, k: int, stage_lists: Mapping[str, S
             lines += [f"First acceptable passage ({where}): {escape_markdown(passage_where(q.gold))} · score "
                       f"{q.gold.score:.4f}  ", f"> {q.gold.excerpt}", ""]
     if stage_lists:
-        lines += ["Stage lists (first entries):", ""]
-        lines += [f"- {STAGE_LABELS.get(name, name)}: {escape_markdown(', '.join(entries)) or '(empty)'}"
-                  for name, entries in stage_lists.items()]
+        unit = {"page": "pages", "chunk": "chunks"}.get(list_unit, "entries")
+        how = ", numbered as the stage ranks count them; ← marks an acceptable location" if in_goldset else ""
+        lines += [f"Stage lists (the first {STAGE_LIST_SHOWN} {unit} of each{how}):", ""]
+        for name, entries in stage_lists.items():
+            lines.append(f"- {STAGE_LABELS.get(name, name)}:" + ("" if entries else " (empty)"))
+            lines += [f"  {rank}. {escape_markdown(entry)}" for rank, entry in enumerate(entries, 1)]
         lines.append("")
     return lines
 
 
 def needs_details(q: QuestionResult) -> bool:
-    """Whether a question's passages go into the details file: rank worse than 1, or never found."""
-    return q.rank != 1
+    """Whether a question's passages go into the details file: rank worse than 1, never found, or at rank 1 only
+    through the page tolerance."""
+    return q.rank != 1 or q.via_tolerance
 
 
 def render_details(result: EvalResult, report: str) -> str:
@@ -298,11 +344,21 @@ def render_details(result: EvalResult, report: str) -> str:
     rows = sorted((q for q in result.per_query if needs_details(q)),
                   key=lambda q: (q.rank is None, q.rank or 0, q.question))
     mode = dict(result.config).get("Retrieval mode", result.name)
+    via = sum(1 for q in rows if q.rank == 1)  # needs_details: at rank 1 only through the tolerance
+    tolerance = result.page_tolerance
+    which = (f"whose first acceptable rank is worse than 1, that were never found, or whose rank 1 came only "
+             f"through the ±{tolerance} page tolerance" if via else
+             "whose first acceptable rank is worse than 1 or that were never found")
+    at_one = f"; {via} at rank 1 through the tolerance" if via else ""
+    exact = (" A rank that only the tolerance made (a neighbouring page ranked before the exact one) names that "
+             "page and where the exact page ranked." if tolerance else "")
+    counted = next((unit_words(q.stages) for q in rows if unit_words(q.stages)), "")
+    stage_unit = f" (stage ranks count {counted}, as the final rank does)" if counted else ""
     lines = [f"# Retrieval details: {escape_markdown(result.title)}", "", f"Generated: {result.generated}", "",
-             f"The questions of {escape_markdown(report)} whose first acceptable rank is worse than 1 or that were "
-             f"never found ({len(rows)} of {result.num_queries}), in the report's order: where the expected "
-             f"location ranked at each stage, the first {result.stage_k} passages retrieved and the first "
-             f"acceptable passage (expected file, page within the tolerance) when any stage's list held it. Retrieval mode: {escape_markdown(mode)}.", ""]
+             f"The questions of {escape_markdown(report)} {which} ({len(rows)} of {result.num_queries}{at_one}), in "
+             f"the report's order: where the expected location ranked at each stage{stage_unit}, the first "
+             f"{result.stage_k} passages retrieved and the first acceptable passage (expected file, page within the "
+             f"tolerance) when any stage's list held it.{exact} Retrieval mode: {escape_markdown(mode)}.", ""]
     for q in rows:
-        lines += render_question_block(q, result.stage_k)
+        lines += render_question_block(q, result.stage_k, tolerance=tolerance)
     return "\n".join(lines).rstrip() + "\n"

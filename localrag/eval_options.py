@@ -48,6 +48,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     args.page_offset = PAGE_OFFSET
     check_ranges(args)
     check_actions(args)
+    check_run_file(args)
     if args.dataset:  # after the cheap checks: a name is downloaded once, then it is a BEIR folder like a path
         args.dataset = str(resolve_dataset(args))
     check_gate_flags(args)
@@ -98,6 +99,22 @@ def check_actions(args: argparse.Namespace) -> None:
         raise EvalError("--explain needs a question or a query id of the goldset, got an empty text")
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
+
+
+def check_run_file(args: argparse.Namespace) -> None:
+    """EvalError when --run-file or --qrels-file cannot be written as asked: a run file holds one configuration's
+    lists, and --qrels-file belongs to a goldset's --run-file."""
+    table = "--ablation" if args.ablation else "--sweep" if args.sweep_axes else None
+    if args.run_file and table:
+        raise EvalError(f"--run-file holds the lists of one configuration and {table} evaluates several; drop "
+                        f"--run-file, or run the configuration you want (--mode, --no-rerank, ...) with it")
+    qrels_file = getattr(args, "qrels_file", None)
+    if qrels_file and args.dataset:
+        raise EvalError(f"--qrels-file {qrels_file}: a dataset's qrels are its own (qrels/{args.split}.tsv); "
+                        f"--qrels-file is for goldset runs")
+    if qrels_file and not args.run_file:
+        raise EvalError(f"--qrels-file {qrels_file} writes the qrels of a goldset's --run-file; give --run-file "
+                        f"FILE too")
 
 
 def check_model_flags(args: argparse.Namespace) -> None:

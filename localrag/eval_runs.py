@@ -22,8 +22,8 @@ from localrag.configuration import config_block, settings_json
 from localrag import lint as goldset_lint
 from localrag.eval_defaults import LocalRAG, log
 from localrag.evaluate import EvalError
-from localrag.outputs import (details_path, display_path, load_json_report, write_outputs, write_reports,
-                              write_row_reports)
+from localrag.outputs import (details_path, display_path, load_json_report, qrels_path, write_outputs,
+                              write_reports, write_row_reports)
 from localrag.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
 from localrag.result import EXIT_OK, EvalResult, LeftOut, Status
@@ -74,7 +74,19 @@ def run_goldset(args: argparse.Namespace) -> list[EvalResult]:
     if args.judge:  # one configuration: --judge and --ablation/--sweep exclude each other
         results_list[0], judge_degraded = add_judge(results_list[0], hits, checked.scored, args)
         degraded += judge_degraded
-    return finish(results_list, args, previous, degraded, missing_rows)
+    # One configuration (--run-file and --ablation/--sweep exclude each other): its lists and the qrels of its index.
+    trec = goldset_trec(args, rag, checked, hits) if args.run_file and len(results_list) == 1 else None
+    return finish(results_list, args, previous, degraded, missing_rows, trec=trec)
+
+
+def goldset_trec(args: argparse.Namespace, rag: LocalRAG, checked: CheckedGoldset,
+                 hits: Mapping[str, Sequence[ev.Hit]]) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]]]:
+    """(TREC run, qrels) of a goldset run's scored lists: pages when ranking by page, chunks when by chunk (every
+    indexed page, or chunk, a candidate of the qrels); the questions left out of the metrics are in neither."""
+    units = (ev.page_units(checked.indexed, args.page_offset) if rag.rank_by == "page"
+             else ev.chunk_units(rag.indexed_chunks(), args.page_offset))
+    return (ev.goldset_run(hits, args.page_offset, rag.rank_by),
+            ev.goldset_qrels(checked.scored, units, args.page_offset, args.page_tolerance))
 
 
 @dataclasses.dataclass
@@ -148,6 +160,8 @@ def score_goldset_row(args: argparse.Namespace, rag: LocalRAG, checked: CheckedG
                                  page_offset=args.page_offset, tolerance=args.page_tolerance,
                                  traced=traced, stage_k=stage_cutoff(args.k_values, args.defaults.retrieval_k))
     config = config_block(rag, args, mode, rerank, checked.header, [q.question for q in checked.scored])
+    if mode == "union" and not rerank and all(t.dense_order for t in traced.values()):  # it scores as dense
+        config = ev.with_union_note(config, max(args.k_values), rag.rank_by, rag.candidate_k)
     return dataclasses.replace(result, goldset=identity, config=tuple(config + checked.tail),
                                settings=settings_json(rag, args, mode, rerank), messages=checked.notes,
                                left_out=checked.left_out), hits
@@ -427,9 +441,10 @@ def previous_report(args: argparse.Namespace, identity: str,
 
 def finish(results: list[EvalResult], args: argparse.Namespace, previous: tuple[EvalResult | None, str, str],
            degraded: Sequence[str], missing_rows: str = "",
-           run: Mapping[str, dict[str, float]] | None = None) -> list[EvalResult]:
-    """Compare, check the gates, write the reports (and the --run-file of a dataset `run`); the results with
-    their status."""
+           run: Mapping[str, dict[str, float]] | None = None,
+           trec: tuple[Mapping[str, dict[str, float]], Mapping[str, dict[str, int]]] | None = None) -> list[EvalResult]:
+    """Compare, check the gates, write the reports (and the --run-file of a dataset `run`, or a goldset's `trec`
+    run and qrels, written all or none with the reports); the results with their status."""
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
     results = [dataclasses.replace(r, generated=generated) for r in results]
     if not results:  # a sweep whose every row asked for a reranker that could not be loaded
@@ -459,7 +474,7 @@ def finish(results: list[EvalResult], args: argparse.Namespace, previous: tuple[
             result = dataclasses.replace(result, messages=(*result.messages, why_not[0].upper() + why_not[1:]))
     failed = ev.gate_failures(result.metrics, args.fail_under, args.fail_on_regression, result.compare, why_not)
     result = dataclasses.replace(result, status=ev.run_status(degraded, failed, gate_descriptions(args)))
-    write_outputs(result, args)
+    write_outputs(result, args, trec_files(args, result.name, *trec) if args.run_file and trec else ())
     if args.run_file and run is not None:
         from localrag import datasets as beir_data
 
@@ -468,6 +483,19 @@ def finish(results: list[EvalResult], args: argparse.Namespace, previous: tuple[
         except beir_data.RunFormatError as exc:
             raise EvalError(f"--run-file {args.run_file} not written (the reports are): {exc}") from None
     return [result]
+
+
+def trec_files(args: argparse.Namespace, name: str, run: Mapping[str, dict[str, float]],
+               qrels: Mapping[str, dict[str, int]]) -> list[tuple[str, str]]:
+    """(path, text) of a goldset run's --run-file and its qrels (--qrels-file); EvalError, before anything is
+    written, when they cannot be written as TREC."""
+    from localrag import datasets as beir_data
+
+    try:
+        return [(args.run_file, beir_data.render_trec_run(run, tag=f"localrag-{name.replace(' ', '')}")),
+                (qrels_path(args), beir_data.render_trec_qrels(qrels))]
+    except beir_data.RunFormatError as exc:
+        raise EvalError(f"--run-file {args.run_file} cannot be written: {exc}; no report was written") from None
 
 
 def gate_descriptions(args: argparse.Namespace) -> list[str]:

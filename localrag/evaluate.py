@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence
@@ -15,9 +16,11 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 from localrag import goldset as gs
 from localrag import metrics as rm
 from localrag import diagnose, stats
+from localrag.fusion import first_per_key, strictly_decreasing
 from localrag.report import ci_label, fmt_p, metric_label, plural
-from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, MetricComparison, NotFound,
-                             Passage, QuestionResult, RankMove, StageRanks, Status)
+from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank, MetricComparison,
+                             NotFound, Passage, QuestionResult, RankMove, StageRanks, Status)
+from localrag.retriever import page_key
 
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
 DATASET_OVERFETCH = 1.5  # chunks fetched per wanted document, times the corpus's chunks per document; doubled
@@ -35,6 +38,7 @@ class Retriever(Protocol):
     """What the evaluation uses of a retriever (`LocalRAG` in local_rag.py)."""
 
     info: dict
+    rank_by: str  # "page" or "chunk": what the final list holds once each
 
     def prepare_query(self, query: str) -> str: ...
 
@@ -52,6 +56,7 @@ class Traced:
 
     stages: StageRanks
     gold: tuple[str, int, Hit] | None
+    dense_order: bool = False  # the final list is the first entries of the dense candidates, in their order
 
 
 # The stage whose chunk the details file shows as the expected passage: the final list first, then the latest
@@ -102,7 +107,7 @@ def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], depth
     for q in progress_bar(questions, progress, f"Questions ({mode}{', rerank' if rerank else ''})"):
         trace = rag.retrieve_traced(q.question, k=depth, mode=mode, rerank=rerank, depth=diagnostic_depth)
         hits[q.query_id] = trace.final
-        traced[q.query_id] = trace_goldset(trace, q.locations, page_offset, tolerance)
+        traced[q.query_id] = trace_goldset(trace, q.locations, page_offset, tolerance, rag.rank_by)
     return hits, traced
 
 
@@ -111,15 +116,42 @@ def stage_lists(trace: Any) -> dict[str, list[Hit]]:
     return {**trace.stages, "final": trace.final}
 
 
-def trace_goldset(trace: Any, locations: Sequence[gs.Location], page_offset: int, tolerance: int) -> Traced:
-    """Where the first acceptable location (file and page, within the tolerance) ranked in each list of a trace."""
-    lists = stage_lists(trace)
+def ranked_units(hits: Sequence[Hit], rank_by: str) -> list[Hit]:
+    """A list of chunks in the unit the run ranks: each page once, by its best chunk, when ranking by page (as
+    the final list is: Retriever._units), else every chunk."""
+    return first_per_key(hits, page_key) if rank_by == "page" else list(hits)
+
+
+def unit_lists(trace: Any, rank_by: str) -> dict[str, list[Hit]]:
+    """A trace's lists (stage_lists) in the unit the run ranks, so that a stage's rank counts what the final
+    rank counts."""
+    return {name: ranked_units(hits, rank_by) for name, hits in stage_lists(trace).items()}
+
+
+def trace_goldset(trace: Any, locations: Sequence[gs.Location], page_offset: int, tolerance: int,
+                  rank_by: str) -> Traced:
+    """Where the first acceptable location (file and page, within the tolerance) ranked in each list of a trace,
+    every list counted in the run's unit (pages when ranking by page, else chunks); the pools are the pages (or
+    chunks) of each retriever's candidates."""
+    lists = unit_lists(trace, rank_by)
     ranks = {name: gs.first_match_rank([(d.metadata["source"], [int(d.metadata["page"])]) for d, _ in hits],
                                        locations, page_offset=page_offset, tolerance=tolerance)
              for name, hits in lists.items()}
-    pools = {name: min(trace.pool, len(lists[name])) for name in diagnose.RETRIEVERS if name in lists}
-    return Traced(StageRanks(ranks, {name: len(hits) for name, hits in lists.items()}, pools, trace.pool),
-                  gold_hit(lists, ranks))
+    # A page is among the candidates when its best chunk is: the first pools[name] pages of the collapsed list.
+    pools = {name: len(ranked_units(trace.stages[name][:trace.pool], rank_by)) for name in diagnose.RETRIEVERS
+             if name in lists}
+    return Traced(StageRanks(ranks, {name: len(hits) for name, hits in lists.items()}, pools, trace.pool, rank_by),
+                  gold_hit(lists, ranks), dense_order(trace, rank_by))
+
+
+def dense_order(trace: Any, rank_by: str) -> bool:
+    """Whether a trace's final list is the first entries of its dense candidates (in the run's unit), in their
+    order: a union list without a reranker is, whenever dense's candidates fill it, since union appends BM25's
+    new hits after them; its metrics are then dense's."""
+    if "dense" not in trace.stages:
+        return False
+    dense = ranked_units(trace.stages["dense"][:trace.pool], rank_by)
+    return [doc.id for doc, _ in trace.final] == [doc.id for doc, _ in dense[:len(trace.final)]]
 
 
 def gold_hit(lists: Mapping[str, Sequence[Hit]], ranks: Mapping[str, int | None]) -> tuple[str, int, Hit] | None:
@@ -152,28 +184,126 @@ def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Se
                  for qid, chunks in hits.items()}
     ranks = {q.query_id: gs.first_match_rank([(src, [page]) for src, page in retrieved[q.query_id]], q.locations,
                                              page_offset=page_offset, tolerance=tolerance) for q in questions}
+    exact = {q.query_id: exact_rank(retrieved[q.query_id], q.locations, ranks[q.query_id], page_offset)
+             for q in questions}
     means, counts, per_query_values = goldset_metrics(ranks, ks)
+    means_exact, counts_exact, _ = goldset_metrics({qid: e.rank for qid, e in exact.items()}, ks)
     per_query = tuple(
         diagnosed(QuestionResult(q.query_id, q.question, ranks[q.query_id], per_query_values[q.query_id],
                                  q.corpus or "", tuple(location_json(loc) for loc in q.locations),
                                  tuple({"source": d.metadata["source"], "page": int(d.metadata["page"]) + page_offset,
                                         "score": round(float(score), 6)}
-                                       for d, score in hits[q.query_id][:TOP_IN_JSON])),
+                                       for d, score in hits[q.query_id][:TOP_IN_JSON]), exact=exact[q.query_id]),
                   hits[q.query_id], (traced or {}).get(q.query_id), stage_k, page_offset)
         for q in questions)
     per_corpus = {}
     corpora = sorted({q.corpus for q in questions if q.corpus})
     if len(corpora) > 1:
         for corpus in corpora:
-            sub = {q.query_id: ranks[q.query_id] for q in questions if q.corpus == corpus}
-            c_means, c_counts, _ = goldset_metrics(sub, ks)
-            per_corpus[corpus] = CorpusResult(len(sub), c_means, c_counts)
+            ids = [q.query_id for q in questions if q.corpus == corpus]
+            c_means, c_counts, _ = goldset_metrics({qid: ranks[qid] for qid in ids}, ks)
+            e_means, e_counts, _ = goldset_metrics({qid: exact[qid].rank for qid in ids}, ks)
+            per_corpus[corpus] = CorpusResult(len(ids), c_means, c_counts, e_means, e_counts)
     not_found = tuple(
         NotFound(q.question, tuple(location_json(loc) for loc in q.locations),
                  tuple(not_found_hints(q, retrieved[q.query_id], indexed, page_offset, tolerance)))
         for q in sorted(questions, key=lambda q: q.question) if ranks[q.query_id] is None)
     return EvalResult("goldset", title, means, len(questions), per_query, name=name, depth=max(ks), counts=counts,
-                      per_corpus=per_corpus, not_found=not_found, stage_k=stage_k if traced else 0)
+                      per_corpus=per_corpus, not_found=not_found, stage_k=stage_k if traced else 0,
+                      page_tolerance=tolerance, metrics_exact=means_exact, counts_exact=counts_exact)
+
+
+def exact_rank(retrieved: Sequence[tuple[str, int]], locations: Sequence[gs.Location], rank: int | None,
+               page_offset: int) -> ExactRank:
+    """A question's rank on an expected page itself (tolerance 0) in its retrieved (file, 0-based page) list, beside
+    `rank`, its rank at the run's tolerance; when the two differ (only the tolerance made `rank`), the
+    neighbouring page at `rank` and the exact page at the exact rank."""
+    exact = gs.first_match_rank([(src, [page]) for src, page in retrieved], locations, page_offset=page_offset,
+                                tolerance=0)
+    if exact == rank or rank is None:  # the tolerance only widens what counts: no rank without a tolerant one
+        return ExactRank(exact)
+
+    def where(at: int) -> dict[str, Any]:
+        source, page = retrieved[at - 1]
+        return {"source": source, "page": page + page_offset}
+
+    return ExactRank(exact, where(rank), None if exact is None else where(exact))
+
+
+# ----------------------------------------------------------------------------- a goldset run as TREC run and qrels
+
+def trec_doc_id(source: str, page: int | None = None, chunk: int | None = None) -> str:
+    """A file, page (1-based) or chunk as a goldset's TREC run and qrels name it: 'a.pdf', 'a.pdf#p15',
+    'a.pdf#p15#c2' (chunk 2 of that page, counted from 0 as the index cuts them). Whitespace, '%' and '#' in the
+    file name are written %XX (their UTF-8 bytes), so an id is one token and its page part is unambiguous."""
+    name = re.sub(r"[\s%#]", lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), source)
+    return name + ("" if page is None else f"#p{page}") + ("" if chunk is None else f"#c{chunk}")
+
+
+def hit_doc_id(doc: Any, page_offset: int, rank_by: str) -> str:
+    """The TREC id of a retrieved entry: its page when the run ranks by page, else its chunk."""
+    page = int(doc.metadata["page"]) + page_offset
+    return trec_doc_id(doc.metadata["source"], page, int(doc.metadata["chunk"]) if rank_by == "chunk" else None)
+
+
+def page_units(indexed: Mapping[str, Mapping[str, Any]], page_offset: int) -> list[tuple[str, int, str]]:
+    """(file, 0-based page, TREC id) of every page of every indexed file (list_documents entries by file)."""
+    return [(source, page, trec_doc_id(source, page + page_offset))
+            for source, entry in indexed.items() for page in range(entry["pages"])]
+
+
+def chunk_units(chunks: Iterable[tuple[str, str, Mapping[str, Any]]], page_offset: int) -> list[tuple[str, int, str]]:
+    """(file, 0-based page, TREC id) of every indexed chunk ((id, text, metadata) as Index.indexed_chunks gives)."""
+    return [(meta["source"], int(meta["page"]),
+             trec_doc_id(meta["source"], int(meta["page"]) + page_offset, int(meta["chunk"])))
+            for _, _, meta in chunks]
+
+
+def goldset_run(hits: Mapping[str, Sequence[Hit]], page_offset: int, rank_by: str) -> dict[str, dict[str, float]]:
+    """The lists a goldset run scored as a TREC run ({query id: {TREC id: score}}): each entry with its score in
+    the final list. Those scores strictly decrease (Retriever.retrieve), which strictly_decreasing keeps as they
+    are; a tie would be lowered, never reordered, so trec_eval reads every list in the order it was scored."""
+    run = {}
+    for query_id, entries in hits.items():
+        docs: dict[str, float] = {}
+        for doc, score in strictly_decreasing(list(entries)):
+            doc_id = hit_doc_id(doc, page_offset, rank_by)
+            if doc_id in docs:
+                raise EvalError(f"the list of question {query_id} holds {doc_id} twice, so no TREC run can hold it "
+                                f"in its order; rank by page or by chunk (--rank-by), which hold each once")
+            docs[doc_id] = score
+        run[query_id] = docs
+    return run
+
+
+def goldset_qrels(questions: Sequence[gs.GoldQuestion], units: Sequence[tuple[str, int, str]], page_offset: int,
+                  tolerance: int) -> dict[str, dict[str, int]]:
+    """Every acceptable entry of each question as TREC qrels (grade 1): the indexed `units` (file, 0-based page,
+    TREC id: page_units or chunk_units) that goldset.location_matches accepts, so a page range, a neighbouring page
+    within the tolerance and a whole file (empty page) count as the report counts them, clipped to the file's
+    pages. A location no unit matches (its file is not indexed; ranking by chunk, a page without text) is written
+    as its pages (or its file) by name, which no retrieved entry carries: its question scores 0 in trec_eval, as in
+    the report, instead of being left out of the means."""
+    by_file: dict[str, list[tuple[str, int, str]]] = {}
+    for unit in units:
+        by_file.setdefault(gs.normalize_source(unit[0]), []).append(unit)
+    qrels = {}
+    for q in questions:
+        judged: dict[str, int] = {}
+        for loc in q.locations:
+            matched = [doc_id for source, page, doc_id in by_file.get(gs.normalize_source(loc.source), ())
+                       if gs.location_matches(source, [page], loc, page_offset=page_offset, tolerance=tolerance)]
+            judged.update(dict.fromkeys(matched or unmatched_ids(loc, page_offset, tolerance), 1))
+        qrels[q.query_id] = judged
+    return qrels
+
+
+def unmatched_ids(loc: gs.Location, page_offset: int, tolerance: int) -> list[str]:
+    """The TREC ids of a location no indexed unit matches: its pages within the tolerance, or its file."""
+    if loc.page is None:
+        return [trec_doc_id(loc.source)]
+    return [trec_doc_id(loc.source, page) for page in range(max(page_offset, loc.page - tolerance),
+                                                            loc.end_page + tolerance + 1)]
 
 
 def diagnosed(q: QuestionResult, hits: Sequence[Hit], traced: Traced | None, k: int, page_offset: int,
@@ -220,6 +350,20 @@ def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, in
 
 
 # ----------------------------------------------------------------------------- configuration block
+
+def union_note(k: int, rank_by: str, candidate_k: int) -> str:
+    """What a union row without a reranker whose every list was dense's first entries (dense_order) is."""
+    return (f"ranks as dense here: without a reranker each question's first {k} {rank_by}s were dense's, as union "
+            f"appends BM25's new hits after dense's {candidate_k} candidates (union is the candidate pool a reranker "
+            f"reorders)")
+
+
+def with_union_note(config: Sequence[tuple[str, str]], k: int, rank_by: str,
+                    candidate_k: int) -> list[tuple[str, str]]:
+    """The configuration block with union_note after its retrieval mode."""
+    return [(label, f"{value}; {union_note(k, rank_by, candidate_k)}" if label == "Retrieval mode" else value)
+            for label, value in config]
+
 
 def location_json(loc: gs.Location) -> dict[str, Any]:
     """A goldset location in the JSON report: source and page, plus last_page for a range."""
@@ -461,17 +605,49 @@ def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) ->
 def explain_question(rag: Retriever, question: gs.GoldQuestion | None, text: str, *, mode: str, rerank: bool,
                      depth: int, retrieve_k: int, k: int, page_offset: int, tolerance: int) -> list[str]:
     """The details block of one question (`question` of the goldset, or None for any other `text`): where its
-    expected location ranked at each stage, and the passages of each list (for --explain)."""
+    expected location ranked at each stage, and the first entries of each stage's list in the run's unit (pages
+    when ranking by page), the acceptable ones marked (for --explain)."""
     trace = rag.retrieve_traced(text, k=retrieve_k, mode=mode, rerank=rerank, depth=depth)
+    locations = question.locations if question is not None else ()
     if question is not None:
-        traced = trace_goldset(trace, question.locations, page_offset, tolerance)
-        entry = QuestionResult(question.query_id, text, traced.stages.ranks["final"], {}, question.corpus or "",
-                               tuple(location_json(loc) for loc in question.locations))
+        traced = trace_goldset(trace, locations, page_offset, tolerance, rag.rank_by)
+        retrieved = [(d.metadata["source"], int(d.metadata["page"])) for d, _ in trace.final]
+        final = traced.stages.ranks["final"]
+        entry = QuestionResult(question.query_id, text, final, {}, question.corpus or "",
+                               tuple(location_json(loc) for loc in locations),
+                               exact=exact_rank(retrieved, locations, final, page_offset))
         entry = diagnosed(entry, trace.final, traced, k, page_offset, always=True)
     else:
         entry = QuestionResult("", text, None, {}, passages=tuple(passage(hit, rank, text, page_offset)
                                                           for rank, hit in enumerate(trace.final[:k], 1)))
-    lists = {name: [diagnose.passage_where(passage(hit, rank, text, page_offset))
-                    for rank, hit in enumerate(hits[:diagnose.STAGE_LIST_SHOWN], 1)]
-             for name, hits in stage_lists(trace).items()}
-    return diagnose.render_question_block(entry, k, lists, in_goldset=question is not None)
+    lists = {name: [stage_entry(hit, locations, page_offset, tolerance) for hit in hits[:diagnose.STAGE_LIST_SHOWN]]
+             for name, hits in unit_lists(trace, rag.rank_by).items()}
+    return diagnose.render_question_block(entry, k, lists, in_goldset=question is not None, tolerance=tolerance,
+                                          list_unit=rag.rank_by)
+
+
+def stage_entry(hit: Hit, locations: Sequence[gs.Location], page_offset: int, tolerance: int) -> str:
+    """An entry of an --explain stage list: 'file.pdf p. 11', with '  ← expected p. 11' (or what else makes it
+    acceptable: acceptable_mark) when it is an acceptable location."""
+    doc = hit[0]
+    mark = acceptable_mark(doc.metadata["source"], int(doc.metadata["page"]), locations, page_offset, tolerance)
+    where = f"{doc.metadata['source']} p. {int(doc.metadata['page']) + page_offset}"
+    return f"{where}  ← {mark}" if mark else where
+
+
+def acceptable_mark(source: str, page: int, locations: Sequence[gs.Location], page_offset: int,
+                    tolerance: int) -> str:
+    """Why a chunk of `source` on 0-based `page` is acceptable for a question of `locations`: 'expected p. 7',
+    'within ±1 of expected p. 7' (the tolerance alone), 'expected file, any page'; '' when it is not. An exact
+    page wins over a neighbouring one when several locations match."""
+    marks = []
+    for loc in locations:
+        if not gs.location_matches(source, [page], loc, page_offset=page_offset, tolerance=tolerance):
+            continue
+        if loc.page is None:
+            marks.append((0, "expected file, any page"))
+        elif gs.location_matches(source, [page], loc, page_offset=page_offset, tolerance=0):
+            marks.append((0, f"expected p. {loc.page_text()}"))
+        else:
+            marks.append((1, f"within ±{tolerance} of expected p. {loc.page_text()}"))
+    return min(marks)[1] if marks else ""

@@ -21,6 +21,7 @@ from localrag.result import EvalResult
 from localrag.run_plan import format_setting, requested_settings, slug
 
 DETAILS_SUFFIX = ".details.md"  # the details file beside a goldset report: baseline.txt -> baseline.details.md
+QRELS_SUFFIX = ".qrels"  # a goldset run's qrels beside its --run-file: r.run -> r.run.qrels (without --qrels-file)
 SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm")  # files SQLite keeps beside the query vector cache
 INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of these is an index folder
 
@@ -155,8 +156,17 @@ def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     details = None if args.dataset else details_path(args.report)
     return [(flag, path) for flag, path in (("--report", args.report), ("--json", args.json),
                                             ("--markdown", args.markdown), ("--run-file", args.run_file),
+                                            ("--qrels-file", qrels_path(args)),
                                             ("the details file of --report", details),
                                             ("the comparison file", getattr(args, "compare_file", None))) if path]
+
+
+def qrels_path(args: argparse.Namespace) -> str | None:
+    """Where a goldset run's qrels go: --qrels-file, else beside --run-file (QRELS_SUFFIX appended); None without
+    --run-file, and for a dataset (its qrels are the dataset's)."""
+    if args.dataset or not args.run_file:
+        return None
+    return getattr(args, "qrels_file", None) or args.run_file + QRELS_SUFFIX
 
 
 def details_path(report: str | Path) -> str:
@@ -229,9 +239,10 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
                                 f"other. Give them different paths")
 
 
-def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
-    """The details file (a goldset's), the report and the JSON report; the details first, so a report never
-    names a details file that is not there.
+def write_outputs(result: EvalResult, args: argparse.Namespace, extra: Sequence[tuple[str, str]] = ()) -> None:
+    """The details file (a goldset's), the report and the JSON report, plus the `extra` (path, text) files (a
+    goldset's run file and qrels), all or none; the details first, so a report never names a details file that
+    is not there.
 
     The committed baseline carries no comparison: it would differ between the run that made it (compared
     with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
@@ -245,7 +256,7 @@ def write_outputs(result: EvalResult, args: argparse.Namespace) -> None:
     files += [(args.report, eval_report.render_text(result)), (args.json, eval_report.render_json(result))]
     if args.markdown:
         files.append((args.markdown, eval_report.render_markdown(result)))
-    write_reports(files)
+    write_reports([*files, *extra])
 
 
 def write_reports(files: Sequence[tuple[str, str]]) -> None:

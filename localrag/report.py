@@ -114,6 +114,8 @@ def render_text(result: EvalResult) -> str:
 
 
 def render_metrics(result: EvalResult) -> list[str]:
+    """The Results block; a goldset scored with a page tolerance shows the exact-page figures beside its own and
+    counts what only the tolerance made."""
     n = result.num_queries
     lines = ["Results"]
     if result.kind == "goldset":
@@ -123,19 +125,62 @@ def render_metrics(result: EvalResult) -> list[str]:
         lines.append(f"  (document level: chunks collapsed to documents by best rank, then cut at k; "
                      f"MRR over the first {result.depth} documents)")
     width = max(len(metric_label(key)) for key in result.metrics) + 2
-    for key, value in result.metrics.items():
-        extra = f"  ({result.counts[key]} of {n})" if key in result.counts else ""
-        lines.append(f"  {metric_label(key):<{width}}{fmt(value)}{extra}")
+
+    def cell(metrics: Mapping[str, float], counts: Mapping[str, int], key: str) -> str:
+        return fmt(metrics[key]) + (f"  ({counts[key]} of {n})" if key in counts else "")
+
+    if not shows_exact(result):
+        lines += [f"  {metric_label(key):<{width}}{cell(result.metrics, result.counts, key)}" for key in result.metrics]
+        return lines
+    tolerance = result.page_tolerance
+    lines.append(f"  (±{tolerance}: an acceptable location is an expected page or a page within {tolerance} of it, as "
+                 f"every other figure of this report counts; exact page: the expected page itself, in the same lists)")
+    tolerant = {key: cell(result.metrics, result.counts, key) for key in result.metrics}
+    column = max(len(f"±{tolerance} page{'s' if tolerance > 1 else ''}"), *map(len, tolerant.values())) + 3
+    lines.append(f"  {'':<{width}}{f'±{tolerance} page' + ('s' if tolerance > 1 else ''):<{column}}exact page")
+    lines += [f"  {metric_label(key):<{width}}{tolerant[key]:<{column}}"
+              f"{cell(result.metrics_exact, result.counts_exact, key)}" for key in result.metrics]
+    only = tolerance_only(result)
+    hits = [(key, count) for key, count in only.items() if key != "mrr"]
+    at_k = ", ".join(f"{plural(count, 'hit') if i == 0 else count} at {parse_metric_key(key)[1]}"
+                     for i, (key, count) in enumerate(hits))
+    lines.append(f"  Made only by the ±{tolerance} tolerance: {at_k}; the rank of {plural(only['mrr'], 'question')} "
+                 f"(a neighbouring page ranked before the exact one: \"via\" under Per question)")
     return lines
 
 
+def shows_exact(result: EvalResult) -> bool:
+    """Whether the report shows exact-page figures beside the tolerant ones: a goldset scored with a tolerance
+    above 0 (at 0 the two are one)."""
+    return bool(result.metrics_exact) and bool(result.page_tolerance)
+
+
+def tolerance_only(result: EvalResult) -> dict[str, int]:
+    """How many hits only the page tolerance made: per Hit@k key the questions within k at the tolerance but not
+    on an exact page, and under "mrr" the questions whose rank the tolerance made (a neighbouring page ranked
+    before any exact one)."""
+    questions = [q for q in result.per_query if q.exact is not None]
+    out = {key: sum(1 for q in questions if q.rank is not None and q.rank <= k
+                    and (q.exact.rank is None or q.exact.rank > k))
+           for key, k in ((key, parse_metric_key(key)[1]) for key in result.metrics if key.startswith("hit@"))}
+    out["mrr"] = sum(1 for q in questions if q.via_tolerance)
+    return out
+
+
 def render_per_corpus(result: EvalResult) -> list[str]:
+    """The metrics of each corpus; with exact-page figures (shows_exact) each cell holds both: 'tolerant / exact'."""
     keys = list(result.metrics)
     width = max(len("corpus"), *(len(c) for c in result.per_corpus))
-    header = f"  {'corpus':<{width}}  {'n':>4}" + "".join(f"  {metric_label(k):>8}" for k in keys)
-    lines = ["Per corpus", header]
+    exact = shows_exact(result) and all(entry.metrics_exact for entry in result.per_corpus.values())
+    column = 13 if exact else 8
+
+    def value(entry, key: str) -> str:
+        return f"{fmt(entry.metrics[key])} / {fmt(entry.metrics_exact[key])}" if exact else fmt(entry.metrics[key])
+
+    header = f"  {'corpus':<{width}}  {'n':>4}" + "".join(f"  {metric_label(k):>{column}}" for k in keys)
+    lines = [f"Per corpus (±{result.page_tolerance} / exact page)" if exact else "Per corpus", header]
     for corpus, entry in result.per_corpus.items():
-        lines.append(f"  {corpus:<{width}}  {entry.n:>4}" + "".join(f"  {fmt(entry.metrics[k]):>8}" for k in keys))
+        lines.append(f"  {corpus:<{width}}  {entry.n:>4}" + "".join(f"  {value(entry, k):>{column}}" for k in keys))
     return lines
 
 
@@ -149,17 +194,20 @@ def render_per_query(result: EvalResult) -> list[str]:
     for q in rows:
         corpus = f"  {q.corpus:<12}" if with_corpus else ""
         lines.append(f"  {rank_text(q.rank):>4}{corpus}  {shorten(q.question)}")
-        lines.append(f"{indent}{where_line(q, result.stage_k)}")
+        lines.append(f"{indent}{where_line(q, result.stage_k, result.page_tolerance)}")
     return lines
 
 
-def where_line(q: QuestionResult, k: int) -> str:
-    """'expected: a.pdf p. 3 · first: b.pdf p. 9 · lost: fusion (RRF)' for one question."""
+def where_line(q: QuestionResult, k: int, tolerance: int | None = None) -> str:
+    """'expected: a.pdf p. 3 · first: b.pdf p. 9 · rank 2 via p. 2 (±1); exact page p. 3 at rank 4 · lost:
+    fusion (RRF)' for one question."""
     shown = [location_text(loc) for loc in q.locations[:EXPECTED_SHOWN]]
     more = f" and {len(q.locations) - EXPECTED_SHOWN} more" if len(q.locations) > EXPECTED_SHOWN else ""
     parts = [f"expected: {'; '.join(shown) or 'nothing'}{more}"]
     if q.rank != 1:
         parts.append(f"first: {location_text(q.top[0]) if q.top else 'nothing retrieved'}")
+    if q.via_tolerance:
+        parts.append(diagnose.via_text(q, tolerance))
     reason = diagnose.loss_reason(q.stages, k) if q.stages is not None and k else ""
     if reason:
         parts.append(f"lost at k = {k}: {reason}")
@@ -264,14 +312,16 @@ def render_row_comparisons(reference: str, compared: Sequence[EvalResult], metri
 # ----------------------------------------------------------------------------- tables
 
 def render_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], *, label: str = "configuration",
-                 markdown: bool = False, extra: Sequence[str] = ()) -> list[str]:
-    """Rows of {'name', 'metrics', ...extra} as a table; the best value of each metric column marked with *."""
+                 markdown: bool = False, extra: Sequence[str] = (), mark_best: bool = True) -> list[str]:
+    """Rows of {'name', 'metrics', ...extra} as a table; the best value of each metric column marked with * (unless
+    not `mark_best`: rows that are one configuration counted two ways)."""
     best = {k: max((r["metrics"].get(k) for r in rows if r["metrics"].get(k) is not None), default=None)
             for k in keys}
 
     def cell(row, key):
         value = row["metrics"].get(key)
-        is_best = len(rows) > 1 and value is not None and best[key] is not None and abs(value - best[key]) < 1e-12
+        is_best = (mark_best and len(rows) > 1 and value is not None and best[key] is not None
+                   and abs(value - best[key]) < 1e-12)
         mark = "*" if is_best else " "
         return f"{fmt(value)}{mark}"
 
@@ -293,8 +343,11 @@ def render_markdown(result: EvalResult) -> str:
     """A pasteable Markdown summary of one evaluation: configuration and one metrics row."""
     lines = [f"### {result.title}", "", "| setting | value |", "|---|---|"]
     lines += [f"| {label} | {str(value).replace('|', '/')} |" for label, value in result.config]
-    lines += ["", *render_table([{"name": result.name, "metrics": result.metrics}], list(result.metrics),
-                                markdown=True)]
+    rows = [{"name": result.name, "metrics": result.metrics}]
+    if shows_exact(result):
+        rows[0]["name"] = f"{result.name} (±{result.page_tolerance} page)"
+        rows.append({"name": f"{result.name} (exact page)", "metrics": result.metrics_exact})
+    lines += ["", *render_table(rows, list(result.metrics), markdown=True, mark_best=False)]
     return "\n".join(lines) + "\n"
 
 
@@ -329,9 +382,27 @@ def render_ablation(results: Sequence[EvalResult], missing_rows: str, per_config
              "Results (* = best in column; seconds = wall time of the row, not part of the comparison)",
              *render_table(rows, keys, extra=["seconds"]),
              f"  total wall time of the {len(results)} rows: {sum(r.seconds for r in results):.1f} s",
+             *(["", *notes] if (notes := union_notes(results)) else []),
              *render_row_comparisons(reference, results, SWEEP_COMPARE_METRICS, "ref"), "",
              f"Per-configuration reports: {per_config_reports}"]
     return "\n".join(lines) + "\n"
+
+
+def union_notes(results: Sequence[EvalResult]) -> list[str]:
+    """The ablation's line saying that its union row (no reranker) equals its dense row on every metric of every
+    question, when it does; [] otherwise. Union is dense's candidates followed by BM25's new hits, so without a
+    reranker it differs from dense only where dense's candidates do not fill the list."""
+    rows = {r.name: r for r in results}
+    union, dense = rows.get("union"), rows.get("dense")
+    if union is None or dense is None:
+        return []
+    dense_metrics = {q.query_id: q.metrics for q in dense.per_query}
+    if {q.query_id: q.metrics for q in union.per_query} != dense_metrics:
+        return []
+    return [f"union = dense here, on every metric of each of the {plural(len(dense_metrics), 'question')}: without "
+            f"a reranker union is dense's candidates followed by BM25's new hits, which only count where dense's "
+            f"candidates do not fill the list; union is the candidate pool a reranker reorders (README, \"Retrieval "
+            f"modes\")"]
 
 
 # ----------------------------------------------------------------------------- sweep

@@ -41,22 +41,29 @@ class StageRanks:
     """Where a question's first acceptable location ranked in each stage's list (None: not in it), in pipeline
     order: "dense" and/or "bm25", "rrf" or "union" when the mode fuses, "rerank" when a reranker ran, "final".
 
-    Ranks count chunks for goldsets and documents for datasets. `lengths`: how far each list reached (the dense
-    and BM25 lists to the diagnostic depth); `pools`: how many entries of the dense and BM25 lists were the
-    candidates the later stages saw, `pool` chunks per retriever; a rank beyond its pool is just outside it.
+    Ranks count `unit`s: pages or chunks for goldsets (as the run ranks), documents for datasets. `lengths`: how
+    far each list reached (the dense and BM25 lists to the diagnostic depth); `pools`: how many entries of the
+    dense and BM25 lists were the candidates the later stages saw (the pages those chunks stand on, when ranking
+    by page), `pool` chunks per retriever; a rank beyond its pool is just outside it.
     """
 
     ranks: dict[str, int | None]
     lengths: dict[str, int]
     pools: dict[str, int]
     pool: int
+    # What every rank, length and pool counts: "page" (a goldset run ranking by page: each stage's list collapsed
+    # to its pages by their best chunk, as the final list is), "chunk"; "" in datasets (documents) and in reports
+    # older than the unit (chunks, the final rank in pages).
+    unit: str = ""
 
     def to_json(self) -> Json:
-        return {"ranks": self.ranks, "lengths": self.lengths, "pools": self.pools, "pool": self.pool}
+        return {"ranks": self.ranks, "lengths": self.lengths, "pools": self.pools, "pool": self.pool,
+                **({"unit": self.unit} if self.unit else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StageRanks:
-        return cls(dict(data["ranks"]), dict(data["lengths"]), dict(data["pools"]), data["pool"])
+        return cls(dict(data["ranks"]), dict(data["lengths"]), dict(data["pools"]), data["pool"],
+                   data.get("unit", ""))
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,33 @@ class Passage:
 
 
 @dataclass(frozen=True)
+class ExactRank:
+    """A goldset question scored on its expected page itself (tolerance 0) beside the run's page tolerance, from
+    the same retrieved list: the rank of the first retrieved page on an expected page (None: none was), and, when
+    only the tolerance made the question's rank (a neighbouring page ranked first), that neighbouring page and the
+    exact page at `rank` ({source, page}, pages 1-based; `page` None when no exact page was retrieved)."""
+
+    rank: int | None
+    via: Json | None = None
+    page: Json | None = None
+
+    def to_json(self) -> Json:
+        return {"rank_exact": self.rank, **({"via": self.via} if self.via else {}),
+                **({"exact_page": self.page} if self.page else {})}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ExactRank | None:
+        """The exact rank of a question's JSON; None for a report older than exact ranks (or a dataset's)."""
+        if "rank_exact" not in data:
+            return None
+        rank = data["rank_exact"]
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
+            raise ValueError(f"question {data['query_id']!r} has the exact rank {rank!r}, not a whole number >= 1 "
+                             f"or null")
+        return cls(rank, data.get("via"), data.get("exact_page"))
+
+
+@dataclass(frozen=True)
 class QuestionResult:
     """One question's outcome. `locations` are the expected ones ({source, page[, last_page]} for a goldset,
     {doc_id, grade} for a dataset), `top` the first retrieved ({source, page, score} or {doc_id, score})."""
@@ -88,10 +122,18 @@ class QuestionResult:
     stages: StageRanks | None = None  # None in reports older than stage ranks
     passages: tuple[Passage, ...] = ()  # the first retrieved, for the details file (not in the JSON report)
     gold: Passage | None = None  # the first acceptable chunk any stage's list held (not in the JSON report)
+    exact: ExactRank | None = None  # the rank on the exact page (goldsets); None in datasets and older reports
+
+    @property
+    def via_tolerance(self) -> bool:
+        """Whether only the page tolerance made this question's rank: a neighbouring page ranked before any
+        exact one (or none was retrieved)."""
+        return self.exact is not None and self.exact.rank != self.rank
 
     def to_json(self) -> Json:
         return {"query_id": self.query_id, "question": self.question, "corpus": self.corpus,
-                "locations": list(self.locations), "rank": self.rank, "metrics": self.metrics, "top": list(self.top),
+                "locations": list(self.locations), "rank": self.rank,
+                **(self.exact.to_json() if self.exact else {}), "metrics": self.metrics, "top": list(self.top),
                 **({"stages": self.stages.to_json()} if self.stages else {})}
 
     @classmethod
@@ -107,23 +149,29 @@ class QuestionResult:
                 raise ValueError(f"question {data['query_id']!r} has the {key} {value!r}, not a number")
         return cls(data["query_id"], data.get("question", ""), rank, metrics,
                    data.get("corpus", ""), tuple(data.get("locations", ())), tuple(data.get("top", ())),
-                   StageRanks.from_json(stages) if stages else None)
+                   StageRanks.from_json(stages) if stages else None, exact=ExactRank.from_json(data))
 
 
 @dataclass(frozen=True)
 class CorpusResult:
-    """The metrics of the questions of one corpus (goldsets that name several)."""
+    """The metrics of the questions of one corpus (goldsets that name several), at the run's page tolerance and
+    on the exact page (empty in older reports)."""
 
     n: int
     metrics: dict[str, float]
     counts: dict[str, int]
+    metrics_exact: dict[str, float] = field(default_factory=dict)
+    counts_exact: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> Json:
-        return {"n": self.n, "metrics": self.metrics, "counts": self.counts}
+        return {"n": self.n, "metrics": self.metrics, "counts": self.counts,
+                **({"metrics_exact": self.metrics_exact, "counts_exact": self.counts_exact}
+                   if self.metrics_exact else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CorpusResult:
-        return cls(data["n"], dict(data["metrics"]), dict(data["counts"]))
+        return cls(data["n"], dict(data["metrics"]), dict(data["counts"]), dict(data.get("metrics_exact", {})),
+                   dict(data.get("counts_exact", {})))
 
 
 @dataclass(frozen=True)
@@ -279,6 +327,11 @@ class EvalResult:
     # The configuration as machine-readable values ({"chunk_size": 2000, "retrieval_mode": "hybrid", ...}) beside
     # the display strings of `config`; empty in a report written before it existed.
     settings: dict[str, Any] = field(default_factory=dict)
+    # A goldset's figures on the exact page (tolerance 0) beside `metrics` and `counts` (at `page_tolerance`), from
+    # the same retrieved lists; empty (and the tolerance None) in datasets and in reports older than them.
+    page_tolerance: int | None = None
+    metrics_exact: dict[str, float] = field(default_factory=dict)
+    counts_exact: dict[str, int] = field(default_factory=dict)
 
     @property
     def ranks(self) -> dict[str, int | None]:
@@ -296,9 +349,11 @@ class EvalResult:
                          **({"goldset": self.goldset} if self.goldset else {}),
                          **({"status": self.status.to_json()} if self.status else {}),
                          "config": dict(self.config), **({"settings": self.settings} if self.settings else {}),
-                         "metrics": self.metrics, "num_queries": self.num_queries,
-                         "per_query": [q.to_json() for q in self.per_query]}
-        optional = {"counts": self.counts,
+                         "metrics": self.metrics,
+                         **({"page_tolerance": self.page_tolerance, "metrics_exact": self.metrics_exact}
+                            if self.metrics_exact else {}),
+                         "num_queries": self.num_queries, "per_query": [q.to_json() for q in self.per_query]}
+        optional = {"counts": self.counts, "counts_exact": self.counts_exact,
                     "per_corpus": {corpus: entry.to_json() for corpus, entry in self.per_corpus.items()},
                     "not_found": [entry.to_json() for entry in self.not_found],
                     "left_out": [entry.to_json() for entry in self.left_out],
@@ -311,9 +366,11 @@ class EvalResult:
     def from_json(cls, data: Mapping[str, Any]) -> EvalResult:
         """A result from a JSON report; KeyError, TypeError or ValueError when `data` is not one."""
         status, compare = data.get("status"), data.get("compare")
-        for key, value in data["metrics"].items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"the metric {key} is {value!r}, not a number")
+        for field_name in ("metrics", "metrics_exact"):
+            for key, value in data.get(field_name, {}).items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ValueError(f"the metric {key} {'on the exact page ' if field_name != 'metrics' else ''}"
+                                     f"is {value!r}, not a number")
         return cls(kind=data.get("kind", ""), title=data.get("title", ""), metrics=dict(data["metrics"]),
                    num_queries=data.get("num_queries", len(data["per_query"])),
                    per_query=tuple(map(QuestionResult.from_json, data["per_query"])),
@@ -325,4 +382,6 @@ class EvalResult:
                    left_out=tuple(map(LeftOut.from_json, data.get("left_out", ()))), judge=data.get("judge"),
                    compare=Comparison.from_json(compare) if compare else None,
                    messages=tuple(data.get("messages", ())), stage_k=data.get("stage_k", 0),
-                   details=data.get("details", ""), settings=dict(data.get("settings", {})))
+                   details=data.get("details", ""), settings=dict(data.get("settings", {})),
+                   page_tolerance=data.get("page_tolerance"), metrics_exact=dict(data.get("metrics_exact", {})),
+                   counts_exact=dict(data.get("counts_exact", {})))

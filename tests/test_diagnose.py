@@ -101,18 +101,18 @@ def ids(hits) -> list[str]:
 
 def traced(query: str, rag: Retriever | None = None) -> ev.Traced:
     trace = (rag or retriever()).retrieve_traced(query, k=2, depth=6)
-    return ev.trace_goldset(trace, (Location("doc.pdf", GOLD[query]),), page_offset=1, tolerance=0)
+    return ev.trace_goldset(trace, (Location("doc.pdf", GOLD[query]),), page_offset=1, tolerance=0, rank_by="chunk")
 
 
 EXPECTED = {
     "qa": StageRanks({"dense": 5, "bm25": None, "rrf": None, "rerank": None, "final": None},
-                     {"dense": 6, "bm25": 1, "rrf": 3, "rerank": 3, "final": 2}, {"dense": 3, "bm25": 1}, 3),
+                     {"dense": 6, "bm25": 1, "rrf": 3, "rerank": 3, "final": 2}, {"dense": 3, "bm25": 1}, 3, "chunk"),
     "qb": StageRanks({"dense": None, "bm25": 1, "rrf": 3, "rerank": 3, "final": None},
-                     {"dense": 6, "bm25": 3, "rrf": 4, "rerank": 4, "final": 2}, {"dense": 3, "bm25": 3}, 3),
+                     {"dense": 6, "bm25": 3, "rrf": 4, "rerank": 4, "final": 2}, {"dense": 3, "bm25": 3}, 3, "chunk"),
     "qc": StageRanks({"dense": 1, "bm25": 1, "rrf": 1, "rerank": 4, "final": None},
-                     {"dense": 6, "bm25": 2, "rrf": 4, "rerank": 4, "final": 2}, {"dense": 3, "bm25": 2}, 3),
+                     {"dense": 6, "bm25": 2, "rrf": 4, "rerank": 4, "final": 2}, {"dense": 3, "bm25": 2}, 3, "chunk"),
     "qd": StageRanks({"dense": 1, "bm25": None, "rrf": 1, "rerank": 1, "final": 1},
-                     {"dense": 6, "bm25": 0, "rrf": 3, "rerank": 3, "final": 2}, {"dense": 3, "bm25": 0}, 3),
+                     {"dense": 6, "bm25": 0, "rrf": 3, "rerank": 3, "final": 2}, {"dense": 3, "bm25": 0}, 3, "chunk"),
 }
 
 
@@ -170,7 +170,7 @@ def test_where_the_misses_are_lost_is_a_function_of_the_stage_ranks():
     # By hand at k = 2: qd found; qb in BM25 at 1, fused 3 (fusion lost it); qc fused 1, reranked 4; qa only in
     # the dense list at 5, beyond its 3 candidates. Ceiling: qb, qc, qd in a pool = 3 of 4.
     assert diagnose.render_losses(planted_result()) == [
-        "Where the misses are lost (at k = 2; 4 questions with stage ranks)",
+        "Where the misses are lost (at k = 2; 4 questions with stage ranks, counted in chunks)",
         "  found within 2                                      1",
         "  in a candidate list, below 2 after fusion (RRF)     1  (fusion lost 1 that a single list had within 2: "
         "dense 0, BM25 1; 0 below 2 in every list)",
@@ -196,7 +196,7 @@ def test_stage_ranks_round_trip_through_the_json_report():
     assert json.loads(eval_report.render_json(result))["per_query"][0]["stages"] == {
         "ranks": {"dense": 5, "bm25": None, "rrf": None, "rerank": None, "final": None},
         "lengths": {"dense": 6, "bm25": 1, "rrf": 3, "rerank": 3, "final": 2},
-        "pools": {"dense": 3, "bm25": 1}, "pool": 3}
+        "pools": {"dense": 3, "bm25": 1}, "pool": 3, "unit": "chunk"}
 
 
 def test_compare_names_the_stage_a_worse_question_was_lost_at(tmp_path, capsys):
@@ -263,8 +263,9 @@ def test_details_file_and_report_are_deterministic(cli_args, tmp_path, capsys):
     assert [line for line in details.splitlines() if line.startswith("## ")] == [
         "## rank 2: How sensitive is the option value to volatility?",
         "## rank 2: What is vega?"]
-    assert "- stage ranks: dense 2 · BM25 3 · RRF 2 · final 2" in details
-    assert "- stage ranks: dense 2 · BM25 – (not within 1) · RRF 2 · final 2" in details
+    # The run ranks by page: every stage's rank counts pages, as the final rank does, and says so.
+    assert "- stage ranks (pages): dense 2 · BM25 3 · RRF 2 · final 2" in details
+    assert "- stage ranks (pages): dense 2 · BM25 – (not within 1 page) · RRF 2 · final 2" in details
     # Query words marked: 'option', 'value', 'volatility'; not 'sensitivity' (the question says 'sensitive').
     assert "1. options.pdf p. 1 · score 1.0000  \n   > Vega is the sensitivity of an **option**'s **value** to the " \
         "implied **volatility** of the underlying asset. A long call or put has positive vega.\n" in details
@@ -285,10 +286,16 @@ def test_explain_a_goldset_question_by_id_and_by_text(cli_args, tmp_path, capsys
     assert outputs[0] == outputs[1]
     lines = outputs[0].splitlines()
     assert lines[2:8] == ["## rank 2: What is vega?", "", f"- query id `{qid}`", "- expected: weather.pdf p. 1",
-                          "- stage ranks: dense 2 · BM25 – (not within 1) · RRF 2 · final 2",
+                          "- stage ranks (pages): dense 2 · BM25 – (not within 1 page) · RRF 2 · final 2",
                           "- at k = 5: found within 5"]
     assert "First acceptable passage (rank 2 in the final list): weather.pdf p. 1 · score 0.3333  " in lines
-    assert "- BM25: options.pdf p. 1" in lines
+    # Stage lists in pages, numbered as the stage ranks count them, the expected page marked where it stands.
+    assert "Stage lists (the first 10 pages of each, numbered as the stage ranks count them; ← marks an acceptable " \
+           "location):" in lines
+    assert lines[lines.index("- BM25:"):lines.index("- RRF:")] == ["- BM25:", "  1. options.pdf p. 1"]
+    assert lines[lines.index("- dense:") + 2] == "  2. weather.pdf p. 1  ← expected p. 1"
+    assert lines[lines.index("- final:") + 2] == "  2. weather.pdf p. 1  ← expected p. 1"
+    assert sum(line.endswith("← expected p. 1") for line in lines) == 3  # dense, RRF and final hold it; not BM25
     assert not list(tmp_path.glob("*.txt")) and not list(tmp_path.glob("*.md"))  # no report written
 
 
@@ -298,7 +305,8 @@ def test_explain_a_question_not_in_the_goldset(cli_args, capsys):
     assert "; not a question or query id of " in out.splitlines()[0]
     assert "## not in the goldset: Which crops need rain?" in out
     assert "stage ranks" not in out and "First acceptable passage" not in out
-    assert "First 5 retrieved (query words in bold):" in out and "- dense: " in out and "- RRF: " in out
+    assert "First 5 retrieved (query words in bold):" in out and "\n- dense:\n  1. " in out and "\n- RRF:\n" in out
+    assert "Stage lists (the first 10 pages of each):" in out and "←" not in out  # no expected page to mark
 
 
 def test_explain_prints_no_markdown_escapes(cli_args, capsys):
@@ -332,3 +340,99 @@ def test_the_committed_report_names_its_details_file_without_absolute_paths():
     assert "  Stage ranks and passages of every question not at rank 1: eval/baseline.details.md" in report
     for text in (report, details):
         assert str(ROOT) not in text and str(Path.home()) + "/" not in text
+
+
+# ----------------------------------------------------------------------------- stage ranks in pages
+
+# A second planted index whose pages hold several chunks (page N of doc.pdf is 0-based N-1): p1a, p1b on page 1,
+# p2a on 2, p3a, p3b on 3, p4a on 4. 3 candidates per retriever, RRF k = 60, the gold page 4 (chunk p4a):
+#   dense (3 deep) p1a p1b p3a; (6 deep) p1a p1b p3a p2a p3b p4a; BM25 p1b p3b p4a
+#   RRF: p1b 1/61+1/62 > p1a 1/61 > p3b 1/62 > p3a 1/63 = p4a 1/63 (tie: dense is walked first)
+# Counted in chunks the gold chunk is dense 6, BM25 3, RRF 5; counted in pages (each list collapsed to its pages
+# by their best chunk, as the final list is) dense [1 3 2 4] -> 4, BM25 [1 3 4] -> 3, RRF [1 3 4] -> 3, final 3
+# (k = 3 pages). The trap: chunk ranks beside a page rank ("RRF 5 · final 3") say fusion put it lower than the
+# final list does. The dense candidates p1a p1b p3a stand on 2 pages: dense's page 4 is beyond them.
+PAGE_CHUNKS = {name: (f"[doc.pdf, page {name[1]}]\nText {name}.", {"source": "doc.pdf", "page": int(name[1]) - 1,
+                                                                   "chunk": "ab".index(name[2])})
+               for name in ("p1a", "p1b", "p2a", "p3a", "p3b", "p4a")}
+PAGE_DENSE = (["p1a", "p1b", "p3a"], ["p1a", "p1b", "p3a", "p2a", "p3b", "p4a"])
+PAGE_BM25 = ["p1b", "p3b", "p4a"]
+
+
+class PageFakeIndex(FakeIndex):
+    """FakeIndex over PAGE_CHUNKS: one query, fixed lists."""
+
+    files = {"doc.pdf": {"chunks": len(PAGE_CHUNKS)}}
+
+    def nearest(self, vector, k):
+        shallow, deep = PAGE_DENSE
+        return [(i, 1.0 - 0.1 * n) for n, i in enumerate((shallow if k <= len(shallow) else deep)[:k])]
+
+    def search(self, query, k):
+        return [(i, 10.0 - n) for n, i in enumerate(PAGE_BM25)][:k]
+
+    def indexed_chunks(self):
+        return [(i, text, meta) for i, (text, meta) in PAGE_CHUNKS.items()]
+
+
+def page_trace(rank_by: str, mode: str = "hybrid", k: int = 3):
+    rag = Retriever(PageFakeIndex(), mode, candidate_k=3, rrf_k=60, query_instructions="", rank_by=rank_by,
+                    reranker_model=None, reranker=None, reranker_off_reason="turned off", rerank_batch_size=8)
+    return rag.retrieve_traced("q", k=k, rerank=False, depth=6)
+
+
+def test_stage_ranks_count_pages_when_the_run_ranks_by_page():
+    gold = (Location("doc.pdf", 4),)
+    assert [doc.id for doc, _ in page_trace("page").final] == ["p1b", "p3b", "p4a"]
+    assert ev.trace_goldset(page_trace("page"), gold, 1, 0, "page").stages == StageRanks(
+        {"dense": 4, "bm25": 3, "rrf": 3, "final": 3}, {"dense": 4, "bm25": 3, "rrf": 3, "final": 3},
+        {"dense": 2, "bm25": 3}, 3, "page")
+    # Ranked by chunk every list stays chunks, and the final list (3 chunks) misses the gold chunk.
+    assert ev.trace_goldset(page_trace("chunk"), gold, 1, 0, "chunk").stages == StageRanks(
+        {"dense": 6, "bm25": 3, "rrf": 5, "final": None}, {"dense": 6, "bm25": 3, "rrf": 5, "final": 3},
+        {"dense": 3, "bm25": 3}, 3, "chunk")
+    stages = ev.trace_goldset(page_trace("page"), gold, 1, 0, "page").stages
+    assert diagnose.stage_text(stages) == "dense 4 (beyond the 2 pages of its candidates) · BM25 3 · RRF 3 · final 3"
+    nowhere = ev.trace_goldset(page_trace("page"), (Location("doc.pdf", 5),), 1, 0, "page").stages
+    assert diagnose.stage_text(nowhere) == ("dense – (not within 4 pages) · BM25 – (not within 3 pages) · RRF – "
+                                            "(not within 3 pages) · final – (not within 3 pages)")
+    # The gold passage the details show is the page's best chunk in the list that ranked it.
+    assert ev.trace_goldset(page_trace("page"), (Location("doc.pdf", 3),), 1, 0, "page").gold[2][0].id == "p3b"
+
+
+def test_union_is_dense_only_where_dense_candidates_fill_the_list():
+    # Union = dense's 3 candidates, then BM25's new hits: p1a p1b p3a p3b p4a, in pages p1 p3 p4. Two pages: dense's
+    # candidates (2 pages) fill them; three: the third page, 4, is BM25's.
+    assert ev.trace_goldset(page_trace("page", "union", k=2), (), 1, 0, "page").dense_order
+    assert not ev.trace_goldset(page_trace("page", "union", k=3), (), 1, 0, "page").dense_order
+    assert ev.trace_goldset(page_trace("chunk", "union", k=3), (), 1, 0, "chunk").dense_order  # 3 chunks: all dense's
+    assert not ev.trace_goldset(page_trace("page", "bm25", k=2), (), 1, 0, "page").dense_order  # no dense list
+
+
+def test_acceptable_mark_names_why_a_page_counts():
+    loc, file_loc, pages = Location("a.pdf", 7), Location("b.pdf"), Location("c.pdf", 3, 5)
+    assert ev.acceptable_mark("a.pdf", 6, (loc,), 1, 1) == "expected p. 7"
+    assert ev.acceptable_mark("a.pdf", 7, (loc,), 1, 1) == "within ±1 of expected p. 7"
+    assert ev.acceptable_mark("a.pdf", 7, (loc,), 1, 0) == ""
+    assert ev.acceptable_mark("A.PDF", 5, (loc,), 1, 1) == "within ±1 of expected p. 7"  # names as the goldset matches
+    assert ev.acceptable_mark("b.pdf", 40, (loc, file_loc), 1, 0) == "expected file, any page"
+    assert ev.acceptable_mark("c.pdf", 4, (pages,), 1, 0) == "expected p. 3-5"
+    # Two locations: the exact page wins over a neighbour of the other.
+    assert ev.acceptable_mark("a.pdf", 6, (Location("a.pdf", 6), loc), 1, 1) == "expected p. 7"
+
+
+def test_details_block_marks_a_rank_made_by_the_tolerance():
+    from localrag.result import ExactRank
+
+    q = QuestionResult("q1", "Was versteht man unter erlebter Rede?", 2, {}, "",
+                       ({"source": "lit.pdf", "page": 11},),
+                       exact=ExactRank(3, {"source": "lit.pdf", "page": 10}, {"source": "lit.pdf", "page": 11}))
+    block = diagnose.render_question_block(q, 5, tolerance=1)
+    assert block[2:5] == ["- query id `q1`", "- expected: lit.pdf p. 11",
+                          "- rank 2 via p. 10 (±1); exact page p. 11 at rank 3"]
+    missing = QuestionResult("q2", "q", 1, {}, "", ({"source": "a.pdf", "page": 2}, {"source": "b.pdf", "page": 1}),
+                             exact=ExactRank(None, {"source": "a.pdf", "page": 3}))
+    assert diagnose.via_text(missing, 1) == "rank 1 via a.pdf p. 3 (±1); exact page not retrieved"
+    assert diagnose.needs_details(missing)  # at rank 1, but only through the tolerance
+    exact_one = QuestionResult("q3", "q", 1, {}, exact=ExactRank(1))
+    assert diagnose.via_text(exact_one, 1) == "" and not diagnose.needs_details(exact_one)

@@ -349,6 +349,17 @@ def test_ablation_without_reranker(tiny_index, gold, tmp_path, capsys, monkeypat
     assert "  Retrieval mode:     bm25 (30 candidates per retriever)" in \
         (tmp_path / "abl-bm25.txt").read_text(encoding="utf-8")
     assert "Per-configuration reports: abl-<configuration>.txt" in text
+    # The tiny index's 5 chunks are all among dense's 30 candidates, so union (BM25's new hits after them) is dense.
+    assert lines[lines.index(next(line for line in lines if line.startswith("  total wall time"))) + 1:][:2] == [
+        "", "union = dense here, on every metric of each of the 6 questions: without a reranker union is dense's "
+            "candidates followed by BM25's new hits, which only count where dense's candidates do not fill the list; "
+            "union is the candidate pool a reranker reorders (README, \"Retrieval modes\")"]
+    union = json.loads((tmp_path / "abl-union.json").read_text(encoding="utf-8"))
+    assert union["config"]["Retrieval mode"] == (
+        "union (30 candidates per retriever); ranks as dense here: without a reranker each question's first 5 pages "
+        "were dense's, as union appends BM25's new hits after dense's 30 candidates (union is the candidate pool a "
+        "reranker reorders)")
+    assert bm25["config"]["Retrieval mode"] == "bm25 (30 candidates per retriever)"  # said of union only
     markdown = (tmp_path / "abl.md").read_text(encoding="utf-8").splitlines()
     assert markdown[0] == "| configuration | Hit@1 | Hit@3 | Hit@5 | MRR | seconds |"
     assert markdown[3].startswith("| bm25 | 0.500 **best** | 0.667 | 0.667 | 0.556 | ")
@@ -409,3 +420,20 @@ def test_ablation_with_no_rerank_says_so_in_its_header(tiny_index, tmp_path, cap
     assert code == 0
     assert out.splitlines()[1] == "Status: exit 0, evaluated; no gate set"
     assert out.splitlines()[3] == "Rows: 4 configurations; every '+ rerank' row is missing (--no-rerank was given)"
+
+
+def test_union_is_said_to_equal_dense_only_when_every_question_scores_alike():
+    from localrag.report import union_notes
+    from localrag.result import EvalResult, QuestionResult
+
+    def row(name: str, mrr: dict[str, float]) -> EvalResult:
+        return EvalResult("goldset", "g", {}, len(mrr), tuple(QuestionResult(q, q, None, {"mrr": v})
+                                                              for q, v in mrr.items()), name=name)
+
+    dense = row("dense", {"q1": 1.0, "q2": 0.5})
+    assert union_notes([dense, row("union", {"q1": 1.0, "q2": 0.5})])[0].startswith(
+        "union = dense here, on every metric of each of the 2 questions:")
+    # One question apart (a BM25 hit came within the list where dense's candidates did not fill it): no line,
+    # though the means are equal.
+    assert union_notes([dense, row("union", {"q1": 0.5, "q2": 1.0})]) == []
+    assert union_notes([dense, row("union + rerank", {"q1": 1.0, "q2": 0.5})]) == []  # a reranked union is other

@@ -154,24 +154,34 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
     notes = "\n".join(block(report, "Notes"))
     assert notes.count("scans.pdf' is not in the index") == 1 and notes.count("Greeks.pdf") == 1
     assert "Documents named in the goldset" not in report and "beyond its 1 page" not in notes
+    # Beside them the exact page, from the same lists: volatility's p. 2 (0-based p1) at rank 2, vega's at 3, the
+    # image-only page never (it has no chunk); ranks 2, 1, 1, 1, 3, -, - give Hit@k 5/7 = 0.714 and MRR
+    # (1/2 + 1 + 1 + 1 + 1/3) / 7 = 0.548, the figures of --page-tolerance 0 (test_tolerance_zero_moves_ranks).
+    # Only the tolerance made the hit of "no text layer" at every k, and the ranks of these three questions.
     assert block(report, "Results")[2:] == [
-        "  Hit@5   0.857  (6 of 7)",
-        "  Hit@10  0.857  (6 of 7)",
-        "  Hit@20  0.857  (6 of 7)",
-        "  MRR     0.857",
+        "  (±1: an acceptable location is an expected page or a page within 1 of it, as every other figure of this "
+        "report counts; exact page: the expected page itself, in the same lists)",
+        "          ±1 page           exact page",
+        "  Hit@5   0.857  (6 of 7)   0.714  (5 of 7)",
+        "  Hit@10  0.857  (6 of 7)   0.714  (5 of 7)",
+        "  Hit@20  0.857  (6 of 7)   0.714  (5 of 7)",
+        "  MRR     0.857             0.548",
+        "  Made only by the ±1 tolerance: 1 hit at 5, 1 at 10, 1 at 20; the rank of 3 questions (a neighbouring page "
+        "ranked before the exact one: \"via\" under Per question)",
     ]
     assert block(report, "Per question") == [
         "Per question (7, sorted by rank, then question)",
         "     1  How do crops react to rainfall?",
         "        expected: weather",
         "     1  How sensitive is the option value to volatility?",
-        "        expected: options.pdf p. 2",
+        "        expected: options.pdf p. 2 · rank 1 via p. 1 (±1); exact page p. 2 at rank 2",
         "     1  What is the Black-Scholes-Merton price of a European call?",
         "        expected: options.pdf_ p. 2",
-        "     1  What is vega?",
-        "        expected: Greeks.pdf p. 3; options.pdf p. 2",
+        "     1  What is vega?",  # two files expected: the pages name theirs
+        "        expected: Greeks.pdf p. 3; options.pdf p. 2 · rank 1 via options.pdf p. 1 (±1); exact page "
+        "options.pdf p. 2 at rank 3",
         "     1  Which page has no text layer?",
-        "        expected: scan.pdf p. 2",
+        "        expected: scan.pdf p. 2 · rank 1 via p. 1 (±1); exact page not retrieved",
         "     1  Wie reagiert die Familie auf Gregor Samsa?",
         f"        expected: {NFD_LITERATUR} p. 1",  # as the goldset writes it
         "     –  What does the scanned appendix contain?",
@@ -179,15 +189,16 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
     ]
     # scans.pdf is not indexed: no list can hold it, so the one miss is a recall problem.
     assert block(report, "Where the misses are lost") == [
-        "Where the misses are lost (at k = 5; 7 questions with stage ranks)",
+        "Where the misses are lost (at k = 5; 7 questions with stage ranks, counted in pages)",
         "  found within 5                                      6",
         "  in a candidate list, below 5 after fusion (RRF)     0",
         "  pushed below 5 by the reranker                      –  (no reranker in this run)",
         "  outside every candidate list                        1  (0 of them just outside: beyond the candidates "
-        "but within the first 5 of a list)",
+        "but within the first 5 pages of a list)",
         "  Candidate-pool ceiling: 6 of 7 (0.857) have an acceptable location among the candidates (30 chunks per "
         "retriever, dense and BM25): the best any reranker could reach at this depth",
-        f"  Stage ranks and passages of every question not at rank 1: {tmp_path / 'report.details.md'}",
+        f"  Stage ranks and passages of every question not at rank 1: {tmp_path / 'report.details.md'} (and of the "
+        f"3 at rank 1 only through the ±1 page tolerance)",
     ]
     assert block(report, "Never found") == [
         "Never found (1)",
@@ -291,12 +302,13 @@ def test_german_goldset_semicolon_bm25_per_corpus(gold_args, tmp_path, capsys):
         "stray one; row skipped",
     ])
     # Per corpus (sorted): finanzen = vega (never); literatur = Kafka (1); wetter = crops (2): Hit 1, MRR 1/2.
+    # Each cell ±1 / exact page: crops' options p0 is the expected page 1 itself, so the two agree.
     assert block(report, "Per corpus") == [
-        "Per corpus",
-        "  corpus        n     Hit@5    Hit@10    Hit@20       MRR",
-        "  finanzen      1     0.000     0.000     0.000     0.000",
-        "  literatur     1     1.000     1.000     1.000     1.000",
-        "  wetter        1     1.000     1.000     1.000     0.500",
+        "Per corpus (±1 / exact page)",
+        "  corpus        n          Hit@5         Hit@10         Hit@20            MRR",
+        "  finanzen      1  0.000 / 0.000  0.000 / 0.000  0.000 / 0.000  0.000 / 0.000",
+        "  literatur     1  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000",
+        "  wetter        1  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000  0.500 / 0.500",
     ]
     assert block(report, "Per question") == [
         "Per question (3, sorted by rank, then question)",
@@ -349,6 +361,113 @@ def test_json_output(gold_args, tmp_path, capsys):
     assert by_question["What does the scanned appendix contain?"]["rank"] is None
     assert by_question["What does the scanned appendix contain?"]["metrics"]["mrr"] == 0.0
     assert [entry["question"] for entry in payload["not_found"]] == ["What does the scanned appendix contain?"]
+
+
+# ----------------------------------------------------------------------------- exact and tolerant side by side
+
+
+def hit(source: str, page: int, score: float):
+    """A retrieved chunk of `source` on 1-based `page`, as evaluate_goldset reads it."""
+    from langchain_core.documents import Document
+
+    return Document(page_content=f"[{source}, page {page}]", metadata={"source": source, "page": page - 1}), score
+
+
+# Four questions over one retrieved list each, pages 1-based, scored at ±1 and on the exact page:
+#   near   expects a.pdf p. 5; list b p1, a p6, a p5   -> ±1 rank 2 (through p. 6), exact rank 3  (the trap)
+#   only   expects a.pdf p. 2; list a p3, b p1         -> ±1 rank 1 (through p. 3), exact never
+#   exact  expects b.pdf p. 1; list b p1, a p2         -> rank 1 both
+#   never  expects c.pdf p. 1; list a p1               -> never
+# ±1 ranks 2, 1, 1, -: Hit@1 2/4, Hit@2 3/4, Hit@3 3/4, MRR (1/2 + 1 + 1) / 4 = 0.625.
+# Exact ranks 3, -, 1, -: Hit@1 1/4, Hit@2 1/4, Hit@3 2/4, MRR (1/3 + 1) / 4 = 1/3.
+# Only the tolerance: at 1 "only"; at 2 "near" and "only"; at 3 "only"; ranks of "near" and "only".
+EXACT_LISTS = {"near": (gs.Location("a.pdf", 5), [hit("b.pdf", 1, 0.9), hit("a.pdf", 6, 0.8), hit("a.pdf", 5, 0.7)]),
+               "only": (gs.Location("a.pdf", 2), [hit("a.pdf", 3, 0.9), hit("b.pdf", 1, 0.8)]),
+               "exact": (gs.Location("b.pdf", 1), [hit("b.pdf", 1, 0.9), hit("a.pdf", 2, 0.8)]),
+               "never": (gs.Location("c.pdf", 1), [hit("a.pdf", 1, 0.9)])}
+
+
+def exact_result(tolerance: int):
+    from localrag import evaluate as ev
+
+    questions = [gs.GoldQuestion(qid, f"question {qid}", None, (loc,), "", (n + 2,))
+                 for n, (qid, (loc, _)) in enumerate(EXACT_LISTS.items())]
+    return ev.evaluate_goldset(questions, {qid: hits for qid, (_, hits) in EXACT_LISTS.items()},
+                               {"a.pdf": {"pages": 9, "empty_pages": []}, "b.pdf": {"pages": 1, "empty_pages": []}},
+                               [1, 2, 3], name="hybrid", title="t", page_offset=1, tolerance=tolerance)
+
+
+def test_exact_and_tolerant_are_scored_from_the_same_lists():
+    from localrag import report as eval_report
+    from localrag.result import EvalResult
+
+    result = exact_result(1)
+    assert {q.query_id: (q.rank, q.exact.rank) for q in result.per_query} == {
+        "near": (2, 3), "only": (1, None), "exact": (1, 1), "never": (None, None)}
+    assert result.metrics == {"hit@1": 0.5, "hit@2": 0.75, "hit@3": 0.75, "mrr": 0.625}
+    assert result.metrics_exact == {"hit@1": 0.25, "hit@2": 0.25, "hit@3": 0.5, "mrr": pytest.approx(1 / 3)}
+    assert (result.counts, result.counts_exact) == ({"hit@1": 2, "hit@2": 3, "hit@3": 3},
+                                                    {"hit@1": 1, "hit@2": 1, "hit@3": 2})
+    assert eval_report.tolerance_only(result) == {"hit@1": 1, "hit@2": 2, "hit@3": 1, "mrr": 2}
+    by_id = {q.query_id: q for q in result.per_query}
+    assert by_id["near"].to_json()["rank_exact"] == 3
+    assert (by_id["near"].exact.via, by_id["near"].exact.page) == ({"source": "a.pdf", "page": 6},
+                                                                    {"source": "a.pdf", "page": 5})
+    assert (by_id["only"].exact.via, by_id["only"].exact.page) == ({"source": "a.pdf", "page": 3}, None)
+    assert [q.query_id for q in result.per_query if q.via_tolerance] == ["near", "only"]
+    assert eval_report.render_metrics(result)[2:] == [
+        "  (±1: an acceptable location is an expected page or a page within 1 of it, as every other figure of this "
+        "report counts; exact page: the expected page itself, in the same lists)",
+        "         ±1 page           exact page",
+        "  Hit@1  0.500  (2 of 4)   0.250  (1 of 4)",
+        "  Hit@2  0.750  (3 of 4)   0.250  (1 of 4)",
+        "  Hit@3  0.750  (3 of 4)   0.500  (2 of 4)",
+        "  MRR    0.625             0.333",
+        "  Made only by the ±1 tolerance: 1 hit at 1, 2 at 2, 1 at 3; the rank of 2 questions (a neighbouring page "
+        "ranked before the exact one: \"via\" under Per question)",
+    ]
+    assert [eval_report.where_line(q, 0, 1) for q in result.per_query] == [
+        "expected: a.pdf p. 5 · first: b.pdf p. 1 · rank 2 via p. 6 (±1); exact page p. 5 at rank 3",
+        "expected: a.pdf p. 2 · rank 1 via p. 3 (±1); exact page not retrieved",
+        "expected: b.pdf p. 1", "expected: c.pdf p. 1 · first: a.pdf p. 1"]
+    # The Markdown summary: one row each, no "best" between two countings of one run.
+    assert eval_report.render_markdown(result).splitlines()[-2:] == [
+        "| hybrid (±1 page) | 0.500 | 0.750 | 0.750 | 0.625 |", "| hybrid (exact page) | 0.250 | 0.250 | 0.500 | 0.333 |"]
+    # Read back from the JSON report, the exact figures and ranks are all there.
+    back = EvalResult.from_json(json.loads(eval_report.render_json(result)))
+    assert (back.page_tolerance, back.metrics_exact, back.counts_exact) == (1, result.metrics_exact,
+                                                                          result.counts_exact)
+    assert [q.exact for q in back.per_query] == [q.exact for q in result.per_query]
+
+
+def test_at_tolerance_zero_exact_is_the_score_and_the_report_shows_one_column():
+    from localrag import report as eval_report
+
+    result = exact_result(0)
+    assert {q.query_id: q.rank for q in result.per_query} == {"near": 3, "only": None, "exact": 1, "never": None}
+    assert result.metrics == result.metrics_exact and result.counts == result.counts_exact
+    assert not any(q.via_tolerance for q in result.per_query)
+    assert eval_report.render_metrics(result)[2:] == ["  Hit@1  0.250  (1 of 4)", "  Hit@2  0.250  (1 of 4)",
+                                                      "  Hit@3  0.500  (2 of 4)", "  MRR    0.333"]
+
+
+def test_details_and_json_mark_ranks_made_by_the_tolerance(gold_args, tmp_path, capsys):
+    assert run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet"))[0] == 1
+    details = (tmp_path / "report.details.md").read_text(encoding="utf-8")
+    # At rank 1, but only through a neighbouring page: in the details file too, marked.
+    assert [line for line in details.splitlines() if line.startswith("## ")] == [
+        "## rank 1: How sensitive is the option value to volatility?", "## rank 1: What is vega?",
+        "## rank 1: Which page has no text layer?", "## never found: What does the scanned appendix contain?"]
+    assert "(4 of 7; 3 at rank 1 through the tolerance)" in details
+    assert "\n- rank 1 via p. 1 (±1); exact page p. 2 at rank 2\n" in details
+    assert "\n- rank 1 via options.pdf p. 1 (±1); exact page options.pdf p. 2 at rank 3\n" in details
+    assert "\n- rank 1 via p. 1 (±1); exact page not retrieved\n" in details
+    payload = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert (payload["page_tolerance"], payload["counts_exact"]) == (1, {"hit@5": 5, "hit@10": 5, "hit@20": 5})
+    assert payload["metrics_exact"]["mrr"] == pytest.approx((1 / 2 + 1 + 1 + 1 + 1 / 3) / 7)
+    vega = next(q for q in payload["per_query"] if q["question"] == "What is vega?")
+    assert (vega["rank"], vega["rank_exact"], vega["via"], vega["exact_page"]) == (
+        1, 3, {"source": "options.pdf", "page": 1}, {"source": "options.pdf", "page": 2})
 
 
 # ----------------------------------------------------------------------------- determinism and comparison
@@ -539,6 +658,49 @@ def test_no_sync_on_stale_index_warns(tiny_index, tmp_path, capsys):
     assert out == "hybrid: Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, MRR 0.857 (7 questions)\n"
 
 
+def test_run_file_and_qrels_file_usage_errors(gold_args, tmp_path, capsys):
+    args = gold_args(GOLD_EN, "--no-compare", "--quiet")
+    qrels, run_file = tmp_path / "q.qrels", tmp_path / "r.run"
+    cases = [
+        (["--qrels-file", qrels], f"error: --qrels-file {qrels} writes the qrels of a goldset's --run-file; give "
+                                  f"--run-file FILE too\n"),
+        (["--run-file", run_file, "--ablation"], "error: --run-file holds the lists of one configuration and "
+                                                 "--ablation evaluates several; drop --run-file, or run the "
+                                                 "configuration you want (--mode, --no-rerank, ...) with it\n"),
+        (["--run-file", run_file, "--sweep", "mode=dense,bm25"], "error: --run-file holds the lists of one "
+                                                                 "configuration and --sweep evaluates several; drop "
+                                                                 "--run-file, or run the configuration you want "
+                                                                 "(--mode, --no-rerank, ...) with it\n"),
+        (["--run-file", run_file, "--qrels-file", run_file], f"error: --run-file {run_file} and --qrels-file "
+                                                             f"{run_file} are the same file; one would replace the "
+                                                             f"other. Give them different paths\n"),
+        (["--run-file", run_file, "--qrels-file", tmp_path / "gold.csv"],
+         f"error: --qrels-file {tmp_path / 'gold.csv'} is the --goldset file {tmp_path / 'gold.csv'}; writing the "
+         f"report there would replace it. Give --qrels-file another path\n"),
+    ]
+    for extra, message in cases:
+        assert run(capsys, *args, *extra) == (2, "", message), extra
+    # The default qrels path, beside the run file, is guarded too.
+    code, _, err = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", name="gold.qrels"), "--run-file",
+                       tmp_path / "gold")
+    assert code == 2 and err.startswith(f"error: --qrels-file {tmp_path / 'gold.qrels'} is the --goldset file")
+    code, _, err = run(capsys, "--dataset", tmp_path / "no-dataset", "--run-file", run_file, "--qrels-file", qrels)
+    assert (code, err) == (2, f"error: --qrels-file {qrels}: a dataset's qrels are its own (qrels/test.tsv); "
+                              f"--qrels-file is for goldset runs\n")
+    assert not list(tmp_path.glob("*.txt")) and not run_file.exists() and not qrels.exists()
+
+
+def test_run_file_and_qrels_are_written_with_the_reports_or_not_at_all(gold_args, tmp_path, capsys):
+    (tmp_path / "blocker").write_text("a file where the qrels' folder should be", encoding="utf-8")
+    code, out, err = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet"), "--run-file", tmp_path / "r.run",
+                         "--qrels-file", tmp_path / "blocker" / "q.qrels")
+    assert (code, out) == (2, "") and err.splitlines()[-1].startswith("error: the reports could not be written")
+    # No report, no run file (the query vector cache is this test's own, conftest._query_vector_cache).
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["blocker", "gold.csv", "query_vectors.sqlite3"]
+    assert run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet"), "--run-file", tmp_path / "r.run")[0] == 1
+    assert (tmp_path / "r.run").exists() and (tmp_path / "r.run.qrels").exists() and (tmp_path / "report.txt").exists()
+
+
 def test_a_shortened_flag_is_an_error_not_another_flag(capsys):
     # Trap: argparse's default would read "--output" as --output-name (the suite's suffix) and write the report
     # to its default place, overwriting the previous one.
@@ -660,7 +822,7 @@ def test_judge_server_that_stops_midway_degrades_the_run(judge_args, tmp_path, c
     assert report.splitlines()[1:3] == ["Status: exit 1, evaluated but the run is degraded",
                                         f"  degraded: the judge stopped before every question was judged: {stopped}"
                                         + report.splitlines()[2].split(stopped, 1)[1]]
-    assert block(report, "Results")[2] == "  Hit@5   1.000  (3 of 3)"
+    assert block(report, "Results")[4] == "  Hit@5   1.000  (3 of 3)   1.000  (3 of 3)"  # ±1 and exact page
 
 
 def test_judge_max_calls(judge_args, tmp_path, capsys, monkeypatch):

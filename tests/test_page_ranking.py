@@ -92,3 +92,40 @@ def test_a_local_cross_encoder_folder_is_named_relative_to_the_project(shelf, tm
     assert "  Reranker:           on (models/tiny-cross-encoder)\n" in (tmp_path / "out.txt").read_text(encoding="utf-8")
     assert json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["settings"]["reranker"] == \
         "models/tiny-cross-encoder"
+
+
+def test_stage_ranks_count_pages_at_every_stage_when_ranking_by_page(shelf, tmp_path, capsys):
+    """"harbour tides" expects harbour.pdf p. 2 (the cafe page). Page 1's four chunks crowd every chunk list: the
+    cafe chunk is dense 6, BM25 5, RRF 6 among chunks. Among pages (each list collapsed to its pages by their best
+    chunk, as the final list is) dense [harbour p1, lakes p1, harbour p2] -> 3, BM25 [harbour p1, harbour p2,
+    lakes p1] -> 2, RRF 3, final 3: the old report said "dense 6 · BM25 5 · RRF 6 · final 3"."""
+    gold = tmp_path / "gold.csv"
+    gold.write_text("question,expected_source,expected_page\nharbour tides,harbour.pdf,2\n", encoding="utf-8")
+    common = ["--goldset", str(gold), "--index", str(shelf / "index"), "--docs", str(shelf / "docs"), "--no-sync",
+              "--no-rerank", "--quiet", "--no-query-cache", "--no-compare", "--mode", "hybrid", "--page-tolerance", "0"]
+    assert er.main(common + ["--report", str(tmp_path / "page.txt")]) == 0
+    assert er.main(common + ["--rank-by", "chunk", "--report", str(tmp_path / "chunk.txt")]) == 0
+    page, chunk = (json.loads((tmp_path / f"{n}.json").read_text(encoding="utf-8"))["per_query"][0]["stages"]
+                   for n in ("page", "chunk"))
+    assert page == {"ranks": {"dense": 3, "bm25": 2, "rrf": 3, "final": 3},
+                    "lengths": {"dense": 3, "bm25": 3, "rrf": 3, "final": 3}, "pools": {"dense": 3, "bm25": 3},
+                    "pool": 30, "unit": "page"}
+    assert chunk == {"ranks": {"dense": 6, "bm25": 5, "rrf": 6, "final": 6},
+                     "lengths": {"dense": 6, "bm25": 6, "rrf": 6, "final": 6}, "pools": {"dense": 6, "bm25": 6},
+                     "pool": 30, "unit": "chunk"}
+    assert "- stage ranks (pages): dense 3 · BM25 2 · RRF 3 · final 3\n" in \
+        (tmp_path / "page.details.md").read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert er.main(common + ["--explain", "harbour tides"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "- stage ranks (pages): dense 3 · BM25 2 · RRF 3 · final 3" in lines
+    assert lines[lines.index("- dense:"):lines.index("- BM25:")] == [
+        "- dense:", "  1. harbour.pdf p. 1", "  2. lakes.pdf p. 1", "  3. harbour.pdf p. 2  ← expected p. 2"]
+    assert er.main(common + ["--rank-by", "chunk", "--explain", "harbour tides"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "- stage ranks (chunks): dense 6 · BM25 5 · RRF 6 · final 6" in lines
+    assert ("Stage lists (the first 10 chunks of each, numbered as the stage ranks count them; ← marks an "
+            "acceptable location):") in lines
+    assert lines[lines.index("- dense:"):lines.index("- BM25:")] == [
+        "- dense:", *(f"  {n}. harbour.pdf p. 1" for n in range(1, 5)), "  5. lakes.pdf p. 1",
+        "  6. harbour.pdf p. 2  ← expected p. 2"]
