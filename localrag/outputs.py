@@ -17,6 +17,7 @@ from localrag import diagnose
 from localrag import report as eval_report
 from localrag.evaluate import EvalError
 from localrag.files import write_texts_atomic
+from localrag.manifest import local_followed_paths
 from localrag.result import EvalResult
 from localrag.run_plan import format_setting, requested_settings, slug
 
@@ -161,14 +162,18 @@ def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def protected_folders(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """(what, folder) of the folders no output may be written into: the index, the docs folder, the dataset and
-    the cache of derived indexes. Any other index folder is found by check_output_paths."""
+    """(what, folder) of the folders no output may be written into: the index, the docs folder (--docs, and every
+    folder or PDF the index follows by its manifest, --docs given or not), the dataset and the cache of derived
+    indexes. Any other index folder is found by check_output_paths."""
     folders = [("--index-cache folder", args.index_cache)]
     if args.dataset:
         folders.append(("--dataset folder", args.dataset))
     else:
-        folders += [("index folder", args.index or args.defaults.index),
+        index = args.index or args.defaults.index
+        folders += [("index folder", index),
                     ("docs folder", args.docs or (args.defaults.docs if args.index is None else None))]
+        if not args.chroma_url:  # a server index's manifest is read when it is opened, after these checks
+            folders += [("docs folder", followed) for followed in local_followed_paths(index)]
     return [(what, folder) for what, folder in folders if folder]
 
 

@@ -492,3 +492,18 @@ def test_a_full_disk_while_the_reports_are_written_is_one_message_and_keeps_the_
                    f"unchanged ({tmp_path / 'out' / 'r.details.md'}, {report}, {tmp_path / 'out' / 'r.json'}). Free "
                    f"some space or make the folder writable, then run again\n")
     assert snapshot(tmp_path / "out") == before  # old reports as they were, no temp file left
+
+
+@pytest.mark.parametrize("flag", ["--report", "--json", "--markdown", "--run-file", "--out"])
+def test_no_output_may_land_in_the_folder_the_index_follows_without_docs(project, tmp_path, capsys, flag):
+    """Without --docs the folder the evaluated index follows (its manifest's) is the docs folder: a report named
+    like one of its PDFs must not replace it."""
+    pdf = project["docs"] / "options.pdf"
+    before = snapshot(tmp_path)
+    others = {"--report": [], "--out": ["--generate", 2, "--force"]}.get(flag, ["--report", project["out"] / "r.txt"])
+    code, out, err = run(capsys, "--goldset", project["gold"], "--index", project["index"], "--quiet", "--no-rerank",
+                         "--query-cache", project["cache"], "--judge-cache", project["judge"], "--index-cache",
+                         project["icache"], *others, flag, pdf)
+    assert (code, out, err) == (2, "", f"error: {flag} {pdf} is inside the docs folder {project['docs']}; writing "
+                                       f"there could replace what it holds. Give {flag} a path outside it\n")
+    assert snapshot(tmp_path) == before  # the PDF as it was, nothing written
