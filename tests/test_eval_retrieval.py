@@ -693,3 +693,27 @@ def test_no_progress_bar_codes_on_a_non_terminal_stderr(tmp_path):
             "list(progress_bar(range(50), True, 'Questions'))\n" % str(ROOT))
     done = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
+
+
+def test_a_damaged_ivf_file_is_refused_with_no_sync_and_built_again_by_the_sync(tiny_index, tmp_path, capsys):
+    """An empty ivf.npz ended --no-sync and the sync in a traceback (EOFError in ivf.is_current / ivf.load)."""
+    import shutil
+
+    from local_rag import LocalRAG
+
+    docs, index = shutil.copytree(tiny_index[0], tmp_path / "docs"), shutil.copytree(tiny_index[1], tmp_path / "index")
+    LocalRAG(index, reranker_model=None, quiet=True, ivf_min_chunks=1).sync([docs], progress=False)
+    (index / "ivf.npz").write_bytes(b"")
+    gold = write_text(tmp_path / "gold.csv", GOLD_JUDGE)
+    argv = ["--goldset", gold, "--index", index, "--report", tmp_path / "r.txt", "--quiet", "--no-compare"]
+    code, out, err = run(capsys, *argv, "--no-sync")
+    assert (code, out) == (2, "")
+    assert err == (f"error: the IVF file {index / 'ivf.npz'} of the index {index} cannot be read (EOFError: No data "
+                   f"left in file); run `add_pdfs.py --index {index}`: a sync builds it again\n")
+    assert not (tmp_path / "r.txt").exists()
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (0, f"warning: the IVF file {index / 'ivf.npz'} cannot be read (EOFError: No data left in "
+                              f"file); building it again\n")
+    config = dict(line.strip().split(":", 1) for line in block((tmp_path / "r.txt").read_text(encoding="utf-8"),
+                                                               "Configuration")[1:])
+    assert config["Dense search"].strip().startswith("approximate: IVF of ")
