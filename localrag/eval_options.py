@@ -14,6 +14,7 @@ from localrag.evaluate import EvalError, metric_keys
 from localrag.index import parse_chunk_size
 from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, resolve_report_paths
 from localrag.pages import PAGE_OFFSET
+from localrag.query_text import text_problem
 from localrag.retriever import RETRIEVAL_MODES
 from localrag.run_plan import apply_profile, check_sweep
 
@@ -94,8 +95,8 @@ def check_actions(args: argparse.Namespace) -> None:
                                      ("--judge", args.judge and args.explain is not None)) if on]
     if len(actions) > 1:
         raise EvalError(f"{' and '.join(actions)} cannot be combined; run them one at a time")
-    if args.explain is not None and not args.explain.strip():
-        raise EvalError("--explain needs a question or a query id of the goldset, got an empty text")
+    if args.explain is not None and (problem := text_problem(args.explain)):
+        raise EvalError(f"--explain {args.explain!r:.60} {problem}; give a question or a query id of the goldset")
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
 
