@@ -80,7 +80,8 @@ def check_ranges(args: argparse.Namespace) -> None:
 
 
 def check_actions(args: argparse.Namespace) -> None:
-    """EvalError when the options ask for two things that run one at a time (a sweep and a lint, ...)."""
+    """EvalError when the options ask for two things that run one at a time (a sweep and a lint, ...) or contradict
+    each other (an IVF setting and --no-sync)."""
     if args.sweep_axes and (args.ablation or args.lint or args.generate is not None or args.compare or args.suite):
         other = next(flag for flag, on in (("--ablation", args.ablation), ("--lint", args.lint),
                                            ("--generate", args.generate is not None), ("--compare", args.compare),
@@ -97,6 +98,12 @@ def check_actions(args: argparse.Namespace) -> None:
         raise EvalError(f"{' and '.join(actions)} cannot be combined; run them one at a time")
     if args.explain is not None and (problem := text_problem(args.explain)):
         raise EvalError(f"--explain {args.explain!r:.60} {problem}; give a question or a query id of the goldset")
+    ivf = [f"{flag} {value}" for flag, value in (("--ivf-min-chunks", args.ivf_min_chunks),
+                                                 ("--ivf-lists", args.ivf_lists)) if value is not None]
+    if ivf and args.no_sync and not args.dataset:  # a dataset's index is a cache, synced with --no-sync too
+        raise EvalError(f"{' and '.join(ivf)} and --no-sync cannot be combined: an IVF setting changes the index's "
+                        f"IVF, which only a sync writes; drop --no-sync (the sync builds the IVF), or give the "
+                        f"setting to add_pdfs.py and evaluate without it")
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
 

@@ -475,6 +475,20 @@ def test_negative_counts(gold_args, capsys, flag):
     assert (code, err) == (2, f"error: {flag} must be 0 or more, got -1\n")
 
 
+@pytest.mark.parametrize("flags, given", [(["--ivf-min-chunks", "1"], "--ivf-min-chunks 1"),
+                                          (["--ivf-lists", "0"], "--ivf-lists 0"),
+                                          (["--ivf-lists", "3", "--ivf-min-chunks", "2"],
+                                           "--ivf-min-chunks 2 and --ivf-lists 3")])
+def test_ivf_settings_with_no_sync_are_refused(gold_args, tmp_path, capsys, flags, given):
+    """They change the index's IVF, which only a sync writes: --no-sync ignored them without a word."""
+    code, out, err = run(capsys, *gold_args(GOLD_EN, "--no-sync", *flags))
+    assert (code, out) == (2, "")
+    assert err == (f"error: {given} and --no-sync cannot be combined: an IVF setting changes the index's IVF, which "
+                   f"only a sync writes; drop --no-sync (the sync builds the IVF), or give the setting to add_pdfs.py "
+                   f"and evaluate without it\n")
+    assert not (tmp_path / "report.txt").exists()
+
+
 def test_rrf_k_sets_the_fusion_constant_of_the_run_and_its_json(gold_args, tmp_path, capsys):
     code, _, _ = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", "--no-sync", "--rrf-k", "5"))
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
