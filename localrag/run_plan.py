@@ -61,9 +61,33 @@ def slug(text: str) -> str:
 PROFILE_OPTIONS = {"retrieval_mode": "mode"}  # LocalRAG argument -> option name, where the two differ
 
 
-def profile_words(preset: Mapping[str, Any]) -> str:
-    """A profile's settings (LocalRAG arguments) as 'chunk_size page, mode hybrid, ...' (option names)."""
-    return ", ".join(f"{PROFILE_OPTIONS.get(key, key)} {format_setting(value)}" for key, value in preset.items())
+def profile_words(preset: Mapping[str, Any], used: Mapping[str, Any] | None = None,
+                  given: Mapping[str, str] | None = None) -> str:
+    """A profile's settings (LocalRAG arguments) as 'chunk_size page, mode hybrid, ...' (option names): the preset's
+    values, or with `used` (option -> the value the run used) those, each one that differs from the preset marked
+    'dense_weight 0.5 by --dense-weight instead of 0.8' (`given`: option -> what set it: its flag, --sweep, ...)."""
+    def shown(value: Any) -> str:
+        return f"{value:g}" if isinstance(value, float) else format_setting(value)
+
+    words = []
+    for key, preset_value in preset.items():
+        option = PROFILE_OPTIONS.get(key, key)
+        value = (used or {}).get(option, preset_value)
+        mark = "" if value == preset_value else \
+            f"{f' by {given[option]}' if option in (given or {}) else ''} instead of {shown(preset_value)}"
+        words.append(f"{option} {shown(value)}{mark}")
+    return ", ".join(words)
+
+
+def profile_sources(args: argparse.Namespace) -> dict[str, str]:
+    """What set each option of --profile's preset that the preset did not fill: its flag, --sweep (a swept axis),
+    or --ablation (the mode of an ablation row)."""
+    preset = args.defaults.profiles.get(getattr(args, "profile", None) or "", {})
+    swept = {axis for axis, _ in getattr(args, "sweep_axes", None) or []}
+    sources = {option: "--sweep" if option in swept else f"--{option.replace('_', '-')}"
+               for option in (PROFILE_OPTIONS.get(key, key) for key in preset)
+               if option not in getattr(args, "profile_keys", set())}
+    return {**sources, **({"mode": "--ablation"} if args.ablation else {})}
 
 
 def apply_profile(args: argparse.Namespace) -> None:
