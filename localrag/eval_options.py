@@ -16,7 +16,7 @@ from localrag.outputs import check_output_paths, input_paths, output_paths, prot
 from localrag.pages import PAGE_OFFSET
 from localrag.query_text import text_problem
 from localrag.retriever import RETRIEVAL_MODES
-from localrag.run_plan import apply_profile, check_sweep
+from localrag.run_plan import apply_profile, check_sweep, warn_ineffective_settings
 
 
 def parse_ks(text: str) -> list[int]:
@@ -56,6 +56,8 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
         check_output_paths(output_paths(args), input_paths(args), protected_folders(args))
     check_model_flags(args)
+    if not (args.lint or args.generate is not None or args.suite or args.compare):
+        warn_ineffective_settings(args)
     return args
 
 

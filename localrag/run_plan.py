@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.errors import RAGError
+from localrag.eval_defaults import log
 from localrag.evaluate import EvalError
 from localrag.index import parse_chunk_size, resolve_settings, significant_settings
 from localrag.pdf import PDF_LOADERS
@@ -88,6 +89,49 @@ def profile_sources(args: argparse.Namespace) -> dict[str, str]:
                for option in (PROFILE_OPTIONS.get(key, key) for key in preset)
                if option not in getattr(args, "profile_keys", set())}
     return {**sources, **({"mode": "--ablation"} if args.ablation else {})}
+
+
+# What each fusion flag does, for the note that it does nothing beside a mode or fusion that has no use for it.
+FUSION_FLAG_ROLES = {"--fusion": "it chooses how hybrid mode joins the dense and BM25 lists",
+                     "--dense-weight": "it weighs hybrid mode's convex fusion",
+                     "--rrf-k": "it is the constant of hybrid mode's reciprocal rank fusion"}
+
+
+def ineffective_settings(mode: str, fusion: str, given: Mapping[str, Any]) -> list[str]:
+    """The notes on fusion flags that do nothing in a row of `mode` and `fusion` (`given`: flag -> value, the
+    flags the user gave): every one outside hybrid mode, --dense-weight beside RRF fusion, --rrf-k beside convex."""
+    notes = []
+    for flag, value in given.items():
+        shown = f"{value:g}" if isinstance(value, float) else value
+        if flag not in FUSION_FLAG_ROLES:
+            continue
+        if mode != "hybrid":
+            notes.append(f"{flag} {shown} has no effect in {mode} mode: {FUSION_FLAG_ROLES[flag]}")
+        elif flag == "--dense-weight" and fusion != "convex":
+            notes.append(f"--dense-weight {shown} has no effect with RRF fusion: it weighs convex fusion "
+                         f"(--fusion convex)")
+        elif flag == "--rrf-k" and fusion != "rrf":
+            notes.append(f"--rrf-k {shown} has no effect with convex fusion: it is the constant of RRF fusion "
+                         f"(--fusion rrf)")
+    return notes
+
+
+def given_fusion_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The fusion flags the command line gave (flag -> value), not those --profile filled."""
+    filled = getattr(args, "profile_keys", set())
+    return {flag: getattr(args, option) for flag, option in (("--fusion", "fusion"), ("--dense-weight", "dense_weight"),
+                                                             ("--rrf-k", "rrf_k"))
+            if getattr(args, option, None) is not None and option not in filled}
+
+
+def warn_ineffective_settings(args: argparse.Namespace) -> None:
+    """Warn once, before any work, of each fusion flag that does nothing in a planned row (the rows' reports say it
+    again in their Notes)."""
+    modes = RETRIEVAL_MODES if args.ablation else dict.fromkeys(row.mode for row in evaluation_rows(args))
+    fusion = args.fusion or args.defaults.retriever["fusion"]
+    notes = (note for mode in modes for note in ineffective_settings(mode, fusion, given_fusion_flags(args)))
+    for note in dict.fromkeys(notes):
+        log(args, f"warning: {note}")
 
 
 def apply_profile(args: argparse.Namespace) -> None:

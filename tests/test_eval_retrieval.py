@@ -489,6 +489,40 @@ def test_ivf_settings_with_no_sync_are_refused(gold_args, tmp_path, capsys, flag
     assert not (tmp_path / "report.txt").exists()
 
 
+def test_ineffective_settings_by_hand():
+    from localrag.run_plan import ineffective_settings
+
+    given = {"--fusion": "convex", "--dense-weight": 0.3, "--rrf-k": 5}
+    assert ineffective_settings("bm25", "convex", given) == [
+        "--fusion convex has no effect in bm25 mode: it chooses how hybrid mode joins the dense and BM25 lists",
+        "--dense-weight 0.3 has no effect in bm25 mode: it weighs hybrid mode's convex fusion",
+        "--rrf-k 5 has no effect in bm25 mode: it is the constant of hybrid mode's reciprocal rank fusion"]
+    assert ineffective_settings("union", "rrf", {"--rrf-k": 60}) == [
+        "--rrf-k 60 has no effect in union mode: it is the constant of hybrid mode's reciprocal rank fusion"]
+    assert ineffective_settings("hybrid", "convex", given) == [
+        "--rrf-k 5 has no effect with convex fusion: it is the constant of RRF fusion (--fusion rrf)"]
+    assert ineffective_settings("hybrid", "rrf", {"--dense-weight": 0.25, "--rrf-k": 5}) == [
+        "--dense-weight 0.25 has no effect with RRF fusion: it weighs convex fusion (--fusion convex)"]
+    assert ineffective_settings("hybrid", "rrf", {"--fusion": "rrf", "--rrf-k": 5}) == []
+    assert ineffective_settings("dense", "rrf", {}) == []  # nothing given: nothing to say
+
+
+def test_a_fusion_setting_beside_a_mode_without_fusion_is_a_warning_and_a_note(gold_args, tmp_path, capsys):
+    """--dense-weight beside --mode bm25 passed without a word; the run still evaluates with exit 0 (a profile or
+    a sweep may set them)."""
+    code, out, err = run(capsys, *gold_args(GOLD_JUDGE, "--no-compare", "--quiet", "--no-sync", "--mode", "bm25",
+                                            "--dense-weight", "0.3", "--rrf-k", "5"))
+    notes = ["--dense-weight 0.3 has no effect in bm25 mode: it weighs hybrid mode's convex fusion",
+             "--rrf-k 5 has no effect in bm25 mode: it is the constant of hybrid mode's reciprocal rank fusion"]
+    assert (code, err) == (0, "".join(f"warning: {note}\n" for note in notes))
+    assert out.startswith("bm25: Hit@5 ")
+    assert in_order(block((tmp_path / "report.txt").read_text(encoding="utf-8"), "Notes"), [f"  {n}" for n in notes])
+    # The profile's own values are not the user's flags: no note for long-pdf's dense_weight in bm25 mode.
+    code, _, err = run(capsys, *gold_args(GOLD_JUDGE, "--no-compare", "--quiet", "--no-sync", "--mode", "bm25",
+                                          "--profile", "long-pdf", "--chunk-size", "2000", report="profiled.txt"))
+    assert "has no effect" not in err and "has no effect" not in (tmp_path / "profiled.txt").read_text(encoding="utf-8")
+
+
 def test_rrf_k_sets_the_fusion_constant_of_the_run_and_its_json(gold_args, tmp_path, capsys):
     code, _, _ = run(capsys, *gold_args(GOLD_EN, "--no-compare", "--quiet", "--no-sync", "--rrf-k", "5"))
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
