@@ -63,8 +63,9 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
 
 def check_ranges(args: argparse.Namespace) -> None:
     """EvalError for a number outside its flag's range."""
+    # --judge-max-calls also limits the LLM reranker's calls: checked with --judge or without.
     for flag, value in (("--page-tolerance", args.page_tolerance), ("--ivf-lists", args.ivf_lists),
-                        ("--ivf-probes", args.ivf_probes)):
+                        ("--ivf-probes", args.ivf_probes), ("--judge-max-calls", args.judge_max_calls)):
         if value is not None and value < 0:
             raise EvalError(f"{flag} must be 0 or more, got {value}")
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
@@ -120,8 +121,6 @@ def check_model_flags(args: argparse.Namespace) -> None:
             llm.check_environment(os.environ, "--judge")
         except llm.ChatError as exc:
             raise EvalError(str(exc)) from None
-        if args.judge_max_calls is not None and args.judge_max_calls < 0:
-            raise EvalError(f"--judge-max-calls must be 0 or more, got {args.judge_max_calls}")
     if args.no_rerank and args.rerank_model:
         raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
     if llm_rerank.is_llm_reranker(args.rerank_model):

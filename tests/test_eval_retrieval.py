@@ -469,7 +469,8 @@ def test_bad_k(gold_args, capsys, value):
     assert err == f"error: --k must be comma-separated positive integers like 5,10,20, got {value!r}\n"
 
 
-@pytest.mark.parametrize("flag", ["--page-tolerance", "--ivf-lists", "--ivf-probes"])
+@pytest.mark.parametrize("flag", ["--page-tolerance", "--ivf-lists", "--ivf-probes",
+                                  "--judge-max-calls"])  # without --judge too: it also limits the LLM reranker
 def test_negative_counts(gold_args, capsys, flag):
     code, _, err = run(capsys, *gold_args(GOLD_EN, flag, "-1"))
     assert (code, err) == (2, f"error: {flag} must be 0 or more, got -1\n")
