@@ -15,7 +15,7 @@ from localrag.eval_defaults import LocalRAG
 from localrag.index import PAGE_CHUNKS, significant_settings
 from localrag.outputs import display_path
 from localrag.report import plural
-from localrag.run_plan import profile_words, slug
+from localrag.run_plan import INDEX_SETTINGS, profile_sources, profile_words, slug
 def dense_search_text(rag: LocalRAG, questions: Sequence[str]) -> str:
     """How the dense list was searched: exactly, or by the index's IVF with its recall against exact search,
     measured here on the run's questions at the candidate depth (localrag/ivf.py)."""
@@ -59,7 +59,9 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
         reranker = f"off ({rag.reranker_off_reason})" if rag.reranker_off_reason != "turned off" else \
             "off (--no-rerank)"
     profile = getattr(args, "profile", None)
-    preset = profile and f"{profile} ({profile_words(args.defaults.profiles[profile])}; flags given beside it win)"
+    # The values this row used, each one a flag, the sweep or the ablation set marked (not the preset's values).
+    preset = profile and \
+        f"{profile} ({profile_words(args.defaults.profiles[profile], used_settings(rag, mode), profile_sources(args))})"
     rows = [*extra,
             *([("Profile", preset)] if profile else []),
             *([("Suggested profile", suggestion)] if (suggestion := profile_suggestion(rag, args)) else []),
@@ -80,6 +82,13 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
             ("Ranked by", "pages (each page once, by its best chunk)" if rag.rank_by == "page" else
              "chunks (a page may appear more than once)")]
     return rows
+
+
+def used_settings(rag: LocalRAG, mode: str) -> dict[str, Any]:
+    """The settings a row used, by option name (what --profile's preset may set): its index's and retriever's."""
+    index = {option: rag.index.settings[name] for option, name in INDEX_SETTINGS.items() if name in rag.index.settings}
+    return {**index, "mode": mode, **{key: getattr(rag, key) for key in ("fusion", "dense_weight", "document_prior",
+                                                                          "rrf_k", "rank_by")}}
 
 
 def headers_text(settings: Mapping[str, Any], dataset: bool) -> str:

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localrag.query_text import has_visible_text, lone_surrogate
+
 # File names of a BEIR folder.
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -53,6 +55,8 @@ PROBLEM_TEXT = {
     "missing_id": "missing or empty id",
     "wrong_type": "title, text or metadata of the wrong type",
     "empty_text": "empty text",
+    "no_visible_text": "text with nothing visible (only whitespace, control or format characters)",
+    "lone_surrogate": "text with a lone surrogate, not valid Unicode",
     "duplicate_id": "duplicate id (first one kept)",
     "wrong_columns": "not 3 tab-separated columns (query-id, corpus-id, score)",
     "non_integer_grade": "grade is not an integer",
@@ -312,6 +316,10 @@ def parse_query(obj: dict) -> Query | str:
         return "wrong_type"
     if not text.strip():
         return "empty_text"
+    if lone_surrogate(text):  # the retriever's rule for a query's text (localrag/query_text.py)
+        return "lone_surrogate"
+    if not has_visible_text(text):
+        return "no_visible_text"
     return Query(query_id, text)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from localrag import ivf
+from localrag.errors import RAGError
 from localrag.notes import log
 
 if TYPE_CHECKING:
@@ -94,7 +95,12 @@ class DenseSearch:
             return None
         fingerprint = self.index.fingerprint()
         if self._ivf is None or self._ivf[0] != fingerprint:
-            loaded = ivf.load(self.index.place.ivf_dir(), fingerprint, rows)
+            try:
+                loaded = ivf.load(self.index.place.ivf_dir(), fingerprint, rows)
+            except ivf.UnreadableIVF as exc:  # never exact search unasked where the manifest says approximate
+                raise RAGError(f"the IVF file {exc.path} of the index {self.index.location} cannot be read "
+                               f"({exc.why}); run `add_pdfs.py {self.index.place.index_flag()}`: "
+                               f"a sync builds it again", reason="unreadable IVF file") from None
             if loaded is None:
                 log(f"warning: the IVF of the index {self.index.location} ({ivf.IVF_FILE}) is missing or does not "
                     f"match its chunks; dense search is exact (slower) until `add_pdfs.py "
@@ -122,7 +128,12 @@ class DenseSearch:
         else:
             lists = self.setting("lists") or ivf.default_lists(chunks)
             wanted = {"method": "ivf", "lists": min(chunks, lists), "seed": 0}
-            if recorded != wanted or not ivf.is_current(folder, self.index.fingerprint(), chunks):
+            try:
+                current = ivf.is_current(folder, self.index.fingerprint(), chunks)
+            except ivf.UnreadableIVF as exc:
+                log(f"warning: the IVF file {exc.path} cannot be read ({exc.why}); building it again", False)
+                current = False
+            if recorded != wanted or not current:
                 log(f"Building the IVF of {chunks} chunks ({wanted['lists']} lists) for approximate dense search",
                     self.index.quiet)
                 _, matrix = self.index.indexed_vectors()

@@ -14,8 +14,9 @@ from localrag.evaluate import EvalError, metric_keys
 from localrag.index import parse_chunk_size
 from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, resolve_report_paths
 from localrag.pages import PAGE_OFFSET
+from localrag.query_text import text_problem
 from localrag.retriever import RETRIEVAL_MODES
-from localrag.run_plan import apply_profile, check_sweep
+from localrag.run_plan import apply_profile, check_sweep, warn_ineffective_settings
 
 
 def parse_ks(text: str) -> list[int]:
@@ -56,13 +57,16 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
         check_output_paths(output_paths(args), input_paths(args), protected_folders(args))
     check_model_flags(args)
+    if not (args.lint or args.generate is not None or args.suite or args.compare):
+        warn_ineffective_settings(args)
     return args
 
 
 def check_ranges(args: argparse.Namespace) -> None:
     """EvalError for a number outside its flag's range."""
+    # --judge-max-calls also limits the LLM reranker's calls: checked with --judge or without.
     for flag, value in (("--page-tolerance", args.page_tolerance), ("--ivf-lists", args.ivf_lists),
-                        ("--ivf-probes", args.ivf_probes)):
+                        ("--ivf-probes", args.ivf_probes), ("--judge-max-calls", args.judge_max_calls)):
         if value is not None and value < 0:
             raise EvalError(f"{flag} must be 0 or more, got {value}")
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
@@ -80,7 +84,8 @@ def check_ranges(args: argparse.Namespace) -> None:
 
 
 def check_actions(args: argparse.Namespace) -> None:
-    """EvalError when the options ask for two things that run one at a time (a sweep and a lint, ...)."""
+    """EvalError when the options ask for two things that run one at a time (a sweep and a lint, ...) or contradict
+    each other (an IVF setting and --no-sync)."""
     if args.sweep_axes and (args.ablation or args.lint or args.generate is not None or args.compare or args.suite):
         other = next(flag for flag, on in (("--ablation", args.ablation), ("--lint", args.lint),
                                            ("--generate", args.generate is not None), ("--compare", args.compare),
@@ -95,8 +100,14 @@ def check_actions(args: argparse.Namespace) -> None:
                                      ("--judge", args.judge and args.explain is not None)) if on]
     if len(actions) > 1:
         raise EvalError(f"{' and '.join(actions)} cannot be combined; run them one at a time")
-    if args.explain is not None and not args.explain.strip():
-        raise EvalError("--explain needs a question or a query id of the goldset, got an empty text")
+    if args.explain is not None and (problem := text_problem(args.explain)):
+        raise EvalError(f"--explain {args.explain!r:.60} {problem}; give a question or a query id of the goldset")
+    ivf = [f"{flag} {value}" for flag, value in (("--ivf-min-chunks", args.ivf_min_chunks),
+                                                 ("--ivf-lists", args.ivf_lists)) if value is not None]
+    if ivf and args.no_sync and not args.dataset:  # a dataset's index is a cache, synced with --no-sync too
+        raise EvalError(f"{' and '.join(ivf)} and --no-sync cannot be combined: an IVF setting changes the index's "
+                        f"IVF, which only a sync writes; drop --no-sync (the sync builds the IVF), or give the "
+                        f"setting to add_pdfs.py and evaluate without it")
     if args.llm and args.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
 
@@ -127,8 +138,6 @@ def check_model_flags(args: argparse.Namespace) -> None:
             llm.check_environment(os.environ, "--judge")
         except llm.ChatError as exc:
             raise EvalError(str(exc)) from None
-        if args.judge_max_calls is not None and args.judge_max_calls < 0:
-            raise EvalError(f"--judge-max-calls must be 0 or more, got {args.judge_max_calls}")
     if args.no_rerank and args.rerank_model:
         raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
     if llm_rerank.is_llm_reranker(args.rerank_model):

@@ -29,7 +29,7 @@ from localrag.report import plural
 from localrag.result import EXIT_OK, EvalResult, LeftOut, Status
 from localrag.run_index import fill_query_vectors, open_pdf_index, open_rag, query_vector_cache, share_query_vectors
 from localrag.run_plan import (INDEX_SETTINGS, dataset_index_path, dataset_settings, evaluation_rows, format_setting,
-                               index_groups, row_configs, slug)
+                               given_fusion_flags, index_groups, ineffective_settings, row_configs, slug)
 
 
 def evaluate(args: argparse.Namespace) -> list[EvalResult]:
@@ -162,8 +162,9 @@ def score_goldset_row(args: argparse.Namespace, rag: LocalRAG, checked: CheckedG
     config = config_block(rag, args, mode, rerank, checked.header, [q.question for q in checked.scored])
     if mode == "union" and not rerank and all(t.dense_order for t in traced.values()):  # it scores as dense
         config = ev.with_union_note(config, max(args.k_values), rag.rank_by, rag.candidate_k)
+    notes = (*checked.notes, *ineffective_settings(mode, rag.fusion, given_fusion_flags(args)))
     return dataclasses.replace(result, goldset=identity, config=tuple(config + checked.tail),
-                               settings=settings_json(rag, args, mode, rerank), messages=checked.notes,
+                               settings=settings_json(rag, args, mode, rerank), messages=notes,
                                left_out=checked.left_out), hits
 
 
@@ -347,7 +348,8 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
             results[number] = dataclasses.replace(result, seconds=time.perf_counter() - started + setup,
                                                   goldset=identity, config=tuple(config),
                                                   settings=settings_json(rag, args, mode, rerank),
-                                                  messages=(*messages, *result.messages))
+                                                  messages=(*messages, *result.messages, *ineffective_settings(
+                                                      mode, rag.fusion, given_fusion_flags(args))))
             setup = 0.0
     return finish([results[n] for n in sorted(results)], args, previous, degraded, missing_rows, run=run)
 

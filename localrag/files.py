@@ -6,6 +6,7 @@ a temp file beside the target (same filesystem, so the rename is atomic), flushe
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -67,19 +68,26 @@ def write_many_atomic(items: Sequence[tuple[str | Path, Callable[[IO], Any]]], *
                       make_parents: bool = False) -> None:
     """Several files as `write_atomic` writes one, all or none: every temp file is on disk before the renames
     replace the old files (renames need no space). On an error (a full disk, a read-only folder) the temp files
-    are removed and every old file is as it was."""
+    are removed and every old file is as it was; an OSError names the target it failed on (`filename`)."""
     staged: list[tuple[str, Path]] = []
+    target = None
     try:
         for path, write in items:
-            path = Path(path)
+            target = Path(path)
             if make_parents:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            staged.append((_staged(path, write, binary), path))
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    except BaseException:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((_staged(target, write, binary), target))
+        for _, target in staged:  # a folder in the way would fail its rename after earlier ones: none is made
+            if target.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+        for tmp, target in staged:
+            os.replace(tmp, target)
+    except BaseException as exc:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno is not None and target is not None:
+            # The file it was about, never the temp file beside it (os.replace and mkstemp name that one).
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
         raise
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from localrag.files import write_atomic
 from localrag.pages import PAGE_OFFSET
+from localrag.query_text import text_problem
 
 # A neighbouring page still counts: page labels are often off by one and facts run over pages.
 PAGE_TOLERANCE = 1
@@ -330,6 +331,9 @@ def _csv_row(
     if not question:
         column = header[mapping["question"]].strip()
         return None, [f"line {line}: no question in column '{column}'; row skipped"]
+    if problem := text_problem(question):  # the retriever's rule: no visible text, or not valid Unicode
+        column = header[mapping["question"]].strip()
+        return None, [f"line {line}: the question {question!r} in column '{column}' {problem}; row skipped"]
     if not source:
         column = header[mapping["source"]].strip()
         return None, [f'line {line}: no source in column \'{column}\' for "{_short(question)}"; row skipped']
@@ -434,6 +438,9 @@ def _read_jsonl_rows(text: str) -> tuple[list[_Row], list[str]]:
         question = normalize_question(_json_text(item.get("question")))
         if not question:
             messages.append(f'line {line}: no "question"; line skipped')
+            continue
+        if problem := text_problem(question):  # a "\ud800" escape is a lone surrogate; the retriever's rule
+            messages.append(f'line {line}: the "question" {question!r} {problem}; line skipped')
             continue
         locations, location_messages = _json_locations(item.get("locations"), line)
         messages.extend(location_messages)

@@ -29,7 +29,7 @@ from localrag.index_settings import (BM25_SETTINGS, PAGE_CHUNKS, PAGE_SETTINGS, 
                                      text_splitter)
 from localrag.locks import LOCK_FILE, ServerLock, folder_lock
 from localrag.manifest import (INDEX_FORMAT, INDEX_INFO_FILE, RECORDED_PACKAGES, Manifest, damaged_manifest_error,
-                               manifest_problem, package_versions, read_manifest)
+                               followed_paths, manifest_problem, package_versions, read_manifest)
 from localrag.notes import log
 from localrag.pages import shown_page
 from localrag.pdf import ExtractedPdf
@@ -289,7 +289,7 @@ class Index:
     def followed_paths(self) -> list[str]:
         """The PDF folders or files this index follows (absolute), as recorded at its last sync; [] if unknown."""
         docs = self.manifest.docs or []
-        return [str((self.path.resolve() / p).resolve()) if not self.chroma_url else p for p in docs]
+        return list(docs) if self.chroma_url else followed_paths(docs, self.path)
 
     def pdf_changes(self, docs_path: str | Path, hash_file: Callable[[Path], str]) -> dict[str, list[str]]:
         """Compare the docs folder with the index by file hash (`hash_file`), without changing anything."""

@@ -12,6 +12,7 @@ centroids, and the rows of each list in ascending row order (`order` cut by `off
 """
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -137,21 +138,38 @@ def save(ivf: IVF, folder: Path, fingerprint: str) -> None:
     write_atomic(folder / IVF_FILE, lambda handle: handle.write(buffer.getvalue()), binary=True)
 
 
+class UnreadableIVF(Exception):
+    """The saved IVF file is there but cannot be read (empty, truncated, damaged, not this tool's): `path` and why."""
+
+    def __init__(self, path: Path, exc: BaseException):
+        self.path, self.why = path, f"{type(exc).__name__}: {exc}"
+        super().__init__(f"{path} cannot be read ({self.why})")
+
+
+# What numpy.load raises on a file it cannot read: an empty file EOFError, a truncated zip BadZipFile, a damaged
+# member's header NotImplementedError (an unknown compression), a foreign file ValueError, an array missing KeyError.
+_UNREADABLE = (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile, NotImplementedError)
+
+
 def is_current(folder: Path, fingerprint: str, rows: int) -> bool:
-    """Whether the saved IVF is of the chunks of `fingerprint`, reading only its small arrays (a no-op sync asks)."""
+    """Whether the saved IVF is of the chunks of `fingerprint`, reading only its small arrays (a no-op sync asks);
+    False when there is none, UnreadableIVF when it cannot be read."""
     import numpy
 
+    path = folder / IVF_FILE
+    if not path.exists():
+        return False
     try:
-        with numpy.load(folder / IVF_FILE, allow_pickle=False) as data:
+        with numpy.load(path, allow_pickle=False) as data:
             stored, _, layout = (str(v) for v in data["meta"])
             return stored == fingerprint and layout == str(FORMAT) and int(data["offsets"][-1]) == rows
-    except (OSError, ValueError, KeyError, IndexError):
-        return False
+    except _UNREADABLE as exc:
+        raise UnreadableIVF(path, exc) from None
 
 
 def load(folder: Path, fingerprint: str, rows: int) -> IVF | None:
-    """The saved IVF when it is of the chunks of `fingerprint` (and of `rows` rows), else None (missing, stale,
-    damaged or of another layout)."""
+    """The saved IVF when it is of the chunks of `fingerprint` (and of `rows` rows), else None (missing, stale or of
+    another layout); UnreadableIVF when the file is there but cannot be read."""
     import numpy
 
     path = folder / IVF_FILE
@@ -161,8 +179,8 @@ def load(folder: Path, fingerprint: str, rows: int) -> IVF | None:
         with numpy.load(path, allow_pickle=False) as data:
             stored, seed, layout = (str(v) for v in data["meta"])
             ivf = IVF(data["centroids"], data["order"], data["offsets"], int(seed))
-    except (OSError, ValueError, KeyError):
-        return None
+    except _UNREADABLE as exc:
+        raise UnreadableIVF(path, exc) from None
     if stored != fingerprint or layout != str(FORMAT) or len(ivf.order) != rows or ivf.offsets[-1] != rows:
         return None
     return ivf

@@ -31,7 +31,12 @@ Passage:
 {passage}
 
 Grade (0-10):"""
-GRADE_RE = re.compile(r"(?<![\d.])(10|\d)(?:\.\d+)?(?![\d])")
+# What a reply is read as (parse_grade): a number, signed or with decimals so that "-3" or "3.5" is read whole and
+# refused, never as 3; the prompt's scale echoed ("(0-10)"); a label that names the grade ("Grade: 7").
+NUMBER_RE = re.compile(r"[-+\u2212]?\d+(?:[.,]\d+)?(?:\s*/\s*\d+(?:[.,]\d+)?)?")
+SCALE_RE = re.compile(r"\(\s*0\s*(?:-|\u2013|to)\s*10\s*\)|\bout of 10\b", re.IGNORECASE)
+LABEL_RE = re.compile(r"\b(?:grade|score|rating)\b", re.IGNORECASE)
+GRADE_RE = re.compile(r"(10|\d)(?:\s*/\s*10)?")  # a whole grade alone, or out of 10 ("7/10")
 
 
 def is_llm_reranker(name: object) -> bool:
@@ -44,11 +49,35 @@ def prompt_for(question: str, passage: str) -> str:
 
 
 def parse_grade(text: str) -> dict[str, Any]:
-    """{"grade": the first whole grade 0-10 in the reply}; UnreadableReply when there is none."""
-    found = GRADE_RE.search(text)
+    """{"grade": the reply's grade, "reply": the reply} (the reply kept so that a cached grade is read again by
+    today's rule, `is_graded_entry`); UnreadableReply when there is none.
+
+    The grade is the number after the reply's last label "grade", "score" or "rating", else its first number; the
+    prompt's scale echoed ("(0-10)", "out of 10") is no number. It must be a whole number from 0 to 10 standing
+    alone, optionally out of 10: "7", "Grade: 7", "7/10", "**7**", "9 out of 10" are 7 or 9; "-3", "+5", "11",
+    "3.5", "7/5" are refused, never read as 3, 5, 1, 3 or 7 (a model that grades off the scale is not followed)."""
+    shown = SCALE_RE.sub(" ", text)
+    labels = list(LABEL_RE.finditer(shown))
+    found = NUMBER_RE.search(shown, labels[-1].end() if labels else 0) or NUMBER_RE.search(shown)
     if not found:
         raise llm.UnreadableReply(f"no grade from 0 to 10 in the reply {text[:80]!r}")
-    return {"grade": int(found.group(1))}
+    grade = GRADE_RE.fullmatch(found.group())
+    if not grade:
+        raise llm.UnreadableReply(f"the reply {text[:80]!r} grades {found.group()}, not a whole number from 0 to 10")
+    return {"grade": int(grade.group(1)), "reply": text}
+
+
+def is_graded_entry(entry: dict[str, Any]) -> bool:
+    """Whether a cached entry is a grade to trust: its kept reply reads as its grade by today's parse_grade. An
+    entry without its reply was made before replies were kept, by a parser that read "-3" as 3 and "3.5" as 3: it
+    cannot be read again, so it is not trusted and the pair is asked again (once; the new entry keeps its reply)."""
+    reply, grade = entry.get("reply"), entry.get("grade")
+    if not isinstance(reply, str) or isinstance(grade, bool) or not isinstance(grade, int):
+        return False
+    try:
+        return parse_grade(reply)["grade"] == grade
+    except llm.UnreadableReply:
+        return False
 
 
 class LLMReranker:
@@ -80,7 +109,7 @@ class LLMReranker:
         for question, passage in pairs:
             try:
                 entry, cached = self.client.ask(prompt_for(question, passage), parse_grade,
-                                                is_valid=lambda e: isinstance(e.get("grade"), int))
+                                                is_valid=is_graded_entry)
             except llm.CallLimitReached:
                 raise RAGError(f"the LLM reranker {self.name} made its {self.client.max_new_calls} new calls "
                                f"(the call limit); its grades so far are cached, so a rerun goes on from there, or "

@@ -164,3 +164,16 @@ def read_manifest(read: Callable[[], str | None]) -> tuple[Manifest, str | None]
         return Manifest(), f"it cannot be read ({type(exc).__name__}: {exc})"
     problem = manifest_problem(data)
     return (Manifest(), problem) if problem else (Manifest.from_json(data), None)
+
+
+def followed_paths(docs: list[str] | None, folder: str | Path) -> list[str]:
+    """The absolute PDF paths of a local index's manifest `docs` entry (recorded relative to its `folder`)."""
+    return [str((Path(folder).resolve() / p).resolve()) for p in docs or []]
+
+
+def local_followed_paths(folder: str | Path) -> list[str]:
+    """The PDF folders or files a local index folder follows, read from its manifest alone (no store opened);
+    [] when it has none or it cannot be read or trusted (opening the index says why)."""
+    path = Path(folder) / INDEX_INFO_FILE
+    manifest, _ = read_manifest(lambda: path.read_text(encoding="utf-8") if path.is_file() else None)
+    return followed_paths(manifest.docs, folder)

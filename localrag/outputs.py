@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 from pathlib import Path
 from typing import Sequence
@@ -17,6 +18,7 @@ from localrag import diagnose
 from localrag import report as eval_report
 from localrag.evaluate import EvalError
 from localrag.files import write_texts_atomic
+from localrag.manifest import local_followed_paths
 from localrag.result import EvalResult
 from localrag.run_plan import format_setting, requested_settings, slug
 
@@ -24,6 +26,9 @@ DETAILS_SUFFIX = ".details.md"  # the details file beside a goldset report: base
 QRELS_SUFFIX = ".qrels"  # a goldset run's qrels beside its --run-file: r.run -> r.run.qrels (without --qrels-file)
 SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm")  # files SQLite keeps beside the query vector cache
 INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of these is an index folder
+# A file name each output flag's message suggests when the path given is a folder.
+EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", "--markdown": "report.md", "--run-file": "run.trec",
+                 "--out": "goldset.csv"}
 
 
 def display_path(path: str | Path) -> str:
@@ -191,20 +196,26 @@ def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def protected_folders(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """(what, folder) of the folders no output may be written into: the index, the docs folder, the dataset and
-    the cache of derived indexes. Any other index folder is found by check_output_paths."""
+    """(what, folder) of the folders no output may be written into: the index, the docs folder (--docs, and every
+    folder or PDF the index follows by its manifest, --docs given or not), the dataset and the cache of derived
+    indexes. Any other index folder is found by check_output_paths."""
     folders = [("--index-cache folder", args.index_cache)]
     if args.dataset:
         folders.append(("--dataset folder", args.dataset))
     else:
-        folders += [("index folder", args.index or args.defaults.index),
+        index = args.index or args.defaults.index
+        folders += [("index folder", index),
                     ("docs folder", args.docs or (args.defaults.docs if args.index is None else None))]
+        if not args.chroma_url:  # a server index's manifest is read when it is opened, after these checks
+            folders += [("docs folder", followed) for followed in local_followed_paths(index)]
     return [(what, folder) for what, folder in folders if folder]
 
 
 def index_folder_above(path: str | Path) -> Path | None:
-    """The nearest folder at or above `path`'s folder that holds an index (its manifest or Chroma database)."""
-    folder = Path(path).resolve().parent
+    """The nearest folder at or above `path` (a folder) or its folder that holds an index (its manifest or Chroma
+    database)."""
+    resolved = Path(path).resolve()
+    folder = resolved if resolved.is_dir() else resolved.parent
     for candidate in (folder, *folder.parents):
         if any((candidate / marker).exists() for marker in INDEX_MARKERS):
             return candidate
@@ -219,7 +230,7 @@ def is_inside(path: str | Path, folder: str | Path) -> bool:
 def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tuple[str, str]],
                        folders: Sequence[tuple[str, str]] = ()) -> None:
     """EvalError when an output would replace an input or a cache, land inside an index, docs or dataset folder,
-    or replace another output of the same run."""
+    be a folder, or replace another output of the same run."""
     for n, (flag, path) in enumerate(outputs):
         for what, other in inputs:
             if same_path(path, other):
@@ -233,6 +244,11 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
         if index is not None:
             raise EvalError(f"{flag} {path} is inside the index folder {display_path(index)}; writing there could "
                             f"replace its manifest or store. Give {flag} a path outside it")
+        if Path(path).is_dir():  # refused now, not after the whole evaluation when the write fails
+            example = EXAMPLE_NAMES.get(flag)
+            raise EvalError(f"{flag} {path} is a folder, not a file; " + (
+                f"give a file path such as {Path(path) / example}" if example else
+                "move that folder, or give --report another path"))
         for other_flag, other in outputs[n + 1:]:
             if same_path(path, other):
                 raise EvalError(f"{flag} {path} and {other_flag} {other} are the same file; one would replace the "
@@ -261,14 +277,27 @@ def write_outputs(result: EvalResult, args: argparse.Namespace, extra: Sequence[
 
 def write_reports(files: Sequence[tuple[str, str]]) -> None:
     """Write a run's report files all or none (files.write_texts_atomic); an OSError (a full disk, a read-only
-    folder) is one EvalError naming it, with every earlier report left as it was."""
+    folder) is one EvalError naming the report and the error, with advice that fits it, and every earlier report
+    left as it was."""
     try:
         write_texts_atomic(files)
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise EvalError(f"the reports could not be written{where}: {exc.strerror or exc}; the reports there before "
-                        f"are unchanged ({', '.join(display_path(path) for path, _ in files)}). Free some space or "
-                        f"make the folder writable, then run again") from None
+        where = f"{display_path(exc.filename)}: " if exc.filename else ""
+        raise EvalError(f"the reports could not be written: {where}{exc.strerror or exc}; the reports there before "
+                        f"are unchanged ({', '.join(display_path(path) for path, _ in files)}). "
+                        f"{write_error_advice(exc)}") from None
+
+
+def write_error_advice(exc: OSError) -> str:
+    """What to do about a failed write, by its errno: free space, make the folder writable, move a folder away."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "Free some space on its disk, then run again"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        folder = f" {display_path(Path(exc.filename).parent)}" if exc.filename else ""
+        return f"Make the folder{folder} writable, or give another path, then run again"
+    if exc.errno == errno.EISDIR:
+        return "A folder is in the way; move it, or give another path, then run again"
+    return "Run again once that is mended"
 
 
 def write_row_reports(results: Sequence[EvalResult], reports: Sequence[Path]) -> None:

@@ -17,6 +17,7 @@ from localrag import context, llm_rerank
 from localrag.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing, union_ids,
                              with_document_prior)
 from localrag.index import Index
+from localrag.query_text import text_problem
 
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")  # the orders `Retriever.candidates` knows
 FUSIONS = ("rrf", "convex")  # how hybrid mode joins the dense and BM25 lists (the name of its stage)
@@ -42,12 +43,13 @@ def _deepened(pool: list[tuple[Document, float]], deeper: list[tuple[Document, f
 
 
 def check_request(query: object, k: object) -> None:
-    """The one rule for every way in (retrieve, the LangChain retriever and tool, the chat): a query is non-empty
-    text and k a whole number of at least 1; else a RAGError saying which."""
+    """The one rule for every way in (retrieve, the LangChain retriever and tool, the chat): a query is text with
+    something visible in valid Unicode (query_text.text_problem) and k a whole number of at least 1; else a
+    RAGError saying which."""
     if not isinstance(query, str):
         raise RAGError(f"a query must be text, got {type(query).__name__} ({query!r:.60})")
-    if not query.strip():
-        raise RAGError(f"the query is empty ({query!r:.60}); ask a question or give key words")
+    if problem := text_problem(query):
+        raise RAGError(f"the query {query!r:.60} {problem}; ask a question or give key words")
     check_k(k)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.errors import RAGError
+from localrag.eval_defaults import log
 from localrag.evaluate import EvalError
 from localrag.index import parse_chunk_size, resolve_settings, significant_settings
 from localrag.pdf import PDF_LOADERS
@@ -61,9 +62,76 @@ def slug(text: str) -> str:
 PROFILE_OPTIONS = {"retrieval_mode": "mode"}  # LocalRAG argument -> option name, where the two differ
 
 
-def profile_words(preset: Mapping[str, Any]) -> str:
-    """A profile's settings (LocalRAG arguments) as 'chunk_size page, mode hybrid, ...' (option names)."""
-    return ", ".join(f"{PROFILE_OPTIONS.get(key, key)} {format_setting(value)}" for key, value in preset.items())
+def profile_words(preset: Mapping[str, Any], used: Mapping[str, Any] | None = None,
+                  given: Mapping[str, str] | None = None) -> str:
+    """A profile's settings (LocalRAG arguments) as 'chunk_size page, mode hybrid, ...' (option names): the preset's
+    values, or with `used` (option -> the value the run used) those, each one that differs from the preset marked
+    'dense_weight 0.5 by --dense-weight instead of 0.8' (`given`: option -> what set it: its flag, --sweep, ...)."""
+    def shown(value: Any) -> str:
+        return f"{value:g}" if isinstance(value, float) else format_setting(value)
+
+    words = []
+    for key, preset_value in preset.items():
+        option = PROFILE_OPTIONS.get(key, key)
+        value = (used or {}).get(option, preset_value)
+        mark = "" if value == preset_value else \
+            f"{f' by {given[option]}' if option in (given or {}) else ''} instead of {shown(preset_value)}"
+        words.append(f"{option} {shown(value)}{mark}")
+    return ", ".join(words)
+
+
+def profile_sources(args: argparse.Namespace) -> dict[str, str]:
+    """What set each option of --profile's preset that the preset did not fill: its flag, --sweep (a swept axis),
+    or --ablation (the mode of an ablation row)."""
+    preset = args.defaults.profiles.get(getattr(args, "profile", None) or "", {})
+    swept = {axis for axis, _ in getattr(args, "sweep_axes", None) or []}
+    sources = {option: "--sweep" if option in swept else f"--{option.replace('_', '-')}"
+               for option in (PROFILE_OPTIONS.get(key, key) for key in preset)
+               if option not in getattr(args, "profile_keys", set())}
+    return {**sources, **({"mode": "--ablation"} if args.ablation else {})}
+
+
+# What each fusion flag does, for the note that it does nothing beside a mode or fusion that has no use for it.
+FUSION_FLAG_ROLES = {"--fusion": "it chooses how hybrid mode joins the dense and BM25 lists",
+                     "--dense-weight": "it weighs hybrid mode's convex fusion",
+                     "--rrf-k": "it is the constant of hybrid mode's reciprocal rank fusion"}
+
+
+def ineffective_settings(mode: str, fusion: str, given: Mapping[str, Any]) -> list[str]:
+    """The notes on fusion flags that do nothing in a row of `mode` and `fusion` (`given`: flag -> value, the
+    flags the user gave): every one outside hybrid mode, --dense-weight beside RRF fusion, --rrf-k beside convex."""
+    notes = []
+    for flag, value in given.items():
+        shown = f"{value:g}" if isinstance(value, float) else value
+        if flag not in FUSION_FLAG_ROLES:
+            continue
+        if mode != "hybrid":
+            notes.append(f"{flag} {shown} has no effect in {mode} mode: {FUSION_FLAG_ROLES[flag]}")
+        elif flag == "--dense-weight" and fusion != "convex":
+            notes.append(f"--dense-weight {shown} has no effect with RRF fusion: it weighs convex fusion "
+                         f"(--fusion convex)")
+        elif flag == "--rrf-k" and fusion != "rrf":
+            notes.append(f"--rrf-k {shown} has no effect with convex fusion: it is the constant of RRF fusion "
+                         f"(--fusion rrf)")
+    return notes
+
+
+def given_fusion_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The fusion flags the command line gave (flag -> value), not those --profile filled."""
+    filled = getattr(args, "profile_keys", set())
+    return {flag: getattr(args, option) for flag, option in (("--fusion", "fusion"), ("--dense-weight", "dense_weight"),
+                                                             ("--rrf-k", "rrf_k"))
+            if getattr(args, option, None) is not None and option not in filled}
+
+
+def warn_ineffective_settings(args: argparse.Namespace) -> None:
+    """Warn once, before any work, of each fusion flag that does nothing in a planned row (the rows' reports say it
+    again in their Notes)."""
+    modes = RETRIEVAL_MODES if args.ablation else dict.fromkeys(row.mode for row in evaluation_rows(args))
+    fusion = args.fusion or args.defaults.retriever["fusion"]
+    notes = (note for mode in modes for note in ineffective_settings(mode, fusion, given_fusion_flags(args)))
+    for note in dict.fromkeys(notes):
+        log(args, f"warning: {note}")
 
 
 def apply_profile(args: argparse.Namespace) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import AbstractSet as Set, Any, Callable, Mapping
 
 from localrag import report as eval_report
-from localrag.files import write_text_atomic
+from localrag.files import write_texts_atomic
+from localrag.outputs import write_error_advice
 from localrag.result import EXIT_OK, EvalResult
 
 SUITE_METRICS = ["hit@5", "hit@10", "ndcg@10", "recall@100", "mrr"]  # summary columns, when an entry has them
@@ -79,6 +80,11 @@ def run_suite(path: str | Path, output_name: str | None, evaluate: EvaluateEntry
     entries = load_suite(path)
     out = Path(output_dir)
     suffix = f"-{output_name}" if output_name else ""
+    summaries = (out / f"summary{suffix}.txt", out / f"summary{suffix}.md")
+    for summary in summaries:  # refused before the entries run, not when the summary is written after them
+        if summary.is_dir():
+            raise SuiteError(f"the suite's summary {summary} is a folder, not a file; move that folder, or give "
+                             f"another --output-name")
     rows, failed, degraded = [], [], []
     for entry in entries:
         report = report_path(entry, out, suffix)
@@ -105,9 +111,12 @@ def run_suite(path: str | Path, output_name: str | None, evaluate: EvaluateEntry
         lines += ["", f"Entries with a failed gate or a degraded run (see the status in their reports): "
                       f"{', '.join(degraded)}"]
     text = "\n".join(lines) + "\n"
-    write_text_atomic(out / f"summary{suffix}.txt", text)
     markdown = eval_report.render_table(rows, keys, label="entry", markdown=True, extra=["queries"])
-    write_text_atomic(out / f"summary{suffix}.md", "\n".join(markdown) + "\n")
+    try:
+        write_texts_atomic([(summaries[0], text), (summaries[1], "\n".join(markdown) + "\n")])
+    except OSError as exc:
+        raise SuiteError(f"the suite's summary could not be written: {exc.filename}: {exc.strerror or exc}; the "
+                         f"entries' reports are written. {write_error_advice(exc)}") from None
     print(text, end="")
     return 1 if failed or degraded else 0
 

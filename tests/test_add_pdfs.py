@@ -213,3 +213,22 @@ def test_quiet_silences_stderr(capfd, docs, tmp_path):
     assert add_pdfs.main([str(docs), "--index", str(tmp_path / "loud"), "--loader", "pypdf"]) == 1
     err = capfd.readouterr().err
     assert "skipped corrupt.pdf" in err and "note: scan.pdf page 2 has no text layer" in err
+
+
+@pytest.mark.parametrize("damaged", [b"", b"PK\x03\x04 a zip cut short"])
+def test_a_damaged_ivf_file_is_built_again_by_the_next_run(capsys, tiny_index, tmp_path, damaged):
+    """An empty (EOFError) or truncated (BadZipFile) ivf.npz ended this run in a traceback from ivf.is_current."""
+    import shutil
+
+    docs, index = shutil.copytree(tiny_index[0], tmp_path / "docs"), shutil.copytree(tiny_index[1], tmp_path / "index")
+    code, out, _ = run(capsys, "--index", str(index), "--ivf-min-chunks", "1", "--quiet")
+    ivf_file = index / "ivf.npz"
+    assert code == 0 and summary_counts(out[-1]) == (0, 0, 0, 4, 0, 0, 0) and ivf_file.exists()
+    built = ivf_file.read_bytes()
+    ivf_file.write_bytes(damaged)
+    code, out, err = run(capsys, "--index", str(index), "--quiet")
+    why = "EOFError: No data left in file" if not damaged else "BadZipFile: File is not a zip file"
+    assert (code, err) == (0, f"warning: the IVF file {ivf_file} cannot be read ({why}); building it again\n")
+    assert summary_counts(out[-1]) == (0, 0, 0, 4, 0, 0, 0) and ivf_file.read_bytes() == built  # seeded: same file
+    assert json.loads((index / "index_info.json").read_text(encoding="utf-8"))["dense_search"]["method"] == "ivf"
+    assert docs.exists()

@@ -83,8 +83,13 @@ def test_retriever_in_a_chain_and_bad_requests(tiny_index):
         with pytest.raises(RAGError, match=rf"^k must be a whole number of at least 1 chunk, got {k!r}$"):
             rag.retrieve("Kafka", k=k)
     tool, retriever = rag.as_tool(k=3), rag.as_retriever(k=3)
-    for query in ("", "   \n"):
-        message = rf"^the query is empty \({re.escape(repr(query))}\); ask a question or give key words$"
+    # One rule for a query without visible text (zero-width characters were searched for, "" was refused) and for
+    # text that is not valid Unicode (a lone surrogate reached the tokenizer: TypeError).
+    for query, problem in (("", "is empty"), ("   \n", "has no visible text, only U+0020, U+000A"),
+                           ("\u200b\u200b", "has no visible text, only U+200B"),
+                           ("\ufeff\u2060\u00ad", "has no visible text, only U+FEFF, U+2060, U+00AD"),
+                           ("vega \ud800", "holds U+D800 (character 6), a lone surrogate, which is not valid Unicode")):
+        message = f"^{re.escape(f'the query {query!r} {problem}; ask a question or give key words')}$"
         for call in (lambda q: tool.invoke({"query": q}), retriever.invoke, lambda q: rag.retrieve(q, k=3),
                      lambda q: rag.retrieve_traced(q, k=3)):
             with pytest.raises(RAGError, match=message):

@@ -207,6 +207,21 @@ def test_malformed_lines_counted_with_first_line_numbers(tmp_path: Path) -> None
             in lines)
 
 
+def test_a_query_without_visible_text_or_with_a_lone_surrogate_is_skipped_and_counted(tmp_path: Path) -> None:
+    """The retriever's rule for a query's text (localrag/query_text.py): such a query ended the run in the
+    tokenizer (a lone surrogate: TypeError) or was searched for (zero-width characters)."""
+    queries = "".join(line + "\n" for line in ['{"_id": "q1", "text": "first"}', '{"_id": "q2", "text": "\\u200b"}',
+                                                 '{"_id": "q3", "text": "x \\ud800"}'])
+    root = _make_beir(tmp_path / "odd", _jsonl(DOCS), queries, {"test": "q1\td1\t1\nq2\td1\t1\nq3\td1\t1\n"})
+    ds = load_beir(root, "test")
+    assert list(ds.queries) == ["q1"] and ds.qrels == {"q1": {"d1": 1}}
+    problems = {(p.file, p.kind): (p.count, p.first_lines) for p in ds.problems}
+    assert problems == {("queries.jsonl", "no_visible_text"): (1, (2,)),
+                        ("queries.jsonl", "lone_surrogate"): (1, (3,)),
+                        ("qrels/test.tsv", "unknown_query"): (2, (2, 3))}
+    assert "queries.jsonl: 1 line skipped, text with a lone surrogate, not valid Unicode (line 3)" in ds.problem_lines()
+
+
 def test_parse_qrels_fields() -> None:
     assert parse_qrels_fields(["q", "d", "-1"]) == ("q", "d", -1)
     assert parse_qrels_fields(["q", "d", " 1"]) == "non_integer_grade"

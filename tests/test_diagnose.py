@@ -324,7 +324,14 @@ def test_unescape_markdown_inverts_escape_markdown():
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--explain", "  "], "error: --explain needs a question or a query id of the goldset, got an empty text\n"),
+    (["--explain", "  "], "error: --explain '  ' has no visible text, only U+0020; give a question or a query id of "
+                          "the goldset\n"),
+    # The rule of localrag/query_text.py: zero-width characters were searched for, and a lone surrogate (a command
+    # line argument that is not UTF-8, decoded with surrogateescape) reached the tokenizer.
+    (["--explain", "\u200b\u2060"], "error: --explain '\\u200b\\u2060' has no visible text, only U+200B, U+2060; "
+                                    "give a question or a query id of the goldset\n"),
+    (["--explain", "vega \udcff"], "error: --explain 'vega \\udcff' holds U+DCFF (character 6), a lone surrogate, "
+                                   "which is not valid Unicode; give a question or a query id of the goldset\n"),
     (["--explain", "vega", "--ablation"], "error: --explain and --ablation cannot be combined; run them one at a "
                                           "time\n"),
     (["--explain", "vega", "--diagnostic-depth", "0"], "error: --diagnostic-depth must be 1 or more, got 0\n"),

@@ -498,7 +498,73 @@ def test_a_full_disk_while_the_reports_are_written_is_one_message_and_keeps_the_
     monkeypatch.setattr(files.os, "fsync", full)
     code, out, err = evaluate(CLEAN, "--report", report, "--no-compare")
     assert (code, out) == (2, "")
-    assert err == (f"error: the reports could not be written: No space left on device; the reports there before are "
-                   f"unchanged ({tmp_path / 'out' / 'r.details.md'}, {report}, {tmp_path / 'out' / 'r.json'}). Free "
-                   f"some space or make the folder writable, then run again\n")
+    # The report that could not be written, never the temp file; advice that fits a full disk.
+    out_dir = tmp_path / "out"
+    assert err == (f"error: the reports could not be written: {report}: No space left on device; the reports there "
+                   f"before are unchanged ({out_dir / 'r.details.md'}, {report}, {out_dir / 'r.json'}). Free some "
+                   f"space on its disk, then run again\n")
     assert snapshot(tmp_path / "out") == before  # old reports as they were, no temp file left
+
+
+@pytest.mark.parametrize("errno, strerror, advice", [
+    (28, "No space left on device", "Free some space on its disk, then run again"),
+    (122, "Disk quota exceeded", "Free some space on its disk, then run again"),
+    (13, "Permission denied", "Make the folder {folder} writable, or give another path, then run again"),
+    (1, "Operation not permitted", "Make the folder {folder} writable, or give another path, then run again"),
+    (30, "Read-only file system", "Make the folder {folder} writable, or give another path, then run again"),
+    (21, "Is a directory", "A folder is in the way; move it, or give another path, then run again"),
+    (5, "Input/output error", "Run again once that is mended"),
+])
+def test_a_write_error_names_the_report_and_fits_its_advice_to_the_error(tmp_path, monkeypatch, errno, strerror,
+                                                                        advice):
+    from localrag import files
+
+    def fail(**kwargs):  # the temp file beside the report could not be made
+        raise OSError(errno, strerror, str(tmp_path / ".r.txt.abc123.tmp"))
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", fail)
+    with pytest.raises(outputs.EvalError) as caught:
+        outputs.write_reports([(tmp_path / "r.txt", "report")])
+    assert str(caught.value) == (f"the reports could not be written: {tmp_path / 'r.txt'}: {strerror}; the reports "
+                                 f"there before are unchanged ({tmp_path / 'r.txt'}). "
+                                 + advice.format(folder=tmp_path))
+    assert ".tmp" not in str(caught.value)
+
+
+@pytest.mark.parametrize("flag, example", [("--report", "report.txt"), ("--json", "report.json"),
+                                           ("--markdown", "report.md"), ("--run-file", "run.trec"),
+                                           ("--out", "goldset.csv")])
+def test_an_output_onto_a_folder_is_refused_before_any_work(tiny_index, tmp_path, capsys, flag, example):
+    """--report onto a folder ran the whole evaluation, then failed naming a temp file and advising to free space."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    index = tmp_path / "new-index"  # not built: nothing is done before the check
+    gold = write(tmp_path / "gold.csv", CLEAN)
+    others = {"--report": [], "--out": ["--generate", 2]}.get(flag, ["--report", tmp_path / "r.txt"])
+    code, out, err = run(capsys, "--goldset", gold, "--docs", tiny_index[0], "--index", index, "--quiet", *others,
+                         flag, folder)
+    assert (code, out, err) == (2, "", f"error: {flag} {folder} is a folder, not a file; give a file path such as "
+                                       f"{folder / example}\n")
+    assert not index.exists() and list(folder.iterdir()) == []
+    # The details file beside a report: a folder of that name is in the way too.
+    (tmp_path / "r.details.md").mkdir()
+    code, _, err = run(capsys, "--goldset", gold, "--docs", tiny_index[0], "--index", index, "--quiet",
+                       "--report", tmp_path / "r.txt")
+    assert (code, err) == (2, f"error: the details file of --report {tmp_path / 'r.details.md'} is a folder, not a "
+                              f"file; move that folder, or give --report another path\n")
+    assert not index.exists()
+
+
+@pytest.mark.parametrize("flag", ["--report", "--json", "--markdown", "--run-file", "--out"])
+def test_no_output_may_land_in_the_folder_the_index_follows_without_docs(project, tmp_path, capsys, flag):
+    """Without --docs the folder the evaluated index follows (its manifest's) is the docs folder: a report named
+    like one of its PDFs must not replace it."""
+    pdf = project["docs"] / "options.pdf"
+    before = snapshot(tmp_path)
+    others = {"--report": [], "--out": ["--generate", 2, "--force"]}.get(flag, ["--report", project["out"] / "r.txt"])
+    code, out, err = run(capsys, "--goldset", project["gold"], "--index", project["index"], "--quiet", "--no-rerank",
+                         "--query-cache", project["cache"], "--judge-cache", project["judge"], "--index-cache",
+                         project["icache"], *others, flag, pdf)
+    assert (code, out, err) == (2, "", f"error: {flag} {pdf} is inside the docs folder {project['docs']}; writing "
+                                       f"there could replace what it holds. Give {flag} a path outside it\n")
+    assert snapshot(tmp_path) == before  # the PDF as it was, nothing written

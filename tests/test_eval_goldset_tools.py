@@ -282,8 +282,8 @@ def test_generate_bad_arguments_fail_before_indexing(tiny_index, tmp_path, capsy
     assert (code, err) == (2, f"error: --out {tmp_path / 'missing' / 'g.csv'}: folder {tmp_path / 'missing'} does "
                               f"not exist; give the path of a .csv file in an existing folder\n")
     code, _, err = run(capsys, "--generate", 2, "--out", tmp_path, *base)
-    assert (code, err) == (2, f"error: --out {tmp_path}: is a folder; give the path of a .csv file in an existing "
-                              f"folder\n")
+    assert (code, err) == (2, f"error: --out {tmp_path} is a folder, not a file; give a file path such as "
+                              f"{tmp_path / 'goldset.csv'}\n")  # the words of every output flag (outputs.py)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     code, _, err = run(capsys, "--generate", 2, "--out", tmp_path / "g.csv", "--llm", "stub-model", *base)

@@ -588,10 +588,59 @@ def test_bad_k(gold_args, capsys, value):
     assert err == f"error: --k must be comma-separated positive integers like 5,10,20, got {value!r}\n"
 
 
-@pytest.mark.parametrize("flag", ["--page-tolerance", "--ivf-lists", "--ivf-probes"])
+@pytest.mark.parametrize("flag", ["--page-tolerance", "--ivf-lists", "--ivf-probes",
+                                  "--judge-max-calls"])  # without --judge too: it also limits the LLM reranker
 def test_negative_counts(gold_args, capsys, flag):
     code, _, err = run(capsys, *gold_args(GOLD_EN, flag, "-1"))
     assert (code, err) == (2, f"error: {flag} must be 0 or more, got -1\n")
+
+
+@pytest.mark.parametrize("flags, given", [(["--ivf-min-chunks", "1"], "--ivf-min-chunks 1"),
+                                          (["--ivf-lists", "0"], "--ivf-lists 0"),
+                                          (["--ivf-lists", "3", "--ivf-min-chunks", "2"],
+                                           "--ivf-min-chunks 2 and --ivf-lists 3")])
+def test_ivf_settings_with_no_sync_are_refused(gold_args, tmp_path, capsys, flags, given):
+    """They change the index's IVF, which only a sync writes: --no-sync ignored them without a word."""
+    code, out, err = run(capsys, *gold_args(GOLD_EN, "--no-sync", *flags))
+    assert (code, out) == (2, "")
+    assert err == (f"error: {given} and --no-sync cannot be combined: an IVF setting changes the index's IVF, which "
+                   f"only a sync writes; drop --no-sync (the sync builds the IVF), or give the setting to add_pdfs.py "
+                   f"and evaluate without it\n")
+    assert not (tmp_path / "report.txt").exists()
+
+
+def test_ineffective_settings_by_hand():
+    from localrag.run_plan import ineffective_settings
+
+    given = {"--fusion": "convex", "--dense-weight": 0.3, "--rrf-k": 5}
+    assert ineffective_settings("bm25", "convex", given) == [
+        "--fusion convex has no effect in bm25 mode: it chooses how hybrid mode joins the dense and BM25 lists",
+        "--dense-weight 0.3 has no effect in bm25 mode: it weighs hybrid mode's convex fusion",
+        "--rrf-k 5 has no effect in bm25 mode: it is the constant of hybrid mode's reciprocal rank fusion"]
+    assert ineffective_settings("union", "rrf", {"--rrf-k": 60}) == [
+        "--rrf-k 60 has no effect in union mode: it is the constant of hybrid mode's reciprocal rank fusion"]
+    assert ineffective_settings("hybrid", "convex", given) == [
+        "--rrf-k 5 has no effect with convex fusion: it is the constant of RRF fusion (--fusion rrf)"]
+    assert ineffective_settings("hybrid", "rrf", {"--dense-weight": 0.25, "--rrf-k": 5}) == [
+        "--dense-weight 0.25 has no effect with RRF fusion: it weighs convex fusion (--fusion convex)"]
+    assert ineffective_settings("hybrid", "rrf", {"--fusion": "rrf", "--rrf-k": 5}) == []
+    assert ineffective_settings("dense", "rrf", {}) == []  # nothing given: nothing to say
+
+
+def test_a_fusion_setting_beside_a_mode_without_fusion_is_a_warning_and_a_note(gold_args, tmp_path, capsys):
+    """--dense-weight beside --mode bm25 passed without a word; the run still evaluates with exit 0 (a profile or
+    a sweep may set them)."""
+    code, out, err = run(capsys, *gold_args(GOLD_JUDGE, "--no-compare", "--quiet", "--no-sync", "--mode", "bm25",
+                                            "--dense-weight", "0.3", "--rrf-k", "5"))
+    notes = ["--dense-weight 0.3 has no effect in bm25 mode: it weighs hybrid mode's convex fusion",
+             "--rrf-k 5 has no effect in bm25 mode: it is the constant of hybrid mode's reciprocal rank fusion"]
+    assert (code, err) == (0, "".join(f"warning: {note}\n" for note in notes))
+    assert out.startswith("bm25: Hit@5 ")
+    assert in_order(block((tmp_path / "report.txt").read_text(encoding="utf-8"), "Notes"), [f"  {n}" for n in notes])
+    # The profile's own values are not the user's flags: no note for long-pdf's dense_weight in bm25 mode.
+    code, _, err = run(capsys, *gold_args(GOLD_JUDGE, "--no-compare", "--quiet", "--no-sync", "--mode", "bm25",
+                                          "--profile", "long-pdf", "--chunk-size", "2000", report="profiled.txt"))
+    assert "has no effect" not in err and "has no effect" not in (tmp_path / "profiled.txt").read_text(encoding="utf-8")
 
 
 def test_rrf_k_sets_the_fusion_constant_of_the_run_and_its_json(gold_args, tmp_path, capsys):
@@ -875,3 +924,27 @@ def test_no_progress_bar_codes_on_a_non_terminal_stderr(tmp_path):
             "list(progress_bar(range(50), True, 'Questions'))\n" % str(ROOT))
     done = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
+
+
+def test_a_damaged_ivf_file_is_refused_with_no_sync_and_built_again_by_the_sync(tiny_index, tmp_path, capsys):
+    """An empty ivf.npz ended --no-sync and the sync in a traceback (EOFError in ivf.is_current / ivf.load)."""
+    import shutil
+
+    from local_rag import LocalRAG
+
+    docs, index = shutil.copytree(tiny_index[0], tmp_path / "docs"), shutil.copytree(tiny_index[1], tmp_path / "index")
+    LocalRAG(index, reranker_model=None, quiet=True, ivf_min_chunks=1).sync([docs], progress=False)
+    (index / "ivf.npz").write_bytes(b"")
+    gold = write_text(tmp_path / "gold.csv", GOLD_JUDGE)
+    argv = ["--goldset", gold, "--index", index, "--report", tmp_path / "r.txt", "--quiet", "--no-compare"]
+    code, out, err = run(capsys, *argv, "--no-sync")
+    assert (code, out) == (2, "")
+    assert err == (f"error: the IVF file {index / 'ivf.npz'} of the index {index} cannot be read (EOFError: No data "
+                   f"left in file); run `add_pdfs.py --index {index}`: a sync builds it again\n")
+    assert not (tmp_path / "r.txt").exists()
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (0, f"warning: the IVF file {index / 'ivf.npz'} cannot be read (EOFError: No data left in "
+                              f"file); building it again\n")
+    config = dict(line.strip().split(":", 1) for line in block((tmp_path / "r.txt").read_text(encoding="utf-8"),
+                                                               "Configuration")[1:])
+    assert config["Dense search"].strip().startswith("approximate: IVF of ")

@@ -66,3 +66,27 @@ def test_missing_folder_is_an_error_unless_asked_to_create_it(tmp_path):
     with pytest.raises(FileNotFoundError):
         af.write_atomic(tmp_path / "absent" / "goldset.csv", lambda f: f.write("x"))
     assert not (tmp_path / "absent").exists()
+
+
+def test_an_os_error_names_the_target_never_the_temp_file(tmp_path, monkeypatch):
+    """A folder where a file should go failed in os.replace(temp, target) and named the temp file; a full disk or a
+    read-only folder while staging named it too. The error is the same OSError (subclass by errno) about the
+    target, and nothing is left behind."""
+    folder = tmp_path / "report.txt"
+    folder.mkdir()
+    kept = tmp_path / "kept.txt"
+    kept.write_text("old\n", encoding="utf-8")
+    with pytest.raises(IsADirectoryError) as caught:
+        af.write_texts_atomic([(kept, "new\n"), (folder, "text")])
+    assert (caught.value.errno, caught.value.filename, caught.value.filename2) == (21, str(folder), None)
+    assert kept.read_text(encoding="utf-8") == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["kept.txt", "report.txt"]
+
+    def read_only(**kwargs):
+        raise OSError(30, "Read-only file system", str(tmp_path / ".kept.txt.x1y2.tmp"))
+
+    monkeypatch.setattr(af.tempfile, "mkstemp", read_only)
+    with pytest.raises(OSError) as caught:
+        af.write_text_atomic(kept, "new\n")
+    assert (caught.value.errno, caught.value.strerror, caught.value.filename) == (30, "Read-only file system",
+                                                                                 str(kept))

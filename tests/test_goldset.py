@@ -401,6 +401,26 @@ def test_jsonl_with_bad_lines(tmp_path: Path) -> None:
     ]
 
 
+def test_a_question_without_visible_text_or_with_a_lone_surrogate_is_a_reader_problem(tmp_path: Path) -> None:
+    """One rule with the retriever's (localrag/query_text.py): a JSONL "\\ud800" escape reached query_id's UTF-8
+    encoding (UnicodeEncodeError), and a zero-width question was read as a question."""
+    lines = [json.dumps({"question": "vega \ud800", "locations": [{"source": "a.pdf"}]}),  # the escape, as written
+             json.dumps({"question": "\u200b\u200b", "locations": [{"source": "a.pdf"}]}),
+             json.dumps({"question": "What is vega?", "locations": [{"source": "a.pdf"}]})]
+    assert lines[0] == '{"question": "vega \\ud800", "locations": [{"source": "a.pdf"}]}'
+    gold = read_goldset(write(tmp_path, "\n".join(lines) + "\n", "gold.jsonl"))
+    assert [q.question for q in gold.questions] == ["What is vega?"]
+    assert gold.messages == [
+        "line 1: the \"question\" 'vega \\ud800' holds U+D800 (character 6), a lone surrogate, which is not valid "
+        "Unicode; line skipped",
+        "line 2: the \"question\" '\\u200b\\u200b' has no visible text, only U+200B; line skipped"]
+    csv = write(tmp_path, "question,expected_source\n\ufeff\u00ad,a.pdf\nWhat is vega?,a.pdf\n")
+    gold = read_goldset(csv)
+    assert [q.question for q in gold.questions] == ["What is vega?"]
+    assert gold.messages == ["line 2: the question '\\ufeff\\xad' in column 'question' has no visible text, only "
+                             "U+FEFF, U+00AD; row skipped"]
+
+
 def test_jsonl_without_usable_lines_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, "{bad\n", "gold.jsonl")
     with pytest.raises(GoldsetError, match=r"no usable rows.*\n  line 1: not valid JSON"):

@@ -72,9 +72,26 @@ def test_a_saved_ivf_is_used_only_for_the_chunks_it_was_built_from(tmp_path):
     assert ivf.is_current(tmp_path, "fp-1", 300)
     assert ivf.load(tmp_path, "fp-2", 300) is None and not ivf.is_current(tmp_path, "fp-2", 300)  # other chunks
     assert ivf.load(tmp_path, "fp-1", 299) is None and not ivf.is_current(tmp_path, "fp-1", 299)
-    (tmp_path / ivf.IVF_FILE).write_bytes(b"not a zip")
-    assert ivf.load(tmp_path, "fp-1", 300) is None and not ivf.is_current(tmp_path, "fp-1", 300)
-    assert not ivf.is_current(tmp_path / "missing", "fp-1", 300)
+    assert not ivf.is_current(tmp_path / "missing", "fp-1", 300) and ivf.load(tmp_path / "missing", "fp-1", 300) is None
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda data: b"", "EOFError: No data left in file"),
+    (lambda data: data[:len(data) // 2], "BadZipFile: File is not a zip file"),
+    (lambda data: b"not a zip", "ValueError: "),  # numpy's words follow (they differ between its versions)
+])
+def test_an_unreadable_ivf_file_is_an_unreadable_ivf_not_a_traceback(tmp_path, damage, why):
+    """Empty (EOFError) or truncated (zipfile.BadZipFile) escaped is_current and load; both now say which file and
+    why, and the caller decides (a sync builds it again, a read refuses)."""
+    ivf.save(ivf.build(unit_rows(300), 6, seed=0), tmp_path, "fp-1")
+    path = tmp_path / ivf.IVF_FILE
+    path.write_bytes(damage(path.read_bytes()))
+    for read in (ivf.is_current, ivf.load):
+        with pytest.raises(ivf.UnreadableIVF) as caught:
+            read(tmp_path, "fp-1", 300)
+        assert str(caught.value).startswith(f"{path} cannot be read ({why}") and str(caught.value).endswith(")")
+        assert caught.value.path == path and caught.value.why.startswith(why)
+    assert str(caught.value) == f"{path} cannot be read ({caught.value.why})"
 
 
 def test_bad_ivf_settings_are_refused_before_the_index_is_opened(tmp_path):
@@ -85,3 +102,43 @@ def test_bad_ivf_settings_are_refused_before_the_index_is_opened(tmp_path):
         with pytest.raises(RAGError, match=rf"^{name} must be a whole number of at least {least}, got {value!r}$"):
             LocalRAG(tmp_path / "index", reranker_model=None, quiet=True, **{name: value})
     assert not (tmp_path / "index").exists()
+
+
+@pytest.fixture
+def ivf_shelf(tiny_index, tmp_path):
+    """(docs, index) copies of the tiny index, given an IVF (ivf_min_chunks=1: the sync builds it, embeds nothing)."""
+    import shutil
+
+    from local_rag import LocalRAG
+
+    docs, index = shutil.copytree(tiny_index[0], tmp_path / "docs"), shutil.copytree(tiny_index[1], tmp_path / "index")
+    LocalRAG(index, reranker_model=None, quiet=True, ivf_min_chunks=1).sync([docs], progress=False)
+    assert (index / ivf.IVF_FILE).exists()
+    return docs, index
+
+
+@pytest.mark.parametrize("damage, why", [(lambda data: b"", "EOFError: No data left in file"),
+                                         (lambda data: data[:len(data) // 2], "BadZipFile: File is not a zip file")])
+def test_a_damaged_ivf_file_is_refused_by_a_read_and_built_again_by_a_sync(ivf_shelf, capsys, damage, why):
+    """A read never switches to exact search unasked (the report would say approximate while measuring exact); the
+    sync that should repair the file died in ivf.is_current, so only deleting it by hand got out."""
+    from local_rag import LocalRAG, RAGError
+
+    docs, index = ivf_shelf
+    path = index / ivf.IVF_FILE
+    before = LocalRAG(index, reranker_model=None, quiet=True)
+    searched, expected = before.index.dense_search(), before.retrieve("What is vega?", k=3)
+    assert searched["method"] == "ivf"
+    path.write_bytes(damage(path.read_bytes()))
+    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    message = (f"the IVF file {path} of the index {index} cannot be read ({why}); run `add_pdfs.py --index {index}`: "
+               f"a sync builds it again")
+    for read in (lambda: rag.retrieve("What is vega?", k=3), rag.index.dense_search):
+        with pytest.raises(RAGError) as caught:
+            read()
+        assert str(caught.value) == message
+    capsys.readouterr()
+    LocalRAG(index, reranker_model=None, quiet=True).sync([docs], progress=False)
+    assert capsys.readouterr().err == f"warning: the IVF file {path} cannot be read ({why}); building it again\n"
+    after = LocalRAG(index, reranker_model=None, quiet=True)
+    assert (after.index.dense_search(), after.retrieve("What is vega?", k=3)) == (searched, expected)

@@ -130,6 +130,19 @@ def test_profile_fills_what_the_command_line_left_out():
     assert args.chunk_size is None and args.fusion == "convex"
 
 
+def test_profile_words_show_the_values_used_and_mark_what_overrode_the_preset():
+    from localrag.run_plan import profile_words
+
+    preset = local_rag.PROFILES["long-pdf"]
+    assert profile_words(preset) == ("chunk_size page, mode hybrid, fusion convex, dense_weight 0.8, "
+                                     "document_prior 0.8")  # --help's words: the preset
+    used = {"chunk_size": 2000, "mode": "dense", "fusion": "convex", "dense_weight": 0.8, "document_prior": 0.0}
+    assert profile_words(preset, used, {"chunk_size": "--sweep", "mode": "--ablation", "document_prior":
+                                        "--document-prior", "fusion": "--fusion"}) == (
+        "chunk_size 2000 by --sweep instead of page, mode dense by --ablation instead of hybrid, fusion convex, "
+        "dense_weight 0.8, document_prior 0 by --document-prior instead of 0.8")  # a flag equal to the preset: no mark
+
+
 def test_profile_and_bad_weights_on_the_command_line(capsys):
     assert er.main(["--dense-weight", "2"]) == 2
     assert capsys.readouterr().err == "error: --dense-weight must be a number from 0 to 1, got 2\n"
@@ -166,12 +179,17 @@ def test_the_evaluation_suggests_the_profile_and_names_it_when_used(tiny_docs, t
     assert "suggested profile" not in capsys.readouterr().err
     text = (tmp_path / "profiled.txt").read_text()
     assert ("  Profile:            long-pdf (chunk_size page, mode hybrid, fusion convex, dense_weight 0.8, "
-            "document_prior 0.8; flags given beside it win)\n") in text
+            "document_prior 0.8)\n") in text
     assert "  Document prior:     0.8 x how well a file's identity matches the question (4 of 4 files have one)\n" \
         in text
     settings = json.loads((tmp_path / "profiled.json").read_text())["settings"]
     assert {key: settings[key] for key in ("profile", "fusion", "dense_weight", "document_prior", "chunk_size")} == \
         {"profile": "long-pdf", "fusion": "convex", "dense_weight": 0.8, "document_prior": 0.8, "chunk_size": "page"}
+    # A flag beside the profile: the line shows the value the run used and marks it (it listed the preset's 0.8).
+    er.main(base + ["--profile", "long-pdf", "--dense-weight", "0.5", "--document-prior", "0.8", "--report",
+                    "weighted.txt"])
+    assert ("  Profile:            long-pdf (chunk_size page, mode hybrid, fusion convex, dense_weight 0.5 by "
+            "--dense-weight instead of 0.8, document_prior 0.8)\n") in (tmp_path / "weighted.txt").read_text()
 
 
 def test_an_unreadable_front_page_leaves_the_file_name_as_its_identity(tiny_index, tmp_path, monkeypatch, capsys):

@@ -273,3 +273,32 @@ def test_bad_suite_files_exit_2(text, message, tmp_path, capsys, monkeypatch):
     code, out, err = run(capsys, "--suite", path, "--quiet")
     assert (code, out, err) == (2, "", f"error: {message.format(path=path)}\n")
     assert not (tmp_path / "reports").exists()  # nothing ran
+
+
+def test_a_folder_where_the_summary_goes_is_refused_before_any_entry_runs(tmp_path, capsys, monkeypatch):
+    """The summary was written after every entry had run, and a folder in its place ended in a traceback."""
+    monkeypatch.setattr(er, "SUITE_OUTPUT_DIR", str(tmp_path / "reports"))
+    (tmp_path / "reports" / "summary-new.md").mkdir(parents=True)
+    suite = write_suite(tmp_path / "suite.toml", '[[entry]]\nname = "a"\ngoldset = "g.csv"\n')
+    code, out, err = run(capsys, "--suite", suite, "--output-name", "new", "--quiet")
+    summary = tmp_path / "reports" / "summary-new.md"
+    assert (code, out, err) == (2, "", f"error: the suite's summary {summary} is a folder, not a file; move that "
+                                       f"folder, or give another --output-name\n")
+
+
+def test_a_summary_that_cannot_be_written_is_one_message_naming_it(tmp_path, monkeypatch):
+    from localrag import files
+
+    suite = write_suite(tmp_path / "suite.toml", '[[entry]]\nname = "a"\ngoldset = "g.csv"\n')
+
+    def full(**kwargs):
+        raise OSError(28, "No space left on device", str(tmp_path / "reports" / ".summary.txt.abc.tmp"))
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", full)
+    with pytest.raises(eval_suite.SuiteError) as caught:
+        eval_suite.run_suite(suite, None, lambda options, report: EvalResult("goldset", "goldset g.csv", {"mrr": 0.5},
+                                                                             1, (), status=Status(EXIT_OK)),
+                             output_dir=tmp_path / "reports")
+    assert str(caught.value) == (f"the suite's summary could not be written: {tmp_path / 'reports' / 'summary.txt'}: "
+                                 f"No space left on device; the entries' reports are written. Free some space on its "
+                                 f"disk, then run again")
