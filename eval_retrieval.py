@@ -334,8 +334,9 @@ def run_explain(args: argparse.Namespace) -> int:
                                 retrieve_k=max(args.k_values), k=stage_cutoff(args.k_values, args.defaults.retrieval_k),
                                 page_offset=args.page_offset, tolerance=args.page_tolerance)
     print(f"{rag.location if rag.chroma_url else display_path(rag.path)}: {rag.describe_order(args.mode, rerank)}, "
-          f"{args.mode} mode, {rag.candidate_k} candidates per retriever, lists searched {args.diagnostic_depth} "
-          f"deep" + ("" if question else f"; not a question or query id of {display_path(args.goldset)}"))
+          f"{args.mode} mode, {rag.candidate_depth(max(args.k_values))} candidates per retriever, lists searched "
+          f"{args.diagnostic_depth} deep" + ("" if question else f"; not a question or query id of "
+                                                                 f"{display_path(args.goldset)}"))
     print()
     print(diagnose.unescape_markdown("\n".join(block).rstrip()))  # read on a terminal: no Markdown escapes
     return EXIT_OK

@@ -355,6 +355,10 @@ class LocalRAG:
         """Embed many queries in batches up front (much faster than one by one)."""
         self.retriever.embed_queries(queries, EMBEDDING_BATCH_SIZE * 4)
 
+    def candidate_depth(self, k: int) -> int:
+        """Chunks each retriever (dense, BM25) contributes to `retrieve(query, k)`: max(k, candidate_k)."""
+        return self.retriever.candidate_depth(k)
+
     def candidates(self, query: str, k: int, mode: str | None = None) -> list[tuple[Document, float]]:
         """The mode's ordered list before reranking, at least `k` long when the index allows."""
         return self.retriever.candidates(query, k, mode)

@@ -231,7 +231,7 @@ def run(args: argparse.Namespace) -> dict:
     progress("timing the bare script")
     chunks = {i: (t, m) for i, t, m in rag.indexed_chunks()}
     bare = Bare(Path(rag.path), rag.collection_name, chunks, rag.settings["bm25_stemmer"])
-    depth = max(args.k, rag.candidate_k)
+    depth = rag.candidate_depth(args.k)
     bare_ms = {mode: timed([lambda q=q, m=mode: bare.retrieve(m, q, vectors[q], args.k, depth, rag.rrf_k, rag.rank_by)
                             for q in prepared]) for mode in MODES}
     mismatches = {mode: sum([d.id for d, _ in rag.retrieve(q, args.k, mode=mode)]

@@ -16,15 +16,17 @@ from localrag.index import PAGE_CHUNKS, significant_settings
 from localrag.outputs import display_path
 from localrag.report import plural
 from localrag.run_plan import INDEX_SETTINGS, profile_sources, profile_words, slug
-def dense_search_text(rag: LocalRAG, questions: Sequence[str]) -> str:
+
+
+def dense_search_text(rag: LocalRAG, questions: Sequence[str], depth: int | None = None) -> str:
     """How the dense list was searched: exactly, or by the index's IVF with its recall against exact search,
-    measured here on the run's questions at the candidate depth (localrag/ivf.py)."""
+    measured here on the run's questions at the candidate depth (`depth`, else `candidate_k`; localrag/ivf.py)."""
     from localrag import ivf
 
     search = rag.index.dense_search()
     if search["method"] == "exact":
         return f"exact cosine over all {rag.info.get('counts', {}).get('chunks', 0)} indexed chunks"
-    k, asked = rag.candidate_k, tuple(dict.fromkeys(questions))
+    k, asked = depth or rag.candidate_k, tuple(dict.fromkeys(questions))
     # Keyed by what decides the figure (the chunks, the IVF's lists and seed, the probes, k, the questions), not
     # by the object: a suite opens many indexes in one process, and an IVF of other lists has the same chunks.
     key = (rag.index.fingerprint(), search["lists"], search["seed"], search["probes"], k, asked)
@@ -48,8 +50,11 @@ def reranker_name(model: str) -> str:
 
 
 def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bool, extra: list,
-                 questions: Sequence[str] = ()) -> list:
+                 questions: Sequence[str] = (), *, k: int) -> list:
+    """The configuration block of a run that asks `retrieve(question, k)` of every question: the candidates per
+    retriever it states are the ones that k gives (`LocalRAG.candidate_depth`), as the stage ranks count them."""
     s = rag.display_settings
+    depth = rag.candidate_depth(k)
     counts = rag.info.get("counts", {})
     if rerank:
         reranker = f"on ({reranker_name(rag.reranker_model)})"
@@ -73,9 +78,9 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
               if not args.dataset else []),
             *([("BM25 stemmer", s["bm25_stemmer"])] if s["bm25_stemmer"] != "none" else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
-            ("Retrieval mode", f"{mode} ({rag.candidate_k} candidates per retriever"
+            ("Retrieval mode", f"{mode} ({depth} candidates per retriever"
                                + (f", {fusion_words(rag)})" if mode == "hybrid" else ")")),
-            *([("Dense search", dense_search_text(rag, questions))] if mode != "bm25" else []),
+            *([("Dense search", dense_search_text(rag, questions, depth))] if mode != "bm25" else []),
             ("Document prior", document_prior_text(rag)),
             ("Reranker", reranker),
             ("Final order by", rag.describe_order(mode, rerank)),

@@ -159,9 +159,10 @@ def score_goldset_row(args: argparse.Namespace, rag: LocalRAG, checked: CheckedG
                                  name=name or ev.config_name(mode, rerank), title=identity,
                                  page_offset=args.page_offset, tolerance=args.page_tolerance,
                                  traced=traced, stage_k=stage_cutoff(args.k_values, args.defaults.retrieval_k))
-    config = config_block(rag, args, mode, rerank, checked.header, [q.question for q in checked.scored])
+    config = config_block(rag, args, mode, rerank, checked.header, [q.question for q in checked.scored],
+                          k=max(args.k_values))
     if mode == "union" and not rerank and all(t.dense_order for t in traced.values()):  # it scores as dense
-        config = ev.with_union_note(config, max(args.k_values), rag.rank_by, rag.candidate_k)
+        config = ev.with_union_note(config, max(args.k_values), rag.rank_by, rag.candidate_depth(max(args.k_values)))
     notes = (*checked.notes, *ineffective_settings(mode, rag.fusion, given_fusion_flags(args)))
     return dataclasses.replace(result, goldset=identity, config=tuple(config + checked.tail),
                                settings=settings_json(rag, args, mode, rerank), messages=notes,
@@ -335,23 +336,37 @@ def run_dataset(args: argparse.Namespace) -> list[EvalResult]:
         missing_rows = missing_rows or why_missing
         fill_query_vectors(rag, [q.question for q in queries], [mode for _, _, mode, _ in configs], args, vector_cache)
         setup = time.perf_counter() - started
+        depth = max(args.k_values)
+        k = ev.dataset_k(rag.info.get("counts", {}), depth)  # one k for every query and row of this index
         for number, row_name, mode, rerank in configs:
             started = time.perf_counter()
-            run, stages = ev.retrieve_dataset(rag, dataset, max(args.k_values), mode, rerank,
+            run, stages = ev.retrieve_dataset(rag, dataset, depth, k, mode, rerank,
                                               progress=not args.quiet, diagnostic_depth=args.diagnostic_depth)
             result = ev.evaluate_dataset(dataset, run, args.k_values, name=row_name or ev.config_name(mode, rerank),
                                          title=identity, stages=stages,
                                          stage_k=stage_cutoff(args.k_values, args.defaults.retrieval_k))
-            config = config_block(rag, args, mode, rerank, header, [q.question for q in queries]) + [
-                ("Scoring", "document level: chunks over-fetched, collapsed by doc_id (best chunk), cut at k"),
-                ("Queries", str(result.num_queries))]
+            config = config_block(rag, args, mode, rerank, header, [q.question for q in queries], k=k) + [
+                ("Scoring", scoring_text(rag, depth, k)), ("Queries", str(result.num_queries))]
             results[number] = dataclasses.replace(result, seconds=time.perf_counter() - started + setup,
                                                   goldset=identity, config=tuple(config),
                                                   settings=settings_json(rag, args, mode, rerank),
-                                                  messages=(*messages, *result.messages, *ineffective_settings(
-                                                      mode, rag.fusion, given_fusion_flags(args))))
+                                                  messages=(*messages, *result.messages,
+                                                            *ev.short_lists_note(run, depth, k),
+                                                            *ineffective_settings(mode, rag.fusion,
+                                                                                  given_fusion_flags(args))))
             setup = 0.0
     return finish([results[n] for n in sorted(results)], args, previous, degraded, missing_rows, run=run)
+
+
+def scoring_text(rag: LocalRAG, depth: int, k: int) -> str:
+    """How a dataset run scores documents: the list it asks of every query (evaluate.dataset_k), and how its
+    entries become documents."""
+    counts = rag.info.get("counts", {})
+    collapse = ("a document is one page, so the list holds each once" if rag.rank_by == "page" else
+                "its chunks collapsed by doc_id (best chunk)")
+    return (f"document level: each query's list is retrieve(query, k={k}) (one k for every query: {depth} x "
+            f"{counts.get('chunks', 0)} chunks / {counts.get('files', 0)} documents x {ev.DATASET_OVERFETCH:g}, "
+            f"rounded up); {collapse}; cut at {depth} documents")
 
 
 def load_dataset(args: argparse.Namespace) -> tuple[Any, list[str], list[str], str]:

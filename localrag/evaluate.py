@@ -11,6 +11,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from localrag import goldset as gs
@@ -23,8 +24,7 @@ from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, Eva
 from localrag.retriever import page_key
 
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
-DATASET_OVERFETCH = 1.5  # chunks fetched per wanted document, times the corpus's chunks per document; doubled
-# per query until collapsing to documents fills the depth or the index has no more chunks
+DATASET_OVERFETCH = 1.5  # a dataset run asks retrieve for depth x chunks per document x this (dataset_k)
 COMPARE_SEED = 0  # seed of the comparison statistics
 
 Hit = tuple[Any, float]  # a retrieved chunk (metadata "source", "page", for datasets "doc_id") and its score
@@ -384,36 +384,48 @@ def dataset_queries(dataset) -> list:
     return [dataset.queries[qid] for qid in sorted(dataset.qrels) if qid in dataset.queries]
 
 
-def retrieve_dataset(rag: Retriever, dataset, depth: int, mode: str, rerank: bool, progress: bool, *,
+def dataset_k(counts: Mapping[str, int], depth: int) -> int:
+    """The k every query of a dataset run asks `retrieve` for: `depth` x the index's chunks per document x
+    DATASET_OVERFETCH, rounded up; at least `depth`.
+
+    A document of several chunks fills several places of each retriever's candidate list (and of a final list
+    ranked by chunk), so k = depth would leave fewer than `depth` documents for many queries; one k for every
+    query keeps the candidate depth (`candidate_depth(k)`) one figure per run, stated in the report."""
+    # Exact arithmetic: 10 x 64/24 x 1.5 is 40, not the 40.000000000000004 floats make of it (then 41).
+    wanted = Fraction(depth * counts.get("chunks", 0), max(1, counts.get("files", 0))) * Fraction(DATASET_OVERFETCH)
+    return max(depth, math.ceil(wanted))
+
+
+def retrieve_dataset(rag: Retriever, dataset, depth: int, k: int, mode: str, rerank: bool, progress: bool, *,
                      diagnostic_depth: int = 0) -> tuple[dict[str, dict[str, float]], dict[str, StageRanks]]:
-    """(the run: query_id -> {doc_id: score} of the first `depth` documents retrieved for the query;
+    """(the run: query_id -> {doc_id: score} of the first `depth` documents of `retrieve(query, k)`;
     query_id -> where its first relevant document ranked at every stage, by document)."""
     queries = dataset_queries(dataset)
     if mode != "bm25":  # BM25 needs no query vector: no model is loaded for it
         rag.embed_queries([rag.prepare_query(q.question) for q in queries])
     run, stages = {}, {}
     for q in progress_bar(queries, progress, f"Queries ({mode}{', rerank' if rerank else ''})"):
-        run[q.query_id], trace = retrieve_documents(rag, q.question, depth, mode, rerank, diagnostic_depth)
+        run[q.query_id], trace = retrieve_documents(rag, q.question, depth, k, mode, rerank, diagnostic_depth)
         stages[q.query_id] = document_stage_ranks(trace, dataset.qrels[q.query_id], depth)
     return run, stages
 
 
-def retrieve_documents(rag: Retriever, question: str, depth: int, mode: str, rerank: bool,
+def retrieve_documents(rag: Retriever, question: str, depth: int, k: int, mode: str, rerank: bool,
                        diagnostic_depth: int = 0) -> tuple[dict[str, float], Any]:
-    """(the first `depth` distinct documents, the trace of the retrieval that gave them): over-fetch chunks,
-    and fetch more while documents are missing."""
-    counts = rag.info.get("counts", {})
-    per_doc = counts.get("chunks", 1) / max(1, counts.get("files", 1))
-    k = math.ceil(depth * per_doc * DATASET_OVERFETCH)
-    while True:
-        trace = rag.retrieve_traced(question, k=k, mode=mode, rerank=rerank, depth=diagnostic_depth)
-        docs = collapse_to_documents(trace.final, depth)
-        # Enough documents, or the retriever has nothing more: every candidate list is shorter than asked (the
-        # final list says less, since a list ranked by page holds each page once).
-        exhausted = all(len(hits) < k for name, hits in trace.stages.items() if name in diagnose.RETRIEVERS)
-        if len(docs) >= depth or exhausted:
-            return docs, trace
-        k *= 2
+    """(the first `depth` distinct documents of `retrieve(question, k)`, the trace that holds that list as its
+    final one). Fewer than `depth` when the list holds fewer documents: the query is scored on what came back."""
+    trace = rag.retrieve_traced(question, k=k, mode=mode, rerank=rerank, depth=diagnostic_depth)
+    return collapse_to_documents(trace.final, depth), trace
+
+
+def short_lists_note(run: Mapping[str, Mapping[str, float]], depth: int, k: int) -> list[str]:
+    """The report's note on the queries whose list held fewer than `depth` documents (none: no note)."""
+    short = sum(1 for docs in run.values() if len(docs) < depth)
+    if not short:
+        return []
+    return [f"{short} of {len(run)} {'query' if len(run) == 1 else 'queries'} got fewer than {depth} documents: "
+            f"the candidate lists of retrieve(query, k={k}) held no more; they are scored on the documents that "
+            f"came back"]
 
 
 def document_order(hits: Sequence[Hit]) -> list[str]:

@@ -1,7 +1,8 @@
 """Retrieval from an index: dense (Chroma), BM25, hybrid (RRF of both) or union, then an optional cross-encoder.
 
-The chat and the evaluation both call `LocalRAG.retrieve` (local_rag.py), which hands the work to `Retriever`,
-so what the evaluation measures is what the chat gets.
+The chat calls `LocalRAG.retrieve` (local_rag.py), which hands the work to `Retriever`; the evaluation calls
+`retrieve_traced`, whose final list is the one `retrieve` returns (it is that call), so what the evaluation
+measures is what the chat gets for the same k.
 """
 from __future__ import annotations
 
@@ -240,7 +241,7 @@ class Retriever:
                                                                             dict[str, list], int]:
         mode = check_mode(mode or self.retrieval_mode)
         self.index.require_built()
-        depth = max(k, self.candidate_k)
+        depth = self.candidate_depth(k)
         if mode == "dense":
             dense = self._dense(query, depth)
             return dense, {"dense": dense}, depth
@@ -290,20 +291,19 @@ class Retriever:
         are lowered by a unit in the last place, so a run file built from the list is scored in this order.
 
         `mode` and `rerank` override this object's settings for one call (ablations share one loaded model).
+        It is `retrieve_traced(...).final`: the evaluation traces the very code path the chat runs.
         """
-        check_request(query, k)
-        query = self.prepare_query(query)
-        use_rerank = self.reranker is not None if rerank is None else rerank
-        if use_rerank and self.reranker is None:
-            raise RAGError(f"reranking was requested but is off ({self.reranker_off_reason})")
-        found = self.candidates(query, k, mode)
-        if use_rerank:
-            found = self.rerank(query, found)
-        return strictly_decreasing(self._units(found)[:k])
+        return self.retrieve_traced(query, k, mode, rerank).final
+
+    def candidate_depth(self, k: int) -> int:
+        """How many chunks each retriever (dense, BM25) contributes to a retrieval of k: `candidate_k`, or k when
+        larger. Fusion and the reranker see these lists, so the same query asked for another k may be ordered
+        differently; a report states this figure for the k it asks."""
+        return max(k, self.candidate_k)
 
     def retrieve_traced(self, query: str, k: int, mode: str | None = None, rerank: bool | None = None,
                         depth: int = 0) -> Trace:
-        """`retrieve`'s list (the same one, from the same candidate lists) together with every stage's list.
+        """`retrieve`'s list (its `final`: `retrieve` is this call) together with every stage's list.
 
         `depth` deepens the dense and BM25 lists for diagnosis only: they keep the candidates fusion and the
         reranker saw, followed by the further hits of a second search `depth` deep, so a gold chunk just
@@ -330,7 +330,7 @@ class Retriever:
     def _units(self, found: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """The final order as `rank_by` counts it: each page once, by its best chunk, or every chunk.
 
-        The pool stays `candidate_k` chunks per retriever, so a page list can hold fewer than k entries."""
+        The pool stays `candidate_depth(k)` chunks per retriever, so a page list can hold fewer than k entries."""
         return first_per_key(found, page_key) if self.rank_by == "page" else found
 
     def fusion_text(self) -> str:

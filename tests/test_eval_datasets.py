@@ -445,9 +445,9 @@ def test_run_file_reproduces_the_json_metrics_with_trec_eval(dataset, spread_cro
         assert [t["doc_id"] for t in q["top"]] == returned[:len(q["top"])], (mode, rerank, q["query_id"])
 
 
-def test_document_collection_asks_for_more_while_the_candidate_lists_are_full():
-    """A list ranked by page holds each record once, so it is shorter than the k chunks asked for although the
-    retriever has more: the collection must look at the candidate lists, not the final list, to stop."""
+def test_document_collection_asks_once_with_the_runs_k():
+    """A list ranked by page holds each record once, so it may hold fewer documents than the depth: the query is
+    scored on what came back, from one call with the run's k (no second, deeper call that no chat makes)."""
     from types import SimpleNamespace
 
     def chunk(doc_id: str, n: int) -> Document:
@@ -458,13 +458,26 @@ def test_document_collection_asks_for_more_while_the_candidate_lists_are_full():
     asked: list[int] = []
 
     class Fake:
-        info = {"counts": {"files": 4, "chunks": 4}}  # one chunk per document on average: k starts small
-
         def retrieve_traced(self, question, k, mode, rerank, depth):
             asked.append(k)
-            pool = chunks[:max(k, 2)]
+            pool = chunks[:k]
             pages = list({d.metadata["doc_id"]: (d, s) for d, s in reversed(pool)}.values())[::-1]
             return SimpleNamespace(final=pages[:k], stages={"dense": pool}, pool=len(pool))
 
-    docs, _ = ev.retrieve_documents(Fake(), "q", depth=3, mode="dense", rerank=False)
-    assert list(docs) == ["d0", "d1", "d2"] and asked == [5, 10]
+    docs, trace = ev.retrieve_documents(Fake(), "q", depth=3, k=5, mode="dense", rerank=False)
+    assert list(docs) == ["d0", "d1"] and asked == [5]  # 5 chunks: d0's three, d1's two
+    assert trace.pool == 5
+    assert ev.short_lists_note({"q1": docs, "q2": {"a": 1.0, "b": 0.5, "c": 0.2}}, depth=3, k=5) == [
+        "1 of 2 queries got fewer than 3 documents: the candidate lists of retrieve(query, k=5) held no more; they "
+        "are scored on the documents that came back"]
+    assert ev.short_lists_note({"q2": {"a": 1.0, "b": 0.5, "c": 0.2}}, depth=3, k=5) == []
+
+
+def test_dataset_k_is_one_figure_per_index():
+    # depth x chunks per document x 1.5, rounded up, computed exactly: 10 x 64/24 x 1.5 = 40 (floats: 40.000...04,
+    # which would round up to 41).
+    assert ev.dataset_k({"files": 24, "chunks": 64}, 10) == 40
+    assert ev.dataset_k({"files": 5183, "chunks": 5789}, 100) == 168  # SciFact train: 167.54 -> 168
+    assert ev.dataset_k({"files": 11, "chunks": 14}, 5) == 10  # this module's index: 9.55 -> 10
+    assert ev.dataset_k({"files": 4, "chunks": 2}, 10) == 10  # never under the depth
+    assert ev.dataset_k({}, 5) == 5  # an empty index
