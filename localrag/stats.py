@@ -18,9 +18,11 @@ not rejected form one interval, read off two order statistics of the patterns' i
 Which sign patterns: the non-zero differences are enumerated exactly (all 2^m patterns) when there are at most
 EXACT_MAX_NONZERO of them, else `resamples` patterns are drawn (p = (count + 1) / (resamples + 1), the observed
 pattern counted, which never reports an impossible p = 0: Phipson & Smyth, SAGMB 2010). Zero differences do not
-matter at delta = 0 but do elsewhere: each pattern's zero differences get random signs from a second seeded stream,
-and an exact enumeration is repeated ceil(resamples / 2^m) times with fresh zero signs, so the interval rests on at
-least `resamples` patterns. The p-value at 0 is exactly the one of the plain test.
+matter at delta = 0 but do elsewhere, through their sign sum only: with an enumeration each sum is counted with its
+binomial weight (every pattern of all n differences, exactly) while that fits 64-bit whole numbers (EXACT_MAX_BITS,
+EXACT_MAX_CELLS); beyond, and for drawn patterns, the zero differences' signs are drawn from a second seeded stream,
+an enumeration repeated ceil(resamples / 2^m) times, so the interval rests on at least `resamples` patterns. The
+p-value at 0 is always exactly the plain test's.
 
 Several comparisons in one table (the metrics of a comparison, the rows of a sweep or an ablation) form a family:
 Holm's step-down adjustment (Holm, "A simple sequentially rejective multiple test procedure", Scand. J. Statist.
@@ -59,6 +61,10 @@ DEFAULT_ALPHA = 0.05
 DEFAULT_POWER = 0.8
 # Up to this many non-zero differences the test enumerates all 2^n sign patterns.
 EXACT_MAX_NONZERO = 16
+# The zero differences' sign sums are counted exactly (binomial weights) while 2^(all differences) fits a 64-bit
+# whole number and the patterns times the sums stay below this many cells; else their signs are drawn.
+EXACT_MAX_BITS = 62
+EXACT_MAX_CELLS = 1 << 17
 # Sign-pattern matrices are built in blocks of about this many cells to bound memory.
 BLOCK_CELLS = 2_000_000
 # Relative slack when comparing a pattern's sum with the observed one: sums of the same numbers in another order
@@ -100,8 +106,10 @@ def _check_probability(name: str, value: float) -> None:
 class ShiftTest:
     """The paired randomization test of "mean difference = delta" for every delta at once.
 
-    `lows` (ascending) and `highs` (descending) are the ends of the shift intervals on which each sign pattern
-    counts against rejection; `count` is how many count at delta = 0, of `total` (the observed pattern included).
+    Each sign pattern counts against rejection on an interval of shifts; `lows` (ascending) and `highs`
+    (descending) are those intervals' ends, `low_weights` and `high_weights` the running sums of the patterns'
+    weights in those orders (whole numbers: 1 for a drawn pattern, the number of zero-difference sign patterns it
+    stands for in an exact enumeration). `count` is the weight that counts at delta = 0, of `total`.
     """
 
     n: int
@@ -109,8 +117,10 @@ class ShiftTest:
     count: int
     total: int
     lows: np.ndarray
+    low_weights: np.ndarray
     highs: np.ndarray
-    exact: bool  # whether the non-zero differences' patterns were enumerated
+    high_weights: np.ndarray
+    exact: bool  # whether every sign pattern was counted (else drawn: Monte Carlo)
     bounds: tuple[float, float] = DIFF_BOUNDS  # the mean differences that are possible at all
 
     @property
@@ -119,14 +129,17 @@ class ShiftTest:
         return self.count / self.total
 
     def needed(self, alpha: float) -> int:
-        """The fewest counting patterns a shift needs to be kept at level alpha: p(delta) >= alpha."""
+        """The least weight a shift needs to be kept at level alpha (p(delta) >= alpha), found with the very
+        division `p_value` makes, so that rejects() and p_value < alpha never disagree."""
         _check_probability("alpha", alpha)
-        need = max(1, math.ceil(alpha * self.total))
-        while need > 1 and (need - 1) / self.total >= alpha:  # alpha * total may round up past a whole count
-            need -= 1
-        while need / self.total < alpha:
-            need += 1
-        return need
+        low, high = 1, self.total  # weight `total` always has p = 1 >= alpha
+        while low < high:
+            middle = (low + high) // 2
+            if middle / self.total >= alpha:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def rejects(self, alpha: float) -> bool:
         """Whether "no difference" is rejected at level alpha (p < alpha)."""
@@ -135,24 +148,32 @@ class ShiftTest:
     def interval(self, alpha: float) -> tuple[float, float]:
         """The shifts delta the test keeps at level alpha, within `bounds`: excludes 0 exactly when rejects(alpha)."""
         need = self.needed(alpha)
-        low, high = float(self.lows[need - 1]), float(self.highs[need - 1])
+        low = float(self.lows[np.searchsorted(self.low_weights, need)])
+        high = float(self.highs[np.searchsorted(self.high_weights, need)])
         return max(low, self.bounds[0]), min(high, self.bounds[1])
 
 
-def _sign_sums(nonzero: np.ndarray, zeros: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(a, k, exact) per sign pattern: a = sum of s_i d_i over the non-zero differences, k = sum of s_i over all
-    differences (zeros included). The observed pattern (all +1, k = n) is in the arrays."""
+def _sign_sums(nonzero: np.ndarray, zeros: int, resamples: int,
+               seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """(a, k, weight, exact) per sign pattern: a = sum of s_i d_i over the non-zero differences, k = sum of s_i over
+    all differences (zeros included). The observed pattern (all +1, k = n) is among them.
+
+    Exact when the non-zero differences' patterns can be enumerated and the zero differences' sign sums counted
+    with their binomial weights in 64-bit whole numbers; else the zero differences' signs are drawn (a stream
+    apart from the p-value's), for every drawn pattern or for ceil(resamples / 2^m) copies of each enumerated one."""
     m = len(nonzero)
-    zero_rng = np.random.default_rng([seed, 1])  # zero differences' signs: a stream apart from the p-value's
+    zero_rng = np.random.default_rng([seed, 1])
     if m <= EXACT_MAX_NONZERO:
         patterns = np.arange(2**m)[:, None]
         signs = 1 - 2 * ((patterns >> np.arange(m)) & 1)
         a, k = signs @ nonzero, signs.sum(axis=1)
-        copies = math.ceil(resamples / 2**m) if zeros else 1
-        a, k = np.tile(a, copies), np.tile(k, copies)
-        if zeros:
-            k = k + (2 * zero_rng.binomial(zeros, 0.5, size=len(k)) - zeros)
-        return a, k, True
+        if m + zeros <= EXACT_MAX_BITS and 2**m * (zeros + 1) <= EXACT_MAX_CELLS:
+            sums = 2 * np.arange(zeros + 1) - zeros  # the zero differences' sign sums, comb(zeros, i) ways each
+            ways = np.array([math.comb(zeros, i) for i in range(zeros + 1)], dtype=np.int64)
+            return (np.repeat(a, zeros + 1), (k[:, None] + sums[None, :]).ravel(), np.tile(ways, 2**m), True)
+        copies = math.ceil(resamples / 2**m)
+        a, k = np.tile(a, copies), np.tile(k, copies) + (2 * zero_rng.binomial(zeros, 0.5, size=2**m * copies) - zeros)
+        return a, k, np.ones(len(a), dtype=np.int64), False
     rng = np.random.default_rng(seed)
     sums, counts = [np.array([math.fsum(nonzero)])], [np.array([m])]
     block = max(1, BLOCK_CELLS // m)
@@ -165,7 +186,7 @@ def _sign_sums(nonzero: np.ndarray, zeros: int, resamples: int, seed: int) -> tu
     if zeros:
         k[1:] += 2 * zero_rng.binomial(zeros, 0.5, size=resamples) - zeros
         k[0] += zeros  # the observed pattern keeps every sign
-    return a, k, False
+    return a, k, np.ones(len(a), dtype=np.int64), False
 
 
 def shift_test(old: Mapping[str, float], new: Mapping[str, float], resamples: int = DEFAULT_RESAMPLES,
@@ -179,9 +200,9 @@ def shift_test(old: Mapping[str, float], new: Mapping[str, float], resamples: in
     values = [*old.values(), *new.values()]
     bounds = DIFF_BOUNDS if all(0.0 <= v <= 1.0 for v in values) else (-math.inf, math.inf)
     if len(nonzero) == 0:  # identical runs: every pattern ties; only delta = 0 is kept
-        ends = np.zeros(1)
-        return ShiftTest(n, 0.0, 1, 1, ends, ends, True, bounds)
-    a, k, exact = _sign_sums(nonzero, n - len(nonzero), resamples, seed)
+        ends, ones = np.zeros(1), np.ones(1, dtype=np.int64)
+        return ShiftTest(n, 0.0, 1, 1, ends, ones, ends, ones, True, bounds)
+    a, k, weights, exact = _sign_sums(nonzero, n - len(nonzero), resamples, seed)
     observed_sum = math.fsum(nonzero)
     observed = abs(observed_sum)
     # Counts at delta = 0, ties within the tolerance included (the sum ranks patterns as the mean does).
@@ -195,9 +216,9 @@ def shift_test(old: Mapping[str, float], new: Mapping[str, float], resamples: in
     # A pattern that ties at 0 keeps 0 (float rounding may put its end a hair beyond); each interval holds the mean.
     lows = np.minimum(np.where(counts_at_zero, np.minimum(lows, 0.0), lows), mean)
     highs = np.maximum(np.where(counts_at_zero, np.maximum(highs, 0.0), highs), mean)
-    # An exact enumeration repeated c times counts each pattern c times: count / len(a) is the exact p.
-    count = int(np.count_nonzero(counts_at_zero))
-    return ShiftTest(n, mean, count, len(a), np.sort(lows), -np.sort(-highs), exact, bounds)
+    low_order, high_order = np.argsort(lows, kind="stable"), np.argsort(-highs, kind="stable")
+    return ShiftTest(n, mean, int(weights[counts_at_zero].sum()), int(weights.sum()), lows[low_order],
+                     np.cumsum(weights[low_order]), highs[high_order], np.cumsum(weights[high_order]), exact, bounds)
 
 
 def paired_randomization_test(

@@ -99,18 +99,34 @@ def test_interval_ends_are_where_the_brute_force_test_starts_to_reject(diffs):
         assert _brute_force_p(diffs, low - 1e-7) < alpha and _brute_force_p(diffs, high + 1e-7) < alpha
 
 
-def test_interval_with_zero_differences_is_close_to_the_exact_one():
-    # 4 of 12 differences are zero: they matter away from 0, where their signs are drawn. The ends land where the
-    # brute-force test over all 2^12 patterns is near the level (0.059 at both ends; 0.043 a step of 0.01 outside).
+def test_interval_with_zero_differences_counts_their_signs_exactly():
+    # 4 of 12 differences are zero: they matter away from 0 through their sign sum, which is counted with its
+    # binomial weights (5 sums for 2^8 patterns of the others), so the ends are exact: the brute-force test over
+    # all 2^12 patterns keeps each end and rejects a hair beyond it.
     diffs = [0.5, 0.0, 0.75, 0.0, 1.0, -0.25, 0.0, 0.5, 0.75, 0.0, 0.5, 0.25]
     old, new = _runs(diffs, base=0.0)
-    test = stats.shift_test(old, new, resamples=20_000)
+    test = stats.shift_test(old, new)
+    assert test.exact and test.total == 2 ** 12
+    for alpha in (0.05, 0.1):  # p at 0 is 0.023 (96 of 4096): both reject "no difference"
+        low, high = test.interval(alpha)
+        assert 0.0 < low < high
+        assert _brute_force_p(diffs, low) >= alpha and _brute_force_p(diffs, high) >= alpha
+        assert _brute_force_p(diffs, low - 1e-7) < alpha and _brute_force_p(diffs, high + 1e-7) < alpha
+    # The p-value at 0 is the plain test's: the zeros cannot change a sum at 0.
+    assert test.p_value == _brute_force_p(diffs, 0.0) == stats.paired_randomization_test(old, new)
+
+
+def test_too_many_zero_differences_to_count_are_drawn():
+    # 10 non-zero and 130 zero differences: 2^10 x 131 sign sums exceed EXACT_MAX_CELLS, so the zero differences'
+    # signs are drawn for 10 copies of each of the 1024 patterns; the p-value at 0 stays exact.
+    diffs = [0.5, 0.25, 1.0, -0.25, 0.5, 0.75, 0.5, 0.25, 1.0, 0.5] + [0.0] * 130
+    old, new = _runs(diffs, base=0.0)
+    test = stats.shift_test(old, new)
+    assert not test.exact and test.total == 1024 * 10
+    nonzero = [d for d in diffs if d]
+    assert test.p_value == _brute_force_p(nonzero, 0.0)
     low, high = test.interval(0.05)
-    assert 0.0 < low < high
-    assert 0.045 <= _brute_force_p(diffs, low) <= 0.075 and 0.045 <= _brute_force_p(diffs, high) <= 0.075
-    assert _brute_force_p(diffs, low - 0.01) < 0.05 and _brute_force_p(diffs, high + 0.01) < 0.05
-    # The p-value at 0 is still exact: the zeros cannot change a sum at 0.
-    assert test.p_value == _brute_force_p(diffs, 0.0)
+    assert 0.0 < low <= test.diff <= high
 
 
 def _random_scores(rng, n):
