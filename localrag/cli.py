@@ -2,8 +2,25 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
+
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: how a shell reports a program whose output pipe was closed early
+
+
+def exit_with(main: Callable[[], int]) -> NoReturn:
+    """sys.exit(main()), without a traceback when the reader of stdout went away early (`... | head`): what the
+    run wrote to files is written; it exits EXIT_PIPE_CLOSED."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would fail once more flushing stdout at exit: point it at nothing (the documented recipe).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_PIPE_CLOSED
+    sys.exit(code)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -79,3 +79,29 @@ def test_every_eval_flag_help_shows_its_default():
         assert "(default: None)" not in shown, action.option_strings[0]
         assert shown.count("(default: ") == 1, action.option_strings[0]
         assert "".join(shown.split()) in unwrapped, action.option_strings[0]
+
+
+def test_a_reader_that_closes_stdout_early_gets_no_traceback(tmp_path):
+    # `eval_retrieval.py --compare A B | head -1`: head leaves after one line, the script's later prints meet a
+    # closed pipe. Python would print a BrokenPipeError traceback (twice); the script exits 141 quietly instead.
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    per_query = [{"query_id": f"q{i}", "question": f"Question {i}" + " long" * 400, "rank": 1 + i % 3,
+                  "metrics": {"mrr": 1 / (1 + i % 3)}} for i in range(200)]
+    report = {"title": "goldset g.csv", "kind": "goldset", "metrics": {"mrr": 0.6}, "per_query": per_query}
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(report), encoding="utf-8")
+    for q in per_query:
+        q["rank"], q["metrics"]["mrr"] = 1, 1.0  # every question moves: a long "Better" list to print
+    new.write_text(json.dumps(report), encoding="utf-8")
+    process = subprocess.Popen([sys.executable, str(root / "eval_retrieval.py"), "--compare", str(old), str(new)],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.readline().startswith(b"new.json vs. old.json")
+    process.stdout.close()  # the reader goes away
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
