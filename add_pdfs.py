@@ -15,11 +15,7 @@ import sys
 import local_rag
 from local_rag import LocalRAG, RAGError
 from localrag import cli
-from localrag.index import parse_chunk_size
-
-
-INDEX_OPTIONS = ("chunk_size", "chunk_overlap", "page_chunk_limit", "chunk_headers", "chunk_context",
-                 "embedding_model", "embedding_backend", "bm25_stemmer")  # profile keys that are index settings
+from localrag.settings import IndexSettings, parse_chunk_size, profile_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "pages as chunks; a flag given beside it wins (default: none)")
     chunks = parser.add_argument_group("extraction, chunking and embedding",
                                        "stored in the index; a change rebuilds it")
-    cli.add_index_setting_flags(chunks, vars(local_rag), loaders=local_rag.PDF_LOADERS, backends=local_rag.EMBEDDING_BACKENDS,
+    cli.add_index_setting_flags(chunks, vars(local_rag),
                                 offline_models=local_rag.OFFLINE_EMBEDDING_MODELS,
                                 bm25_note="; a change rebuilds only the BM25 arrays")
     return parser
@@ -56,27 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for key, value in local_rag.PROFILES.get(args.profile or "", {}).items():
-        if key in INDEX_OPTIONS and getattr(args, key) is None:
-            setattr(args, key, value)
     defaults = [("--index", "index", local_rag.VECTORSTORE_PATH)] if args.index == local_rag.VECTORSTORE_PATH else []
     defaults += [("a folder of PDFs", "docs folder", local_rag.DOCS_PATH)] if defaults and not args.paths else []
     if problem := cli.project_folder_problem(local_rag.PROJECT_DIR, defaults):
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        if args.chunk_size is not None:
-            args.chunk_size = parse_chunk_size(args.chunk_size)
+        chunk_size = None if args.chunk_size is None else parse_chunk_size(args.chunk_size)
     except ValueError as exc:
         print(f"error: --chunk-size {exc}", file=sys.stderr)
         return 2
+    # The flags given win over --profile's preset, which wins over the index's settings.
+    preset, _ = profile_settings(local_rag.PROFILES.get(args.profile or "", {}))
+    index = IndexSettings.from_options({**vars(args), "chunk_size": chunk_size}).over(preset)
     try:
-        rag = LocalRAG(args.index, embedding_model=args.embedding_model, reranker_model=None,
-                       chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, pdf_loader=args.loader,
-                       chunk_headers=args.chunk_headers, chunk_context=args.chunk_context,
-                       embedding_backend=args.embedding_backend,
-                       page_chunk_limit=args.page_chunk_limit, bm25_stemmer=args.bm25_stemmer, quiet=args.quiet,
-                       chroma_url=args.chroma_url, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists,
+        rag = LocalRAG(args.index, reranker_model=None, index=index, quiet=args.quiet, chroma_url=args.chroma_url,
+                       ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists,
                        allow_downloads=args.allow_downloads)
         paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]
         report = rag.sync(paths, rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,

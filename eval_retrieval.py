@@ -33,6 +33,7 @@ from localrag.outputs import (QRELS_SUFFIX, check_output_paths, display_path, in
 from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.run_index import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.run_plan import SWEEP_AXES, profile_words, requested_settings
+from localrag.settings import PAGE_SETTINGS, IndexSettings
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
 GOLDSET_TEMPLATE_PATH = local_rag.PROJECT_DIR / "eval" / "goldset_template.csv"  # copied to start a goldset
@@ -79,10 +80,8 @@ def eval_defaults() -> EvalDefaults:
         retriever={"retrieval_mode": lr.RETRIEVAL_MODE, "rrf_k": lr.RRF_K, "fusion": lr.FUSION,
                    "dense_weight": lr.DENSE_WEIGHT, "document_prior": lr.DOCUMENT_PRIOR, "rank_by": lr.RANK_BY,
                    "ivf_probes": lr.IVF_PROBES},
-        index_settings={"embedding_model": lr.EMBEDDING_MODEL, "embedding_backend": lr.EMBEDDING_BACKEND,
-                        "chunk_size": lr.CHUNK_SIZE, "chunk_overlap": lr.CHUNK_OVERLAP, "pdf_loader": lr.PDF_LOADER,
-                        "chunk_headers": lr.CHUNK_HEADERS, "chunk_context": lr.CHUNK_CONTEXT,
-                        "bm25_stemmer": lr.BM25_STEMMER},
+        index_settings={key: value for key, value in IndexSettings.from_constants(vars(lr)).chosen().items()
+                        if key not in PAGE_SETTINGS},
         page_chunk_limit=lr.PAGE_CHUNK_LIMIT, retrieval_k=lr.RETRIEVAL_K, long_pdf_pages=lr.LONG_PDF_PAGES,
         embedding_batch_size=lr.EMBEDDING_BATCH_SIZE, profiles=lr.PROFILES, open_retriever=LocalRAG)
 
@@ -140,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"other settings as the evaluated index's, kept under --index-cache and synced on later runs; the "
         f"evaluated index is only read. Without --report the report's name says which were given, e.g. "
         f"{Path(REPORT_PATH).stem}.chunk_size-800.txt")
-    cli.add_index_setting_flags(settings, vars(local_rag), loaders=local_rag.PDF_LOADERS, backends=local_rag.EMBEDDING_BACKENDS,
+    cli.add_index_setting_flags(settings, vars(local_rag),
                                 offline_models=local_rag.OFFLINE_EMBEDDING_MODELS)
     settings.add_argument("--index-cache", default=INDEX_CACHE,
                           help="folder of the indexes built for other settings, one per docs folder and settings")

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from localrag.files import write_atomic
+from localrag.settings import DECOMPOUND_STEMMERS, NO_STEMMER, check_stemmer, stemmer_names  # noqa: F401
 
 if TYPE_CHECKING:  # imported where a matrix is made: an index that never searches BM25 needs no scipy
     import scipy.sparse as sp
@@ -67,12 +68,6 @@ TOKENIZER_ID = f"nfc-casefold-nfc:{TOKEN_PATTERN}"
 DEFAULT_K1 = 1.5
 DEFAULT_B = 0.75
 DEFAULT_EPSILON = 0.25
-# Stemmer names besides PyStemmer's Snowball algorithms: "none" keeps the casefolded tokens as they are.
-NO_STEMMER = "none"
-# Stemmer settings that first split compounds at joints found in the corpus: name -> (Snowball language, linking
-# elements a part may end with before the next one; German: Fugen-s, -es, -n, -en, -e). GermanQuAD dev, hybrid with
-# multilingual-e5-small: MRR@10 0.9475 -> 0.9516 (bench/fusion_cv.py, README "German shelves").
-DECOMPOUND_STEMMERS = {"german+decompound": ("german", ("", "s", "es", "n", "en", "e"))}
 COMPOUND_MIN_WORD = 8  # letters a word needs before it is ever split (short words are rarely compounds)
 COMPOUND_MIN_PART = 4  # letters of each part at least: shorter "parts" (ab, ein, tag) split ordinary words
 COMPOUND_MAX_PARTS = 4  # parts one word is split into at most ("bundes|verfassungs|gericht" is three)
@@ -91,21 +86,6 @@ _log = logging.getLogger(__name__)
 def normalize(text: str) -> str:
     """NFC, casefold, NFC again: casefold can emit decomposed letters (e.g. "ǰ") that \\w would split."""
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
-
-
-def stemmer_names() -> tuple[str, ...]:
-    """The accepted stemmer settings: "none", then every Snowball algorithm of the installed PyStemmer."""
-    import Stemmer
-
-    return (NO_STEMMER, *Stemmer.algorithms(), *DECOMPOUND_STEMMERS)
-
-
-def check_stemmer(name: str) -> str:
-    """`name` if it is a known stemmer setting, else a ValueError that lists the choices."""
-    names = stemmer_names()
-    if name not in names:
-        raise ValueError(f"unknown BM25 stemmer {name!r}; use one of {', '.join(names)}")
-    return name
 
 
 @functools.lru_cache(maxsize=8)

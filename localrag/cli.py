@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
+from localrag.settings import index_setting_fields
+
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: how a shell reports a program whose output pipe was closed early
 
 
@@ -43,37 +45,23 @@ def new_parser(script_doc: str) -> argparse.ArgumentParser:
                                    allow_abbrev=False)
 
 
-def add_index_setting_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *, loaders: Sequence[str],
-                            backends: Sequence[str], offline_models: Sequence[str],
-                            bm25_note: str = "") -> None:
-    """The index settings both command lines take, each defaulting to the index's, else `defaults` (local_rag.py's
-    constants: CHUNK_SIZE, ...); `bm25_note` is appended to --bm25-stemmer's help."""
-    def default(name: str) -> str:
-        return f"(default: the index's, else {defaults[name]})"
-
-    group.add_argument("--loader", choices=loaders, default=None, help=f"PDF text extractor {default('PDF_LOADER')}")
-    group.add_argument("--chunk-size", default=None,
-                       help=f"characters per chunk, or 'page' for one chunk per page without overlap "
-                            f"{default('CHUNK_SIZE')}")
-    group.add_argument("--page-chunk-limit", type=int, default=None,
-                       help=f"with --chunk-size page: a page longer than this many characters is split "
-                            f"{default('PAGE_CHUNK_LIMIT')}")
-    group.add_argument("--chunk-overlap", type=int, default=None,
-                       help=f"characters of overlap {default('CHUNK_OVERLAP')}")
-    group.add_argument("--chunk-headers", action=argparse.BooleanOptionalAction, default=None,
-                       help=f"prefix chunks with '[file, page N]' {default('CHUNK_HEADERS')}")
-    group.add_argument("--chunk-context", action=argparse.BooleanOptionalAction, default=None,
-                       help=f"with chunk headers: put each chunk's context line in its header: the file's title, "
-                            f"form, period, registrant and the chunk's section {default('CHUNK_CONTEXT')}")
-    group.add_argument("--embedding-model", default=None,
-                       help=f"embedding model name or folder; offline without a download: {' and '.join(offline_models)}"
-                            f", the second one multilingual, for German text {default('EMBEDDING_MODEL')}")
-    group.add_argument("--embedding-backend", choices=backends, default=None,
-                       help=f"how the embedding model runs {default('EMBEDDING_BACKEND')}")
-    group.add_argument("--bm25-stemmer", default=None,
-                       help=f"Snowball stemmer of the BM25 side: none, german, english, ... any language of "
-                            f"PyStemmer, or german+decompound, which also splits German compounds into words of the "
-                            f"corpus{bm25_note} {default('BM25_STEMMER')}")
+def add_index_setting_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *,
+                            offline_models: Sequence[str], bm25_note: str = "") -> None:
+    """A flag for each index setting (settings.IndexSettings, in the flags' order), each defaulting to the index's,
+    else `defaults` (local_rag.py's constants: CHUNK_SIZE, ...); `bm25_note` is appended to --bm25-stemmer's help."""
+    extra_help = {"embedding_model": f"; offline without a download: {' and '.join(offline_models)}, the second one "
+                                     f"multilingual, for German text",
+                  "bm25_stemmer": bm25_note}
+    for setting in index_setting_fields():
+        meta = setting.metadata
+        flag = f"--{(meta['option'] or setting.name).replace('_', '-')}"
+        help = f"{meta['help']}{extra_help.get(setting.name, '')} " \
+               f"(default: the index's, else {defaults[meta['constant']]})"
+        if meta["switch"]:
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
+        else:
+            group.add_argument(flag, default=None, choices=meta["choices"],
+                               type=int if meta["parse"] is int else None, help=help)
 
 
 def add_ivf_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *, probes: bool) -> None:

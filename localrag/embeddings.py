@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from localrag.settings import EMBEDDING_BACKENDS as BACKENDS  # the backends local_rag accepts
+
 # Default cache of exported models (XDG_CACHE_HOME is honoured); the env variable below overrides it.
 MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "localrag" / "models"
 # Environment variable naming another cache folder, read at every call (tests point it at a temp folder).
 MODEL_CACHE_ENV = "LOCALRAG_MODEL_CACHE"
-# The backends local_rag accepts as EMBEDDING_BACKEND.
-BACKENDS = ("torch", "onnx", "onnx-int8", "openvino-int8")
 # ONNX opset of the export; 17 has LayerNormalization and is read by every ONNX Runtime since 1.13.
 ONNX_OPSET = 17
 # Bump when the export recipe changes: older cache entries are then not reused.

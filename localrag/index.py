@@ -24,7 +24,7 @@ from localrag.bm25 import BM25Index
 from localrag.chunk_writer import STORE_WRITE_ROWS, GroupWriter, chunk_id, citation_metadata
 from localrag.dense import DenseSearch, one_blas_thread, top_k_cosine
 from localrag.errors import RAGError
-from localrag.index_settings import (BM25_SETTINGS, PAGE_CHUNKS, PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS,
+from localrag.settings import (BM25_SETTINGS, PAGE_CHUNKS, PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS,
                                      collection_name, parse_chunk_size, resolve_settings, significant_settings,
                                      text_splitter)
 from localrag.locks import LOCK_FILE, ServerLock, folder_lock

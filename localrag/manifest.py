@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 from localrag.errors import RAGError
 from localrag.files import write_json_atomic
-from localrag.index_settings import BM25_SETTINGS, REBUILD_SETTINGS
+from localrag.settings import BM25_SETTINGS, REBUILD_SETTINGS
 from localrag.pdf import TEXT_RULES
 
 INDEX_INFO_FILE = "index_info.json"  # the manifest inside a local index folder

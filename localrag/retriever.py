@@ -19,10 +19,9 @@ from localrag.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_f
                              with_document_prior)
 from localrag.index import Index
 from localrag.query_text import text_problem
+from localrag.settings import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, RetrievalSettings,  # noqa: F401 - face
+                               check_fusion, check_mode, check_rank_by)
 
-RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")  # the orders `Retriever.candidates` knows
-FUSIONS = ("rrf", "convex")  # how hybrid mode joins the dense and BM25 lists (the name of its stage)
-RANK_UNITS = ("page", "chunk")  # what a retrieved list holds once each: a page (by its best chunk) or every chunk
 
 
 @dataclass(frozen=True)
@@ -59,66 +58,39 @@ def check_k(k: object) -> None:
         raise RAGError(f"k must be a whole number of at least 1 chunk, got {k!r}")
 
 
-def check_rank_by(unit: object) -> str:
-    """`unit`, or a RAGError naming the units there are."""
-    if unit not in RANK_UNITS:
-        raise RAGError(f"unknown ranking unit {unit!r}; use one of {', '.join(RANK_UNITS)}")
-    return unit
-
 
 def page_key(doc: Document) -> tuple[str, int]:
     """The page a chunk stands on: (file, 0-based page)."""
     return doc.metadata["source"], int(doc.metadata["page"])
 
 
-def check_fusion(fusion: object, dense_weight: object, document_prior: object = 0.0) -> None:
-    """A RAGError naming what is valid when `fusion` is unknown, `dense_weight` is not within [0, 1] or
-    `document_prior` is not a number of at least 0."""
-    def number(value: object) -> bool:
-        return not isinstance(value, bool) and isinstance(value, (int, float)) and value == value
-
-    if fusion not in FUSIONS:
-        raise RAGError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
-    if not number(dense_weight) or not 0 <= dense_weight <= 1:
-        raise RAGError(f"the dense weight of convex fusion must be a number from 0 to 1, got {dense_weight!r}")
-    if not number(document_prior) or document_prior < 0:
-        raise RAGError(f"the document prior's weight must be a number of at least 0 (0 turns it off), got "
-                       f"{document_prior!r}")
-
-
-def check_mode(mode: str) -> str:
-    """`mode`, or a RAGError naming the modes there are."""
-    if mode not in RETRIEVAL_MODES:
-        raise RAGError(f"unknown retrieval mode {mode!r}; use one of {', '.join(RETRIEVAL_MODES)}")
-    return mode
 
 
 class Retriever:
     """Ordered chunks for a query from one `Index`; query vectors and reranker scores are computed once each."""
 
-    def __init__(self, index: Index, mode: str, *, candidate_k: int, rrf_k: int, query_instructions: str,
-                 rank_by: str, fusion: str = "rrf", dense_weight: float = 0.5, document_prior: float = 0.0,
-                 reranker_model: str | None = None, reranker: Any = None,
-                 reranker_off_reason: str | None = None,
-                 rerank_batch_size: int, load_reranker: Callable[[], tuple[str | None, Any, str | None]] | None = None):
-        """`reranker`: a loaded CrossEncoder named `reranker_model`, or None (then `reranker_off_reason` says why).
+    def __init__(self, index: Index, settings: RetrievalSettings, *, rerank_batch_size: int,
+                 reranker: tuple[str | None, Any, str | None] | None = None,
+                 load_reranker: Callable[[], tuple[str | None, Any, str | None]] | None = None):
+        """`settings`: every retrieval setting given (`RetrievalSettings.over` the defaults); `reranker`: (name,
+        loaded CrossEncoder, why reranking is off): (None, None, reason) when it is off.
 
         `load_reranker` instead returns those three at the first use of any of them, so that a retriever that never
         reranks (lint, generate, a chat without reranking) neither loads the model nor warns that it cannot.
         """
         self.index = index
-        self.retrieval_mode = mode
-        self.candidate_k = candidate_k
-        self.rrf_k = rrf_k
-        check_fusion(fusion, dense_weight, document_prior)
-        self.fusion = fusion
-        self.dense_weight = float(dense_weight)
-        self.document_prior = float(document_prior)
+        self.settings = settings.check()
+        self.retrieval_mode = settings.retrieval_mode
+        self.candidate_k = settings.candidate_k
+        self.rrf_k = settings.rrf_k
+        self.fusion = settings.fusion
+        self.dense_weight = float(settings.dense_weight)
+        self.document_prior = float(settings.document_prior)
         self._identity_index: tuple[tuple, Any] | None = None  # ((fingerprint, revision), BM25 over identities)
-        self.rank_by = check_rank_by(rank_by)
-        self.query_instructions = query_instructions
+        self.rank_by = settings.rank_by
+        self.query_instructions = settings.query_instructions
         self._load_reranker = load_reranker
-        self._reranker_state = None if load_reranker else (reranker_model, reranker, reranker_off_reason)
+        self._reranker_state = None if load_reranker else reranker
         self.rerank_batch_size = rerank_batch_size
         self._query_vectors: dict[str, list[float]] = {}
         self._chunks: tuple[str, dict[str, tuple[str, dict]]] | None = None  # (index fingerprint, id -> chunk)

@@ -23,13 +23,11 @@ from localrag.evaluate import EvalError
 from localrag.index import parse_chunk_size, resolve_settings, significant_settings
 from localrag.pdf import PDF_LOADERS
 from localrag.retriever import RETRIEVAL_MODES
+from localrag.settings import OPTION_NAMES
 
 
 # Index settings the evaluation takes, by option name (flag and sweep axis), with the index's name for each.
-INDEX_SETTINGS = {"chunk_size": "chunk_size", "chunk_overlap": "chunk_overlap", "page_chunk_limit": "page_chunk_limit",
-                  "loader": "pdf_loader", "chunk_headers": "chunk_headers", "chunk_context": "chunk_context",
-                  "embedding_model": "embedding_model",
-                  "embedding_backend": "embedding_backend", "bm25_stemmer": "bm25_stemmer"}
+INDEX_SETTINGS = OPTION_NAMES
 RETRIEVAL_AXES = ("mode", "rerank")  # sweep axes that share an index (and its query vectors) between rows
 SWEEP_AXES = (*INDEX_SETTINGS, *RETRIEVAL_AXES)  # every axis --sweep knows, in the order --help lists them
 ON_OFF = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}  # boolean axis values

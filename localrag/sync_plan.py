@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from localrag import models
 from localrag.errors import RAGError
-from localrag.index_settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS
+from localrag.settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS
 from localrag.manifest import INDEX_FORMAT, Manifest
 from localrag.pdf import TEXT_RULES, discover_pdfs
 

@@ -34,6 +34,7 @@ from localrag import report as eval_report
 from localrag.goldset import Location
 from localrag.result import EvalResult, QuestionResult, StageRanks, Status
 from localrag.retriever import Retriever
+from localrag.settings import RetrievalSettings
 
 CHUNKS = {f"c{i:02d}": (f"[doc.pdf, page {i}]\nChunk {i} text about topic {i}.", {"source": "doc.pdf", "page": i - 1})
           for i in range(1, 13)}
@@ -89,10 +90,14 @@ class FakeReranker:
         return [-1.0 if text.startswith("[doc.pdf, page 9]") else 0.0 for _, text in pairs]
 
 
+def settings(mode: str, rank_by: str) -> RetrievalSettings:
+    return RetrievalSettings(retrieval_mode=mode, candidate_k=3, rrf_k=60, fusion="rrf", dense_weight=0.5,
+                             document_prior=0.0, rank_by=rank_by, ivf_probes=0, query_instructions="")
+
+
 def retriever(rerank: bool = True) -> Retriever:
-    return Retriever(FakeIndex(), "hybrid", candidate_k=3, rrf_k=60, query_instructions="", rank_by="chunk",
-                     reranker_model="fake" if rerank else None, reranker=FakeReranker() if rerank else None,
-                     reranker_off_reason=None if rerank else "turned off", rerank_batch_size=8)
+    return Retriever(FakeIndex(), settings("hybrid", "chunk"), rerank_batch_size=8,
+                     reranker=("fake", FakeReranker(), None) if rerank else (None, None, "turned off"))
 
 
 def ids(hits) -> list[str]:
@@ -383,8 +388,8 @@ class PageFakeIndex(FakeIndex):
 
 
 def page_trace(rank_by: str, mode: str = "hybrid", k: int = 3):
-    rag = Retriever(PageFakeIndex(), mode, candidate_k=3, rrf_k=60, query_instructions="", rank_by=rank_by,
-                    reranker_model=None, reranker=None, reranker_off_reason="turned off", rerank_batch_size=8)
+    rag = Retriever(PageFakeIndex(), settings(mode, rank_by), rerank_batch_size=8,
+                    reranker=(None, None, "turned off"))
     return rag.retrieve_traced("q", k=k, rerank=False, depth=6)
 
 
