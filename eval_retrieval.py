@@ -27,7 +27,7 @@ from localrag import suite as eval_suite
 from localrag.eval_defaults import EvalDefaults
 from localrag.eval_options import resolve_args
 from localrag.eval_runs import evaluate, print_outcome, print_summary, stage_cutoff
-from localrag.evaluate import EvalError
+from localrag.errors import EvalError
 from localrag.outputs import (QRELS_SUFFIX, check_output_paths, display_path, input_paths, load_json_report,
                               protected_folders, same_path)
 from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult
@@ -344,12 +344,9 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_suite(args: argparse.Namespace) -> int:
     """Every entry of the --suite file evaluated in this process, then the summary table; 1 if any failed."""
-    try:
-        return eval_suite.run_suite(args.suite, args.output_name,
-                                    lambda options, report: run_suite_entry(options, report, args),
-                                    output_dir=SUITE_OUTPUT_DIR)
-    except eval_suite.SuiteError as exc:
-        raise EvalError(str(exc)) from None
+    return eval_suite.run_suite(args.suite, args.output_name,
+                                lambda options, report: run_suite_entry(options, report, args),
+                                output_dir=SUITE_OUTPUT_DIR)
 
 
 def run_suite_entry(options: Mapping[str, Any], report: Path,
@@ -412,7 +409,7 @@ def guarded(args: argparse.Namespace, run: Callable[[argparse.Namespace], T]) ->
     with contextlib.ExitStack() as args.held:
         try:
             return run(resolve_args(args)), EXIT_OK
-        except (EvalError, gs.GoldsetError, RAGError) as exc:
+        except RAGError as exc:  # the package's one error family
             print(f"error: {exc}", file=sys.stderr)
             return None, EXIT_USAGE
         except KeyboardInterrupt:

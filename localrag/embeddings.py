@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from localrag.errors import RAGError
+
 # Default cache of exported models (XDG_CACHE_HOME is honoured); the env variable below overrides it.
 MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "localrag" / "models"
 # Environment variable naming another cache folder, read at every call (tests point it at a temp folder).
@@ -123,7 +125,7 @@ QUANTIZATION = {
 }
 
 
-class BackendError(RuntimeError):
+class BackendError(RAGError, RuntimeError):
     """The chosen backend cannot be used; the message says which model, which backend and what to do."""
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from localrag import judge, llm
-from localrag.evaluate import EvalError
+from localrag.errors import EvalError
 from localrag.goldset import GoldsetRow, write_goldset_csv
 from localrag.noise import (
     PROSE_LINE_MIN_WORDS,
@@ -861,10 +861,7 @@ def llm_question_asker(model: str, cache_path: str, quiet: bool) -> tuple[Callab
     Replies with a question and explicit declines are cached; an unreadable reply is not, so the next run asks again.
     """
     flag = f"--llm {model}"
-    try:
-        llm.check_environment(os.environ, flag)
-    except llm.ChatError as exc:
-        raise EvalError(str(exc)) from None
+    llm.check_environment(os.environ, flag)
     cache, cache_warning = judge.open_cache(cache_path)
     if cache_warning:
         print(f"warning: {cache_warning}", file=sys.stderr)

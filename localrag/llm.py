@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from localrag.errors import RAGError
 from localrag.files import write_json_atomic
 
 # Retries after the first try for transient failures (timeouts, 429, 5xx, no connection).
@@ -46,7 +47,7 @@ CHECK_TIMEOUT_SECONDS = 10.0
 Progress = Callable[[str], None]
 
 
-class ChatError(Exception):
+class ChatError(RAGError):
     """The model cannot be asked as configured (no server given, bad URL)."""
 
 
@@ -54,11 +55,11 @@ class ChatStopped(ChatError):
     """Asking must stop: the server stays down or refuses the request."""
 
 
-class CallLimitReached(Exception):
+class CallLimitReached(RAGError):
     """The run already made its allowed number of new calls."""
 
 
-class UnreadableReply(ValueError):
+class UnreadableReply(RAGError, ValueError):
     """The model's reply holds nothing the caller can use."""
 
 

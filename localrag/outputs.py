@@ -16,7 +16,7 @@ from typing import Sequence
 
 from localrag import diagnose
 from localrag import report as eval_report
-from localrag.evaluate import EvalError
+from localrag.errors import EvalError
 from localrag.files import write_texts_atomic
 from localrag.manifest import local_followed_paths
 from localrag.result import EvalResult
