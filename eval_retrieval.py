@@ -28,8 +28,9 @@ from localrag.eval_defaults import EvalDefaults
 from localrag.eval_options import resolve_args
 from localrag.eval_runs import evaluate, print_outcome, print_summary, stage_cutoff
 from localrag.errors import EvalError
-from localrag.outputs import (QRELS_SUFFIX, check_output_paths, display_path, input_paths, load_json_report,
-                              protected_folders, same_path)
+from localrag.files import display_path, same_path
+from localrag.outputs import (QRELS_SUFFIX, check_output_paths, input_paths, load_json_report,
+                              protected_folders)
 from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.run_index import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.run_plan import SWEEP_AXES, profile_words, requested_settings

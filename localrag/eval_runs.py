@@ -22,8 +22,9 @@ from localrag.configuration import config_block, settings_json
 from localrag import lint as goldset_lint
 from localrag.eval_defaults import LocalRAG, log
 from localrag.errors import EvalError
-from localrag.outputs import (details_path, display_path, load_json_report, qrels_path, write_outputs,
-                              write_reports, write_row_reports)
+from localrag.files import display_path
+from localrag.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
+                              write_row_reports)
 from localrag.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
 from localrag.result import EXIT_OK, EvalResult, LeftOut, Status

@@ -36,6 +36,7 @@ from typing import Any
 
 from localrag import judge, llm
 from localrag.errors import EvalError
+from localrag.files import display_path
 from localrag.goldset import GoldsetRow, write_goldset_csv
 from localrag.noise import (
     PROSE_LINE_MIN_WORDS,
@@ -48,7 +49,6 @@ from localrag.noise import (
     page_noise,
     word_count,
 )
-from localrag.outputs import display_path
 from localrag.pages import shown_page
 
 # --- Sampling and question kinds ------------------------------------------------------------------
