@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localrag import judge, llm
+from localrag import llm
 from localrag.errors import EvalError
 from localrag.files import display_path
 from localrag.goldset import GoldsetRow, write_goldset_csv
@@ -862,7 +862,7 @@ def llm_question_asker(model: str, cache_path: str, quiet: bool) -> tuple[Callab
     """
     flag = f"--llm {model}"
     llm.check_environment(os.environ, flag)
-    cache, cache_warning = judge.open_cache(cache_path)
+    cache, cache_warning = llm.open_cache(cache_path)
     if cache_warning:
         print(f"warning: {cache_warning}", file=sys.stderr)
     # The judge's server and cache (--judge-cache) serve the questions too, so messages name the judge.
