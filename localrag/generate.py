@@ -38,6 +38,7 @@ from localrag import llm
 from localrag.errors import EvalError
 from localrag.files import display_path
 from localrag.goldset import GoldsetRow, write_goldset_csv
+from localrag.language import guess_language
 from localrag.noise import (
     PROSE_LINE_MIN_WORDS,
     analysis_text,
@@ -98,7 +99,7 @@ Passage:
 # Language codes -> names used in the prompt.
 LANGUAGE_NAMES = {"en": "English", "de": "German"}
 
-# Stop words that tell English from German; words common to both ("in", "so", "an", "was") are left out.
+# Function words of English and German (with the question words below: never counted as copied content).
 ENGLISH_STOPWORDS = frozenset(
     "the and of to is are that this with for which be by as from it we can on or not these has have were "
     "been its their will would there than into".split()
@@ -285,15 +286,9 @@ def tokens(text: str) -> list[str]:
 
 
 def detect_language(text: str) -> str:
-    """``"de"`` if the text has more German than English stop words, else ``"en"``.
-
-    Counts tokens in GERMAN_STOPWORDS and ENGLISH_STOPWORDS (words shared by both languages are in
-    neither list); a tie, including text without stop words, counts as English.
-    """
-    words = tokens(text)
-    german = sum(word in GERMAN_STOPWORDS for word in words)
-    english = sum(word in ENGLISH_STOPWORDS for word in words)
-    return "de" if german > english else "en"
+    """The language of a chunk's questions: language.guess_language's ``"de"`` or ``"en"``; English when it
+    has no guess (a tie, or no stop word), since every question needs a language."""
+    return guess_language(text) or "en"
 
 
 # =================================================================================================
