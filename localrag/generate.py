@@ -16,8 +16,8 @@ Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based),
 The same chunks, seed and model replies give the same rows, in the same order. Rows are
 localrag/goldset.py's GoldsetRow; that module owns the goldset format and writes them (write_goldset_csv).
 
-Linting a goldset against the index lives in localrag/lint.py; it uses word_count() and jaccard()
-from here, so lint and the gates agree on what a short or near-duplicate question is.
+Lint (localrag/lint.py) takes the gates' thresholds from here and counts and compares words with words.py as
+the gates do, so lint and the gates agree on what a short or near-duplicate question is.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ import os
 import random
 import re
 import sys
-import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +47,9 @@ from localrag.noise import (
     header_key,
     nonempty_lines,
     page_noise,
-    word_count,
 )
 from localrag.pages import shown_page
+from localrag.words import CONTENT_STOPWORDS, jaccard, tokens, word_count
 
 # --- Sampling and question kinds ------------------------------------------------------------------
 # Questions every document with kept chunks gets at least (if n allows).
@@ -98,23 +97,6 @@ Passage:
 
 # Language codes -> names used in the prompt.
 LANGUAGE_NAMES = {"en": "English", "de": "German"}
-
-# Function words of English and German (with the question words below: never counted as copied content).
-ENGLISH_STOPWORDS = frozenset(
-    "the and of to is are that this with for which be by as from it we can on or not these has have were "
-    "been its their will would there than into".split()
-)
-GERMAN_STOPWORDS = frozenset(
-    "der die das und ist sind nicht mit von zu den dem des ein eine einer eines wird werden auf für sich "
-    "auch als bei im dass oder wir kann durch zum zur nach über wenn noch".split()
-)
-# Question words and other function words that never count as copied content.
-QUESTION_FUNCTION_WORDS = frozenset(
-    "what which who whom whose when where why how does do did is are was were a an in at about "
-    "was welche welcher welches wer wen wem wann wo warum wieso wie worum woran wofür gibt es ein "
-    "eine einen in im am um man".split()
-)
-CONTENT_STOPWORDS = ENGLISH_STOPWORDS | GERMAN_STOPWORDS | QUESTION_FUNCTION_WORDS
 
 # Question templates: (kind, language) -> format string.
 TEMPLATES = {
@@ -174,8 +156,6 @@ PRONOUNS = frozenset("i you he she we they me us them ich du er sie wir ihr es m
 TERM_CONNECTORS = frozenset("of for and the a an von für und der des dem im eines einer".split())
 
 # --- Patterns -------------------------------------------------------------------------------------
-# Tokens for comparing questions: numbers with inner dots/commas stay whole ("21.23").
-_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_][\w]*(?:[-'’][\w]+)*|\d\w*")
 _NUMBER = r"\d{1,2}(?:\.\d{1,3}){0,2}[a-z]?"
 # Equation number tag at the end of a line: "C = S N(d1) - K e^{-rT} N(d2)   (21.23)".
 _EQUATION_TAG = re.compile(rf"^(?P<body>.*?)\s*\((?P<num>{_NUMBER})\)\s*$")
@@ -278,11 +258,6 @@ class GenerationResult:
 
 # =================================================================================================
 # Text helpers
-
-
-def tokens(text: str) -> list[str]:
-    """Casefolded NFKC word tokens; numbers like ``21.23`` and words like ``Black-Scholes`` stay whole."""
-    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
 def detect_language(text: str) -> str:
@@ -514,19 +489,6 @@ def copied_share(question: str, chunk_text: str, allowed: Iterable[str] = ()) ->
     content = [t for t in tokens(question) if t not in CONTENT_STOPWORDS and t not in allowed]
     chunk_tokens = set(tokens(chunk_text))
     return fraction(sum(t in chunk_tokens for t in content), len(content))
-
-
-def jaccard(a: str, b: str) -> float:
-    """Jaccard similarity of the two texts' token sets (see tokens); 1.0 for two empty texts."""
-    return set_jaccard(set(tokens(a)), set(tokens(b)))
-
-
-def set_jaccard(first: Set[str], second: Set[str]) -> float:
-    """Jaccard similarity of two token sets; 1.0 for two empty sets."""
-    if not first and not second:
-        return 1.0
-    shared = len(first & second)
-    return shared / (len(first) + len(second) - shared)  # the size of the union, without building it
 
 
 def is_near_duplicate(question: str, others: Iterable[str]) -> bool:
