@@ -20,6 +20,7 @@ from local_rag import LocalRAG, RAGError
 from localrag import cli, diagnose, query_vectors
 from localrag import evaluate as ev
 from localrag import generate as gen
+from localrag import llm_questions
 from localrag import goldset as gs
 from localrag import lint as goldset_lint
 from localrag import report as eval_report
@@ -299,8 +300,8 @@ def run_generate(args: argparse.Namespace) -> int:
     # Checked before the index is synced and the model asked, which may take long.
     check_output_paths([("--out", args.out)], input_paths(args), protected_folders(args))  # --force or not
     gen.check_out_file(args.out, args.force)
-    ask, stopped = (gen.llm_question_asker(args.llm, args.judge_cache or JUDGE_CACHE_PATH, args.quiet) if args.llm
-                    else (None, lambda: None))
+    ask, stopped = (llm_questions.llm_question_asker(args.llm, args.judge_cache or JUDGE_CACHE_PATH, args.quiet)
+                    if args.llm else (None, lambda: None))
     rag = open_pdf_index(args, requested_settings(args)).rag
     return gen.generate_goldset(rag, args.generate, args.seed, args.out, ask, args.llm, stopped)
 
