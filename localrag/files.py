@@ -1,4 +1,4 @@
-"""Files: atomic writes, and paths as messages show them.
+"""Files: atomic writes, paths as messages show them, and notes for the user on stderr (log).
 
 Atomic writes: a reader, a crash or Ctrl-C sees the old file or the new one, never half a file. One mechanism
 for every file localRAG rewrites (reports, index manifest, BM25 arrays, judge cache, goldsets): a temp file beside
@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Sequence
@@ -124,3 +125,10 @@ def display_path(path: str | Path) -> str:
 def same_path(a: str | Path, b: str | Path) -> bool:
     """Whether two paths name the same file or folder (existing or not)."""
     return Path(a).resolve() == Path(b).resolve()
+
+
+def log(message: str, quiet: bool = False) -> None:
+    """A note for the user on stderr, unless `quiet`: what the index's parts say while they work (waiting for a
+    lock, rebuilding, skipping a file), and the evaluation's progress."""
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)

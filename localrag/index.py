@@ -24,13 +24,13 @@ from localrag.bm25 import BM25Index
 from localrag.chunk_writer import STORE_WRITE_ROWS, GroupWriter, chunk_id, citation_metadata
 from localrag.dense import DenseSearch, one_blas_thread, top_k_cosine
 from localrag.errors import RAGError
+from localrag.files import log
 from localrag.index_settings import (BM25_SETTINGS, PAGE_CHUNKS, PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS,
                                      collection_name, parse_chunk_size, resolve_settings, significant_settings,
                                      text_splitter)
 from localrag.locks import LOCK_FILE, ServerLock, folder_lock
 from localrag.manifest import (INDEX_FORMAT, INDEX_INFO_FILE, RECORDED_PACKAGES, Manifest, damaged_manifest_error,
                                followed_paths, manifest_problem, package_versions, read_manifest)
-from localrag.notes import log
 from localrag.pages import shown_page
 from localrag.pdf import ExtractedPdf
 from localrag.store import (BM25_DIR, COLLECTION_MARKER, STORE_READ_PAGE, IndexPlace, LazyStore, read_store,
