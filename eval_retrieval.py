@@ -20,6 +20,7 @@ from local_rag import LocalRAG, RAGError
 from localrag import cli, diagnose, query_vectors
 from localrag import evaluate as ev
 from localrag import generate as gen
+from localrag import llm_questions
 from localrag import goldset as gs
 from localrag import lint as goldset_lint
 from localrag import report as eval_report
@@ -27,9 +28,10 @@ from localrag import suite as eval_suite
 from localrag.eval_defaults import EvalDefaults
 from localrag.eval_options import resolve_args
 from localrag.eval_runs import evaluate, print_outcome, print_summary, stage_cutoff
-from localrag.evaluate import EvalError
-from localrag.outputs import (QRELS_SUFFIX, check_output_paths, display_path, input_paths, load_json_report,
-                              protected_folders, same_path)
+from localrag.errors import EvalError
+from localrag.files import display_path, same_path
+from localrag.outputs import (QRELS_SUFFIX, check_output_paths, input_paths, load_json_report,
+                              protected_folders)
 from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.run_index import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.run_plan import SWEEP_AXES, profile_words, requested_settings
@@ -297,8 +299,8 @@ def run_generate(args: argparse.Namespace) -> int:
     # Checked before the index is synced and the model asked, which may take long.
     check_output_paths([("--out", args.out)], input_paths(args), protected_folders(args))  # --force or not
     gen.check_out_file(args.out, args.force)
-    ask, stopped = (gen.llm_question_asker(args.llm, args.judge_cache or JUDGE_CACHE_PATH, args.quiet) if args.llm
-                    else (None, lambda: None))
+    ask, stopped = (llm_questions.llm_question_asker(args.llm, args.judge_cache or JUDGE_CACHE_PATH, args.quiet)
+                    if args.llm else (None, lambda: None))
     rag = open_pdf_index(args, requested_settings(args)).rag
     return gen.generate_goldset(rag, args.generate, args.seed, args.out, ask, args.llm, stopped)
 
@@ -343,12 +345,9 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_suite(args: argparse.Namespace) -> int:
     """Every entry of the --suite file evaluated in this process, then the summary table; 1 if any failed."""
-    try:
-        return eval_suite.run_suite(args.suite, args.output_name,
-                                    lambda options, report: run_suite_entry(options, report, args),
-                                    output_dir=SUITE_OUTPUT_DIR)
-    except eval_suite.SuiteError as exc:
-        raise EvalError(str(exc)) from None
+    return eval_suite.run_suite(args.suite, args.output_name,
+                                lambda options, report: run_suite_entry(options, report, args),
+                                output_dir=SUITE_OUTPUT_DIR)
 
 
 def run_suite_entry(options: Mapping[str, Any], report: Path,
@@ -411,7 +410,7 @@ def guarded(args: argparse.Namespace, run: Callable[[argparse.Namespace], T]) ->
     with contextlib.ExitStack() as args.held:
         try:
             return run(resolve_args(args)), EXIT_OK
-        except (EvalError, gs.GoldsetError, RAGError) as exc:
+        except RAGError as exc:  # the package's one error family
             print(f"error: {exc}", file=sys.stderr)
             return None, EXIT_USAGE
         except KeyboardInterrupt:

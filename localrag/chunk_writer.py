@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from localrag import embeddings as embedding_backends
 from localrag.context import chunk_context
+from localrag.files import log
 from localrag.settings import text_splitter
-from localrag.notes import log
 from localrag.pages import chunk_header, shown_page
 from localrag.pdf import TEXT_RULES, sections_by_page
 from localrag.store import delete_ids

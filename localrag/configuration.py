@@ -2,7 +2,7 @@
 JSON report's `settings` (what --compare diffs), and when a run's configuration may replace the committed report's
 (`baseline_refusal`).
 
-Paths are shown relative to the working folder (outputs.display_path), never as this machine's absolute path: a
+Paths are shown relative to the working folder (files.display_path), never as this machine's absolute path: a
 committed report is diffed on other people's machines.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from localrag.eval_defaults import LocalRAG
+from localrag.files import display_path
 from localrag.index import PAGE_CHUNKS, significant_settings
-from localrag.outputs import display_path
 from localrag.report import plural
 from localrag.run_plan import INDEX_SETTINGS, profile_sources, profile_words, slug
 

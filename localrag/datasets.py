@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localrag.errors import RAGError
 from localrag.query_text import has_visible_text, lone_surrogate
 
 # File names of a BEIR folder.
@@ -68,11 +69,11 @@ PROBLEM_TEXT = {
 _INTEGER = re.compile(r"[+-]?\d+")
 
 
-class DatasetError(Exception):
+class DatasetError(RAGError):
     """The dataset folder or one of its files is missing or unusable."""
 
 
-class RunFormatError(ValueError):
+class RunFormatError(RAGError, ValueError):
     """A TREC run file line cannot be read, or a run cannot be written as TREC."""
 
 

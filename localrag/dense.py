@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from localrag import ivf
 from localrag.errors import RAGError
-from localrag.notes import log
+from localrag.files import log
 
 if TYPE_CHECKING:
     from localrag.index import Index

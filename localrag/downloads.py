@@ -52,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from localrag.datasets import CORPUS_FILE, QRELS_DIR, QRELS_SUFFIX, QUERIES_FILE, DatasetError
+from localrag.errors import RAGError
 
 # Where a BEIR zip is downloaded from; {name} is the BEIR name (README of beir-cellar/beir).
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
@@ -91,7 +92,7 @@ OPEN_RAGBENCH_FILES = ("queries.json", "qrels.json", "answers.json")  # the labe
 OPEN_RAGBENCH_CORPUS = "corpus"  # the folder of per-paper JSON files
 
 
-class DownloadError(Exception):
+class DownloadError(RAGError):
     """A named dataset could not be downloaded; the message says where to put it by hand."""
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from localrag.errors import RAGError
 from localrag.settings import EMBEDDING_BACKENDS as BACKENDS  # the backends local_rag accepts
 
 # Default cache of exported models (XDG_CACHE_HOME is honoured); the env variable below overrides it.
@@ -123,7 +124,7 @@ QUANTIZATION = {
 }
 
 
-class BackendError(RuntimeError):
+class BackendError(RAGError, RuntimeError):
     """The chosen backend cannot be used; the message says which model, which backend and what to do."""
 
 

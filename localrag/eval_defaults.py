@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from localrag import notes
+from localrag import files
 
 # The type of an opened index: local_rag.LocalRAG, which the package may not import (it is a root script).
 LocalRAG = Any
@@ -53,5 +53,5 @@ class EvalDefaults:
 
 
 def log(args: argparse.Namespace, message: str) -> None:
-    """Progress and notes on stderr (notes.log), hidden by --quiet; warnings ("warning: ...") are always shown."""
-    notes.log(message, quiet=args.quiet and not message.startswith("warning: "))
+    """Progress and notes on stderr (files.log), hidden by --quiet; warnings ("warning: ...") are always shown."""
+    files.log(message, quiet=args.quiet and not message.startswith("warning: "))

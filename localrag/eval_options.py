@@ -10,7 +10,8 @@ from typing import Sequence
 
 from localrag import llm, llm_rerank
 from localrag.eval_defaults import log
-from localrag.evaluate import EvalError, metric_keys
+from localrag.errors import EvalError
+from localrag.evaluate import metric_keys
 from localrag.index import parse_chunk_size
 from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, resolve_report_paths
 from localrag.pages import PAGE_OFFSET
@@ -129,32 +130,24 @@ def check_run_file(args: argparse.Namespace) -> None:
 
 
 def check_model_flags(args: argparse.Namespace) -> None:
-    """EvalError when --judge or the reranker flags contradict the run, or their server is not configured."""
+    """EvalError when --judge or the reranker flags contradict the run; llm.ChatError when their server is not
+    configured."""
     if args.judge:
         if args.dataset or args.ablation or args.sweep_axes:
             raise EvalError("--judge works on a goldset evaluation of one configuration; drop "
                             "--dataset/--ablation/--sweep")
-        try:
-            llm.check_environment(os.environ, "--judge")
-        except llm.ChatError as exc:
-            raise EvalError(str(exc)) from None
+        llm.check_environment(os.environ, "--judge")
     if args.no_rerank and args.rerank_model:
         raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
     if llm_rerank.is_llm_reranker(args.rerank_model):
-        try:
-            llm.check_environment(os.environ, llm_rerank.FLAG)
-        except llm.ChatError as exc:
-            raise EvalError(str(exc)) from None
+        llm.check_environment(os.environ, llm_rerank.FLAG)
 
 
 def resolve_dataset(args: argparse.Namespace) -> Path:
     """The BEIR folder of --dataset: a folder path, or a named benchmark downloaded into --data-dir."""
-    from localrag import datasets as beir_data, downloads
+    from localrag import downloads
 
-    try:
-        return downloads.resolve_dataset(args.dataset, args.data_dir, args.level, log=lambda m: log(args, m))
-    except (downloads.DownloadError, beir_data.DatasetError) as exc:
-        raise EvalError(str(exc)) from None
+    return downloads.resolve_dataset(args.dataset, args.data_dir, args.level, log=lambda m: log(args, m))
 
 
 def check_gate_flags(args: argparse.Namespace) -> None:

@@ -21,9 +21,10 @@ from localrag import report as eval_report
 from localrag.configuration import config_block, settings_json
 from localrag import lint as goldset_lint
 from localrag.eval_defaults import LocalRAG, log
-from localrag.evaluate import EvalError
-from localrag.outputs import (details_path, display_path, load_json_report, qrels_path, write_outputs,
-                              write_reports, write_row_reports)
+from localrag.errors import EvalError
+from localrag.files import display_path
+from localrag.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
+                              write_row_reports)
 from localrag.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
 from localrag.result import EXIT_OK, EvalResult, LeftOut, Status
@@ -371,13 +372,10 @@ def scoring_text(rag: LocalRAG, depth: int, k: int) -> str:
 
 def load_dataset(args: argparse.Namespace) -> tuple[Any, list[str], list[str], str]:
     """(dataset, its problem notes, why they degrade the run, what sample it is) of --dataset, sampled as
-    --max-queries / --max-corpus-docs ask; EvalError when it cannot be read."""
+    --max-queries / --max-corpus-docs ask; datasets.DatasetError when it cannot be read."""
     from localrag import datasets as beir_data
 
-    try:
-        dataset = beir_data.load_beir(args.dataset, args.split)
-    except beir_data.DatasetError as exc:
-        raise EvalError(str(exc)) from None
+    dataset = beir_data.load_beir(args.dataset, args.split)
     messages = list(dataset.problem_lines())
     for message in messages:
         log(args, f"warning: dataset: {message}")

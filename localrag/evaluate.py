@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 from localrag import goldset as gs
 from localrag import metrics as rm
 from localrag import diagnose, stats
+from localrag.errors import EvalError
 from localrag.fusion import first_per_key, strictly_decreasing
 from localrag.report import ci_label, fmt_p, metric_label, plural
 from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank, MetricComparison,
@@ -28,10 +29,6 @@ DATASET_OVERFETCH = 1.5  # a dataset run asks retrieve for depth x chunks per do
 COMPARE_SEED = 0  # seed of the comparison statistics
 
 Hit = tuple[Any, float]  # a retrieved chunk (metadata "source", "page", for datasets "doc_id") and its score
-
-
-class EvalError(Exception):
-    """Bad input; main() prints the message and exits non-zero."""
 
 
 class Retriever(Protocol):

@@ -1,18 +1,19 @@
-"""Atomic file writes: a reader, a crash or Ctrl-C sees the old file or the new one, never half a file.
+"""Files: atomic writes, paths as messages show them, and notes for the user on stderr (log).
 
-One mechanism for every file localRAG rewrites (reports, index manifest, BM25 arrays, judge cache, goldsets):
-a temp file beside the target (same filesystem, so the rename is atomic), flushed and fsynced, then
-``os.replace``; on any failure the temp file is removed and the old file stays as it was.
+Atomic writes: a reader, a crash or Ctrl-C sees the old file or the new one, never half a file. One mechanism
+for every file localRAG rewrites (reports, index manifest, BM25 arrays, judge cache, goldsets): a temp file beside
+the target (same filesystem, so the rename is atomic), flushed and fsynced, then ``os.replace``; on any failure the
+temp file is removed and the old file stays as it was.
 """
 from __future__ import annotations
 
 import errno
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Sequence
-
 
 
 def current_umask() -> int:
@@ -105,3 +106,29 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 def write_json_atomic(path: str | Path, data: Any, indent: int = 1) -> None:
     """`data` as key-sorted JSON (non-ASCII kept) plus a final newline into `path` (folders created), atomically."""
     write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=indent, sort_keys=True) + "\n")
+
+
+def display_path(path: str | Path) -> str:
+    """A path as messages and reports show it: relative to the working folder when inside it, else as given
+    with the home folder written ~ (never a user's home folder in a committed report, never a bare file name)."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        pass
+    try:
+        return "~/" + path.relative_to(Path.home()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def same_path(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name the same file or folder (existing or not)."""
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def log(message: str, quiet: bool = False) -> None:
+    """A note for the user on stderr, unless `quiet`: what the index's parts say while they work (waiting for a
+    lock, rebuilding, skipping a file), and the evaluation's progress."""
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)

@@ -9,61 +9,43 @@ Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based),
    count, with a minimum per document (largest-remainder apportionment).
 3. Each sampled chunk gives at most one question: without a model an exact-reference question
    (equation, table, figure, section number at its definition site), a defined-term question or a
-   section-location question; with a model (``ask``), one natural question the chunk answers.
+   section-location question (template_questions.py); with a model (``ask``), one natural question the
+   chunk answers (llm_questions.py).
 4. Quality gates reject questions that copy the chunk's words (so BM25 does not win by
    construction), near-duplicates, too-short questions and answers that lie on a noise page.
 
 The same chunks, seed and model replies give the same rows, in the same order. Rows are
 localrag/goldset.py's GoldsetRow; that module owns the goldset format and writes them (write_goldset_csv).
 
-Linting a goldset against the index lives in localrag/lint.py; it uses word_count() and jaccard()
-from here, so lint and the gates agree on what a short or near-duplicate question is.
+Lint (localrag/lint.py) takes the gates' thresholds from here and counts and compares words with words.py as
+the gates do, so lint and the gates agree on what a short or near-duplicate question is.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import re
 import sys
-import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localrag import judge, llm
-from localrag.evaluate import EvalError
+from localrag.errors import EvalError
+from localrag.files import display_path
 from localrag.goldset import GoldsetRow, write_goldset_csv
-from localrag.noise import (
-    PROSE_LINE_MIN_WORDS,
-    analysis_text,
-    build_noise_context,
-    filter_chunks,
-    fraction,
-    header_key,
-    nonempty_lines,
-    page_noise,
-    word_count,
-)
-from localrag.outputs import display_path
+from localrag.language import guess_language
+from localrag.llm_questions import build_llm_prompt, parse_llm_reply
+from localrag.noise import analysis_text, build_noise_context, filter_chunks, fraction, page_noise
 from localrag.pages import shown_page
+from localrag.template_questions import Candidate, template_questions
+from localrag.words import CONTENT_STOPWORDS, jaccard, tokens, word_count
 
-# --- Sampling and question kinds ------------------------------------------------------------------
+# --- Sampling -------------------------------------------------------------------------------------
 # Questions every document with kept chunks gets at least (if n allows).
 MIN_PER_DOCUMENT = 1
-# Longest defined term, in words.
-DEFINED_TERM_MAX_WORDS = 4
-# Longest section heading turned into a question, in words.
-HEADING_MAX_WORDS = 10
-# More numbered headings than this in one chunk make a list (contents, exhibits), not section starts.
-MAX_HEADINGS_PER_CHUNK = 3
 # After this many unusable model replies in a row the model is no longer asked.
 LLM_MAX_CONSECUTIVE_FAILURES = 5
-# Chunk text longer than this is cut before it goes into the model prompt.
-LLM_MAX_CHUNK_CHARS = 4000
 
 # --- Quality gates --------------------------------------------------------------------------------
 # Highest share of a question's content words that may occur verbatim in its chunk.
@@ -78,163 +60,9 @@ GATES = ("too_short", "noise_page", "copied", "duplicate")
 # Question kinds, in summary order; the ``corpus`` of a generated row is one of these.
 KINDS = ("equation-ref", "table-ref", "figure-ref", "section-ref", "defined-term", "section-location", "llm")
 
-# Prompt for one natural question per chunk; fill with build_llm_prompt().
-LLM_QUESTION_PROMPT = """You write test questions for a document search engine.
-Read the passage below and write ONE question in {language} that the passage answers.
-Rules:
-- Ask as a reader would who has not seen the passage: use your own words, not the passage's.
-- Do not copy any run of more than three words from the passage.
-- The question must make sense on its own; do not mention "the passage", "the text" or "the author".
-- If the passage has nothing a reader would ask about (table of contents, index, reference list,
-  only numbers or headers), reply {{"question": null}}.
-Reply with JSON only, like {{"question": "..."}}.
-
-Passage:
-\"\"\"
-{text}
-\"\"\"
-"""
-
-# Language codes -> names used in the prompt.
-LANGUAGE_NAMES = {"en": "English", "de": "German"}
-
-# Stop words that tell English from German; words common to both ("in", "so", "an", "was") are left out.
-ENGLISH_STOPWORDS = frozenset(
-    "the and of to is are that this with for which be by as from it we can on or not these has have were "
-    "been its their will would there than into".split()
-)
-GERMAN_STOPWORDS = frozenset(
-    "der die das und ist sind nicht mit von zu den dem des ein eine einer eines wird werden auf für sich "
-    "auch als bei im dass oder wir kann durch zum zur nach über wenn noch".split()
-)
-# Question words and other function words that never count as copied content.
-QUESTION_FUNCTION_WORDS = frozenset(
-    "what which who whom whose when where why how does do did is are was were a an in at about "
-    "was welche welcher welches wer wen wem wann wo warum wieso wie worum woran wofür gibt es ein "
-    "eine einen in im am um man".split()
-)
-CONTENT_STOPWORDS = ENGLISH_STOPWORDS | GERMAN_STOPWORDS | QUESTION_FUNCTION_WORDS
-
-# Question templates: (kind, language) -> format string.
-TEMPLATES = {
-    ("equation-ref", "en"): "What does Equation {num} state?",
-    ("equation-ref", "de"): "Was besagt Gleichung {num}?",
-    ("table-ref", "en"): "What does Table {num} show?",
-    ("table-ref", "de"): "Was zeigt Tabelle {num}?",
-    ("figure-ref", "en"): "What does Figure {num} show?",
-    ("figure-ref", "de"): "Was zeigt Abbildung {num}?",
-    ("section-ref", "en"): "What is covered in {unit} {num}?",
-    ("section-ref", "de"): "Was behandelt {unit} {num}?",
-    ("section-location", "en"): "Which {unit_lower} discusses {title}?",
-    ("section-location", "de"): "{which} {unit} behandelt {title}?",
-    ("defined-term-is", "en"): "What is {term}?",
-    ("defined-term-are", "en"): "What are {term}?",
-    ("defined-term-measures", "en"): "What does {term} measure?",
-    ("defined-term", "de"): "Was versteht man unter {term}?",
-}
-# Words of the templates: the frame of a template question, never counted as copied.
-TEMPLATE_WORDS = frozenset(
-    word.casefold()
-    for template in TEMPLATES.values()
-    for word in re.findall(r"[^\W\d_]+", template)
-) | frozenset("section chapter abschnitt kapitel welcher welches".split())
-
-# Heading units: keyword in the text -> (English unit, German unit).
-HEADING_UNITS = {
-    "section": ("Section", "Abschnitt"),
-    "chapter": ("Chapter", "Kapitel"),
-    "abschnitt": ("Section", "Abschnitt"),
-    "kapitel": ("Chapter", "Kapitel"),
-}
-# German interrogative per unit ("Welcher Abschnitt", "Welches Kapitel").
-GERMAN_WHICH = {"Abschnitt": "Welcher", "Kapitel": "Welches"}
-
-# First words that make a "X is a ..." sentence no definition ("This is a ...", "The result is the ...").
-NOT_A_TERM = frozenset(
-    """this that these those it its there here which what who one each every such our your his her their
-    my some any all both either neither another other same former latter first second third next last
-    following above below result results answer problem solution proof idea goal aim reason purpose point
-    question difference example case figure table equation section chapter main key only new way
-    company firm management author authors paper study article book report document text
-    der die das den dem des ein eine einer eines dies diese dieser dieses es er sie hier dabei damit daher
-    dann man wir ergebnis folgende folgendes beispiel abbildung tabelle gleichung abschnitt kapitel grund
-    ziel frage antwort lösung idee problem unterschied vorteil nachteil erste zweite nächste letzte
-    andere jede jeder jedes solche unser unsere
-    thus hence therefore however also so then now finally clearly note recall again moreover furthermore
-    similarly if when since because although while after before during under with without for at on by
-    also somit deshalb jedoch nun zudem ebenso außerdem wenn weil da ob nachdem bevor während
-    provided shown listed included presented described summarized set given attached enclosed""".split()
-)
-# Last words that make an inverted sentence ("Provided below is a ..."), not a term.
-NOT_A_TERM_END = frozenset("below above here there following hereto unten oben folgend".split())
-# Pronouns: a "term" containing one is a clause ("The model we use is a ..."), not a name.
-PRONOUNS = frozenset("i you he she we they me us them ich du er sie wir ihr es man".split())
-# Function words allowed inside a term ("vega of an option", "Wert des Portfolios").
-TERM_CONNECTORS = frozenset("of for and the a an von für und der des dem im eines einer".split())
-
-# --- Patterns -------------------------------------------------------------------------------------
-# Tokens for comparing questions: numbers with inner dots/commas stay whole ("21.23").
-_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_][\w]*(?:[-'’][\w]+)*|\d\w*")
-_NUMBER = r"\d{1,2}(?:\.\d{1,3}){0,2}[a-z]?"
-# Equation number tag at the end of a line: "C = S N(d1) - K e^{-rT} N(d2)   (21.23)".
-_EQUATION_TAG = re.compile(rf"^(?P<body>.*?)\s*\((?P<num>{_NUMBER})\)\s*$")
-_RELATION = re.compile(r"[=<>≤≥≈≡∝]")
-# Caption at the start of a line: "Table 4: ...", "Table 4. ...", "Table 4 Prices ...", "Abb. 3 ...".
-_CAPTION_TAIL = r"(?=:|\.\s+\S|\s+[A-ZÄÖÜ])"
-_TABLE_CAPTION = re.compile(rf"^(?P<label>Table|Tab\.|Tabelle)\s+(?P<num>{_NUMBER}){_CAPTION_TAIL}")
-_FIGURE_CAPTION = re.compile(rf"^(?P<label>Figure|Fig\.|Abbildung|Abb\.)\s+(?P<num>{_NUMBER}){_CAPTION_TAIL}")
-# "3.2 Option Pricing" (at least two number parts: a lone "3 Options" is too often a list item).
-_NUMBERED_HEADING = re.compile(r"^(?P<num>\d{1,2}(?:\.\d{1,2}){1,3})\.?\s+(?P<title>[A-ZÄÖÜ].*)$")
-# Any line opening with a "3.2"-style number, heading or not: many of them make a list.
-_NUMBERED_LINE = re.compile(r"^\d{1,3}(?:\.\d{1,3})+[A-Z]?\.?\s")
-_KEYWORD_HEADING = re.compile(
-    r"^(?P<unit>Section|Chapter|Abschnitt|Kapitel)\s+(?P<num>\d{1,2}(?:\.\d{1,2}){0,3})[:.]?\s+"
-    r"(?P<title>[A-ZÄÖÜ].*)$"
-)
-_TERM_WORD = r"[^\W\d_][\w\-]*"
-# Words of a term are separated by spaces, not line breaks: a heading line above a sentence is no part of it.
-_TERM = rf"{_TERM_WORD}(?:[^\S\n]+{_TERM_WORD}){{0,{DEFINED_TERM_MAX_WORDS - 1}}}"
-_GERMAN_TERM = rf"{_TERM_WORD}(?:[^\S\n]+{_TERM_WORD}){{0,{DEFINED_TERM_MAX_WORDS + 1}}}"
-# Optional article and "term"/"concept" before an English term: "The term gamma refers to".
-_EN_LEAD = rf"(?:(?P<article>The|An?)[^\S\n]+)?(?P<label>(?:term|concept)[^\S\n]+)?(?P<term>{_TERM})\s+"
-_DE_LEAD = rf"(?:(?:Der|Die|Das|Ein|Eine)[^\S\n]+)?(?:Begriff[^\S\n]+)?(?P<term>{_TERM})\s+"
-# English definitions at a sentence start; group "verb" picks the question template.
-_EN_DEFINITIONS = (
-    re.compile(rf"{_EN_LEAD}(?P<verb>is)\s+defined\s+as\b"),
-    re.compile(rf"{_EN_LEAD}(?P<verb>is|are)\s+(?:a|an|the)\s"),
-    re.compile(rf"{_EN_LEAD}(?P<verb>refers\s+to|denotes)\s"),
-    re.compile(rf"{_EN_LEAD}(?P<verb>measures)\s+(?:the|a|an|how|whether)\b"),
-)
-# German definitions: "Unter X versteht man", "X ist ein ...", "X bezeichnet", "X wird definiert als".
-_DE_DEFINITIONS = (
-    re.compile(
-        rf"Unter\s+(?P<article>(?:dem|der|den|einem|einer|einen)\s+)?(?P<term>{_GERMAN_TERM})\s+versteht\s+man\b"
-    ),
-    re.compile(rf"{_DE_LEAD}(?:ist|sind)\s+(?:ein|eine|einer|der|die|das|definiert\s+als)\s"),
-    re.compile(rf"{_DE_LEAD}bezeichnet\s"),
-    re.compile(rf"{_DE_LEAD}wird\s+(?:definiert|bezeichnet)\s+als\b"),
-)
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-ZÄÖÜ])")
-# Word before a period that does not end a sentence ("Mr. Weeks", "Abb. 3", initials "Wendell P. Weeks").
-_ABBREVIATION = re.compile(
-    r"(?:\b(?:mr|mrs|ms|dr|prof|st|inc|co|corp|ltd|no|nr|fig|eq|vs|etc|approx|e\.g|i\.e|bzw|z\.b|ca|vgl|abb|s)"
-    r"|(?-i:\b[A-Z]))\.\s*$",
-    re.IGNORECASE,
-)
-
 
 # =================================================================================================
 # Data
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A question proposed for a chunk, before the gates; ``allowed`` words never count as copied."""
-
-    kind: str
-    question: str
-    language: str
-    allowed: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -276,233 +104,13 @@ class GenerationResult:
 
 
 # =================================================================================================
-# Text helpers
-
-
-def tokens(text: str) -> list[str]:
-    """Casefolded NFKC word tokens; numbers like ``21.23`` and words like ``Black-Scholes`` stay whole."""
-    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+# Language
 
 
 def detect_language(text: str) -> str:
-    """``"de"`` if the text has more German than English stop words, else ``"en"``.
-
-    Counts tokens in GERMAN_STOPWORDS and ENGLISH_STOPWORDS (words shared by both languages are in
-    neither list); a tie, including text without stop words, counts as English.
-    """
-    words = tokens(text)
-    german = sum(word in GERMAN_STOPWORDS for word in words)
-    english = sum(word in ENGLISH_STOPWORDS for word in words)
-    return "de" if german > english else "en"
-
-
-# =================================================================================================
-# Template questions
-
-
-def _reference_candidate(kind: str, num: str, language: str) -> Candidate:
-    question = TEMPLATES[(kind, language)].format(num=num)
-    return Candidate(kind, question, language, frozenset(tokens(num)) | TEMPLATE_WORDS)
-
-
-def reference_questions(text: str, language: str) -> list[Candidate]:
-    """Exact-reference questions for equations, tables and figures defined in the text.
-
-    Only definition sites count: an equation tag ``(21.23)`` closing a line with a relation sign
-    (on that line or, for a tag on its own line, the line before), and captions at a line start
-    (``Table 4: ...``, ``Abb. 3 Verlauf ...``). A mere mention ("see Table 4") points to another page.
-    """
-    candidates: list[Candidate] = []
-    lines = nonempty_lines(text)
-    for index, line in enumerate(lines):
-        tag = _EQUATION_TAG.match(line)
-        if tag:
-            body = tag["body"] or (lines[index - 1] if index else "")
-            if _RELATION.search(body):
-                candidates.append(_reference_candidate("equation-ref", tag["num"], language))
-        for kind, pattern in (("table-ref", _TABLE_CAPTION), ("figure-ref", _FIGURE_CAPTION)):
-            caption = pattern.match(line)
-            if caption:
-                candidates.append(_reference_candidate(kind, caption["num"], language))
-    return candidates
-
-
-def _heading_title_ok(title: str) -> bool:
-    """A heading title: a few words, not a sentence, no page number or dates, no formula or table row.
-
-    Rejects e.g. "Apple 45" (contents line), "Form of Agreement* 10-Q 6/26/09" (exhibit list).
-    """
-    words = title.split()
-    return (
-        len(words) <= HEADING_MAX_WORDS
-        and not re.search(r"[.,;:?!]$", title)
-        and sum(bool(re.search(r"\d", word)) for word in words) == 0
-        and not re.search(r"[=*/|$%€£]", title)
-        and len(re.findall(r"[^\W\d_]", title)) >= 2
-    )
-
-
-def section_questions(text: str, language: str, repeated: frozenset[str] = frozenset()) -> list[Candidate]:
-    """Section-reference and section-location questions from numbered headings in the text.
-
-    Headings are ``3.2 Title`` lines (two or more number parts) and ``Chapter 3 Title`` /
-    ``Kapitel 3 Title`` lines. Skipped: lines in ``repeated`` (running headers sit on every page
-    of a section, not where it starts), the last line (the chunk may cut it, and its section's
-    text is in the next chunk), and chunks with more than MAX_HEADINGS_PER_CHUNK lines that start
-    with a ``3.2``-style number (a list of contents or exhibits, or a table; not section starts).
-    """
-    lines = nonempty_lines(text)
-    if sum(bool(_NUMBERED_LINE.match(line)) for line in lines) > MAX_HEADINGS_PER_CHUNK:
-        return []
-    headings = []
-    for line in lines[:-1]:
-        match = None if header_key(line) in repeated else _NUMBERED_HEADING.match(line) or _KEYWORD_HEADING.match(line)
-        if match and _heading_title_ok(match["title"]):
-            headings.append(match)
-    candidates: list[Candidate] = []
-    for match in headings:
-        keyword = match.groupdict().get("unit")
-        english_unit, german_unit = HEADING_UNITS[keyword.casefold() if keyword else "section"]
-        unit = german_unit if language == "de" else english_unit
-        num, title = match["num"], " ".join(match["title"].split())
-        frame = frozenset(tokens(num)) | TEMPLATE_WORDS
-        reference = TEMPLATES[("section-ref", language)].format(unit=unit, num=num)
-        location = TEMPLATES[("section-location", language)].format(
-            unit=unit, unit_lower=unit.lower(), which=GERMAN_WHICH.get(unit, ""), title=title
-        )
-        candidates.append(Candidate("section-ref", reference, language, frame))
-        candidates.append(Candidate("section-location", location, language, frame | frozenset(tokens(title))))
-    return candidates
-
-
-def _sentence_starts(text: str) -> tuple[str, list[int]]:
-    """Non-empty lines joined by newlines, and the offsets where sentences start.
-
-    A sentence starts at the text start, after ``. ! ?`` plus space before a capital (not after an
-    abbreviation or an initial), and at a line whose previous line ends a sentence or is a
-    heading-like short line without punctuation.
-    """
-    lines = nonempty_lines(re.sub(r"([a-zäöüß])-\n\s*([a-zäöüß])", r"\1\2", text))
-    joined, starts, offset = "", [], 0
-    for index, line in enumerate(lines):
-        previous = lines[index - 1] if index else ""
-        if not index or previous.endswith((".", "!", "?", ":")) or (
-            len(previous.split()) < PROSE_LINE_MIN_WORDS and not previous.endswith((",", "-"))
-        ):
-            starts.append(offset)
-        joined += line + "\n"
-        offset = len(joined)
-    starts.extend(
-        match.end() for match in _SENTENCE_BREAK.finditer(joined)
-        if not _ABBREVIATION.search(joined[max(0, match.start() - 8):match.start()])
-    )
-    return joined, sorted(set(starts))
-
-
-def _english_term(term: str, text: str) -> str:
-    """Lower-case a capital that is only there because the term starts a sentence (``Vega`` -> ``vega``).
-
-    Kept for names: a word with inner capitals (``Black-Scholes``), a term with more capitalised
-    words (``Monte Carlo``), or a first word the text also capitalises in mid-sentence (``Corning``).
-    """
-    first, *rest = term.split(" ")
-    mid_sentence = re.search(rf"[a-zäöüß,;][^\S\n]+{re.escape(first)}\b", text)
-    if first[:1].isupper() and first[1:].islower() and not any(w[:1].isupper() for w in rest) and not mid_sentence:
-        return first[0].lower() + first[1:] + (" " + " ".join(rest) if rest else "")
-    return term
-
-
-def _term_ok(term: str) -> bool:
-    """A term: >= 3 characters, no generic first word, no pronoun or non-connector function word."""
-    words = term.casefold().split()
-    inner_ok = all(w not in PRONOUNS and (w in TERM_CONNECTORS or w not in CONTENT_STOPWORDS) for w in words)
-    ending_ok = words[-1] not in CONTENT_STOPWORDS and words[-1] not in NOT_A_TERM_END
-    return len(term) >= 3 and words[0] not in NOT_A_TERM and ending_ok and inner_ok
-
-
-def defined_term_questions(text: str, language: str) -> list[Candidate]:
-    """Questions for terms the text defines at a sentence start.
-
-    English: "X is defined as", "X is/are a|an|the ...", "X refers to", "X denotes", "X measures the";
-    German: "Unter X versteht man", "X ist/sind ein|eine|der|die|das ...", "X bezeichnet",
-    "X wird definiert als". A leading article is dropped; generic subjects (NOT_A_TERM) are ignored.
-    """
-    joined, starts = _sentence_starts(text)
-    patterns = _DE_DEFINITIONS if language == "de" else _EN_DEFINITIONS
-    candidates: list[Candidate] = []
-    for start in starts:
-        if not joined[start:start + 1].isupper():
-            continue
-        for pattern in patterns:
-            match = pattern.match(joined, start)
-            if not match:
-                continue
-            term = " ".join(match["term"].split())
-            if not _term_ok(term):
-                continue
-            if language == "de":
-                article = (match.groupdict().get("article") or "").strip()
-                question = TEMPLATES[("defined-term", "de")].format(term=f"{article} {term}".strip())
-            else:
-                verb = match["verb"].split()[0]
-                template = {"are": "defined-term-are", "measures": "defined-term-measures"}.get(verb, "defined-term-is")
-                article = "" if match.groupdict().get("label") else (match["article"] or "").lower()
-                question = TEMPLATES[(template, "en")].format(term=f"{article} {_english_term(term, joined)}".strip())
-            # The article belongs to the term ("unter einem Future"): copying it is no copying of content.
-            allowed = frozenset(tokens(f"{article} {term}")) | TEMPLATE_WORDS
-            candidates.append(Candidate("defined-term", question, language, allowed))
-            break
-    return candidates
-
-
-def template_questions(text: str, language: str, repeated: frozenset[str] = frozenset()) -> list[Candidate]:
-    """All model-free questions for one chunk text, duplicates removed, in detection order."""
-    found = reference_questions(text, language) + section_questions(text, language, repeated)
-    found += defined_term_questions(text, language)
-    unique: dict[str, Candidate] = {}
-    for candidate in found:
-        unique.setdefault(candidate.question, candidate)
-    return list(unique.values())
-
-
-# =================================================================================================
-# Model questions
-
-
-def build_llm_prompt(text: str, language: str) -> str:
-    """LLM_QUESTION_PROMPT filled with the chunk text (cut to LLM_MAX_CHUNK_CHARS) and language name."""
-    return LLM_QUESTION_PROMPT.format(language=LANGUAGE_NAMES[language], text=text[:LLM_MAX_CHUNK_CHARS])
-
-
-def parse_llm_reply(reply: str | None) -> tuple[str, str | None]:
-    """(``"question"``, text), (``"declined"``, None) or (``"failed"``, None) for one model reply."""
-    if reply is None or not reply.strip():
-        return "failed", None
-    body = re.sub(r"```(?:json)?", "", reply).strip()
-    object_match = re.search(r"\{.*\}", body, re.DOTALL)
-    if object_match:
-        try:
-            data = json.loads(object_match.group(0))
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict) and "question" in data:
-            value = data["question"]
-            if value is None or (isinstance(value, str) and not value.strip()):
-                return "declined", None
-            if isinstance(value, str):
-                return "question", " ".join(value.split())
-            return "failed", None
-    if body.strip().strip('"').upper() in {"NONE", "NULL", "KEINE"}:
-        return "declined", None
-    for line in body.splitlines():
-        # Prose around the question: keep the last sentence that ends with "?".
-        pieces = re.split(r"(?<=[!?:])\s+|(?<=[a-zäöüß]{2}\.)\s+(?=[A-ZÄÖÜ])", line.strip())
-        for piece in reversed(pieces):
-            piece = re.sub(r"^(?:[-*•]|\d+[.)]|question:|frage:)\s*", "", piece.strip(), flags=re.IGNORECASE)
-            piece = piece.strip().strip("\"'“”„*").strip()
-            if piece.endswith("?") and len(piece) > 1:
-                return "question", " ".join(piece.split())
-    return "failed", None
+    """The language of a chunk's questions: language.guess_language's ``"de"`` or ``"en"``; English when it
+    has no guess (a tie, or no stop word), since every question needs a language."""
+    return guess_language(text) or "en"
 
 
 # =================================================================================================
@@ -519,19 +127,6 @@ def copied_share(question: str, chunk_text: str, allowed: Iterable[str] = ()) ->
     content = [t for t in tokens(question) if t not in CONTENT_STOPWORDS and t not in allowed]
     chunk_tokens = set(tokens(chunk_text))
     return fraction(sum(t in chunk_tokens for t in content), len(content))
-
-
-def jaccard(a: str, b: str) -> float:
-    """Jaccard similarity of the two texts' token sets (see tokens); 1.0 for two empty texts."""
-    return set_jaccard(set(tokens(a)), set(tokens(b)))
-
-
-def set_jaccard(first: Set[str], second: Set[str]) -> float:
-    """Jaccard similarity of two token sets; 1.0 for two empty sets."""
-    if not first and not second:
-        return 1.0
-    shared = len(first & second)
-    return shared / (len(first) + len(second) - shared)  # the size of the union, without building it
 
 
 def is_near_duplicate(question: str, others: Iterable[str]) -> bool:
@@ -853,42 +448,3 @@ def generate_goldset(rag: Any, n: int, seed: int, out: str, ask: Callable[[str],
     return 0
 
 
-def llm_question_asker(model: str, cache_path: str, quiet: bool) -> tuple[Callable[[str], str | None],
-                                                                          Callable[[], str | None]]:
-    """(ask, stopped): ask(prompt) -> reply text or None through the cached, retrying client and the judge's cache;
-    stopped() -> why the model stopped answering (server down, refused), or None.
-
-    Replies with a question and explicit declines are cached; an unreadable reply is not, so the next run asks again.
-    """
-    flag = f"--llm {model}"
-    try:
-        llm.check_environment(os.environ, flag)
-    except llm.ChatError as exc:
-        raise EvalError(str(exc)) from None
-    cache, cache_warning = judge.open_cache(cache_path)
-    if cache_warning:
-        print(f"warning: {cache_warning}", file=sys.stderr)
-    # The judge's server and cache (--judge-cache) serve the questions too, so messages name the judge.
-    client = llm.CachedChat(model, cache, who="judge", flag=flag, progress=None if quiet else
-                            (lambda message: print(message, file=sys.stderr, flush=True)))
-    stops: list[str] = []
-
-    def readable(text: str) -> dict:
-        if parse_llm_reply(text)[0] == "failed":
-            raise llm.UnreadableReply(f"no question in reply {text[:80]!r}")
-        return {"reply": text}
-
-    def ask(prompt: str) -> str | None:
-        try:
-            entry, _ = client.ask(prompt, parse=readable, meta={"kind": "generate"},
-                                  is_valid=lambda e: isinstance(e.get("reply"), str))
-        except llm.UnreadableReply:
-            return None
-        except (llm.ChatError, llm.CallLimitReached) as exc:
-            if not stops:  # every later prompt fails the same way; say it once
-                stops.append(str(exc))
-                print(f"warning: question generation stopped: {exc}", file=sys.stderr, flush=True)
-            return None
-        return entry["reply"]
-
-    return ask, lambda: stops[0] if stops else None

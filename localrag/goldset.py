@@ -40,6 +40,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from localrag.errors import RAGError
 from localrag.files import write_atomic
 from localrag.pages import PAGE_OFFSET
 from localrag.query_text import text_problem
@@ -79,7 +80,7 @@ _BEFORE_FIRST = f"is before the first page; pages count from {PAGE_OFFSET}, as a
 LEFT_OUT = "the question is left out of the metrics until the page is fixed"
 
 
-class GoldsetError(ValueError):
+class GoldsetError(RAGError, ValueError):
     """A goldset that cannot be used: missing, unreadable, bad header or no usable rows."""
 
 

@@ -2,7 +2,7 @@
 settings, searched (dense and BM25), and synced.
 
 `Index` composes the parts that do the work: where the index lives and Chroma's client (localrag/store.py), its
-manifest (localrag/manifest.py) and settings (localrag/index_settings.py), the writer locks (localrag/locks.py),
+manifest (localrag/manifest.py) and settings (localrag/settings.py), the writer locks (localrag/locks.py),
 the store check (localrag/store_check.py), sync (localrag/sync.py, planned by localrag/sync_plan.py, embedded and
 stored by localrag/chunk_writer.py) and dense search (localrag/dense.py); the BM25 arrays are kept here. Their
 names are re-exported: this module stays the package's one name for the index.
@@ -24,13 +24,13 @@ from localrag.bm25 import BM25Index
 from localrag.chunk_writer import STORE_WRITE_ROWS, GroupWriter, chunk_id, citation_metadata
 from localrag.dense import DenseSearch, one_blas_thread, top_k_cosine
 from localrag.errors import RAGError
+from localrag.files import log
 from localrag.settings import (BM25_SETTINGS, PAGE_CHUNKS, PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS,
                                      collection_name, parse_chunk_size, resolve_settings, significant_settings,
                                      text_splitter)
 from localrag.locks import LOCK_FILE, ServerLock, folder_lock
 from localrag.manifest import (INDEX_FORMAT, INDEX_INFO_FILE, RECORDED_PACKAGES, Manifest, damaged_manifest_error,
                                followed_paths, manifest_problem, package_versions, read_manifest)
-from localrag.notes import log
 from localrag.pages import shown_page
 from localrag.pdf import ExtractedPdf
 from localrag.store import (BM25_DIR, COLLECTION_MARKER, STORE_READ_PAGE, IndexPlace, LazyStore, read_store,

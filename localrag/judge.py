@@ -32,10 +32,10 @@ from localrag.llm import (
     CallLimitReached,
     ChatStopped,
     Progress,
-    ReplyCache,
     UnreadableReply,
     cache_key,
     collapse_whitespace,
+    open_cache,
     reply_text,
 )
 
@@ -122,18 +122,6 @@ class JudgeRun:
 
 
 # -- cache --------------------------------------------------------------------------------
-
-
-def open_cache(path: str | os.PathLike[str]) -> tuple[ReplyCache, str | None]:
-    """The judge cache at `path` and, if its file was corrupt and moved aside, a warning that says where."""
-    cache = ReplyCache(path)
-    if cache.corrupt_backup is None:
-        return cache, None
-    return cache, (
-        f"The judge cache {cache.path} is unreadable ({cache.corrupt_error}); it was moved to "
-        f"{cache.corrupt_backup} and judging starts with an empty cache. Copy any "
-        "verdicts you need back from it, then delete it."
-    )
 
 
 def read_entries(path: str | os.PathLike[str]) -> dict[str, Any]:

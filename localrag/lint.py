@@ -4,7 +4,7 @@ near-identical questions, and the reader's own messages.
 Questions are any objects with ``question``, ``locations`` (``source``, ``page``, optionally ``last_page``
 of a range and ``problem``) and the goldset's ``lines``; the index is described per file by DocInfo. Short
 and near-identical questions are measured as the generator's gates measure them (word_count, jaccard),
-so lint and generation agree on them.
+so lint and generation agree on them (words.py).
 
 IndexedFiles.diagnose is the one diagnosis of a goldset location against the index (unknown or unindexed
 file, page out of range, page without text); lint states its findings, and the evaluation's hints for
@@ -28,9 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from localrag.generate import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, jaccard, set_jaccard, tokens, word_count
+from localrag.generate import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD
 from localrag.goldset import normalize_source
 from localrag.pages import PAGE_OFFSET
+from localrag.words import jaccard, set_jaccard, tokens, word_count
 
 # Goldsets with at least this many questions show a progress bar (stderr) while they are linted.
 PROGRESS_MIN_QUESTIONS = 5000

@@ -10,7 +10,8 @@ must stop every later prompt of the run at once, each retry is reported to the c
 and a call counts against the call limit only once the server answered.
 
 The client knows nothing of its callers: the name its messages give the asker (`who`) and
-the command-line flag that turned it on (`flag`) come from the caller.
+the command-line flag that turned it on (`flag`) come from the caller. One exception: `open_cache` names its file
+the judge cache, the file the evaluation's judge and --llm questions share.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from localrag.errors import RAGError
 from localrag.files import write_json_atomic
 
 # Retries after the first try for transient failures (timeouts, 429, 5xx, no connection).
@@ -46,7 +48,7 @@ CHECK_TIMEOUT_SECONDS = 10.0
 Progress = Callable[[str], None]
 
 
-class ChatError(Exception):
+class ChatError(RAGError):
     """The model cannot be asked as configured (no server given, bad URL)."""
 
 
@@ -54,11 +56,11 @@ class ChatStopped(ChatError):
     """Asking must stop: the server stays down or refuses the request."""
 
 
-class CallLimitReached(Exception):
+class CallLimitReached(RAGError):
     """The run already made its allowed number of new calls."""
 
 
-class UnreadableReply(ValueError):
+class UnreadableReply(RAGError, ValueError):
     """The model's reply holds nothing the caller can use."""
 
 
@@ -244,6 +246,21 @@ class ReplyCache:
         """Store `entry` under `key` and write the file at once."""
         self._entries[key] = dict(entry)
         write_json_atomic(self.path, self._entries, indent=2)  # the committed cache's layout
+
+
+def open_cache(path: str | os.PathLike[str]) -> tuple[ReplyCache, str | None]:
+    """The judge cache at `path` and, if its file was corrupt and moved aside, a warning that says where.
+
+    The evaluation's judge and its --llm questions share this file (--judge-cache), so the warning names the judge;
+    the LLM reranker words its own."""
+    cache = ReplyCache(path)
+    if cache.corrupt_backup is None:
+        return cache, None
+    return cache, (
+        f"The judge cache {cache.path} is unreadable ({cache.corrupt_error}); it was moved to "
+        f"{cache.corrupt_backup} and judging starts with an empty cache. Copy any "
+        "verdicts you need back from it, then delete it."
+    )
 
 
 # -- calls with retries -------------------------------------------------------------------

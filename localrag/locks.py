@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from localrag.errors import RAGError
-from localrag.files import new_file_mode
-from localrag.notes import log
+from localrag.files import log, new_file_mode
 
 LOCK_FILE = ".localrag.lock"  # the writer lock inside a local index folder
 _LOCKS: dict[str, object] = {}  # one FileLock per index folder and process, so nested holders share it

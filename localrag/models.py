@@ -318,10 +318,7 @@ def _load_sentence_transformer(name: str, backend: str, encode_batch_size: int, 
                                      model_kwargs={"local_files_only": local_files_only, "device": "cpu"})
 
     embeddings = _load_hf_model(factory, target, "Embedding model", allow_downloads, probe_seconds)
-    try:
-        embedding_backends.attach(embeddings, display, backend, calibration=calibration)  # torch: records the name
-    except embedding_backends.BackendError as exc:
-        raise RAGError(str(exc)) from None
+    embedding_backends.attach(embeddings, display, backend, calibration=calibration)  # torch: records the name
     # The model is loaded; model_name is only metadata from here on, and reports must not show site-packages.
     object.__setattr__(embeddings, "model_name", display)
     return embeddings

@@ -5,8 +5,8 @@ list, mostly running headers, caption residue or numbers, or too short; classify
 first NOISE_RULES rule it falls under. Running headers are found per document over all chunks
 (build_noise_context). page_noise() applies the whole-page rules to a page's joined chunks.
 
-It also holds the chunk-text helpers localrag/generate.py shares with the filter (analysis_text,
-nonempty_lines, header_key, word_count, fraction); it imports nothing from there.
+It also holds the chunk-text helpers the question generator shares with the filter (analysis_text,
+nonempty_lines, header_key, fraction); it imports nothing from there.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localrag.pages import strip_chunk_header
+from localrag.words import word_count
 
 # --- Limits ---------------------------------------------------------------------------------------
 # A chunk with fewer words than this carries too little to ask about.
@@ -133,11 +134,6 @@ def analysis_text(text: str) -> str:
 def nonempty_lines(text: str) -> list[str]:
     """Non-empty lines, stripped."""
     return [line.strip() for line in text.splitlines() if line.strip()]
-
-
-def word_count(text: str) -> int:
-    """Number of ``\\w+`` runs: the unit of MIN_CHUNK_WORDS, PROSE_LINE_MIN_WORDS and MIN_QUESTION_WORDS."""
-    return len(_WORD.findall(text))
 
 
 def fraction(count: int, total: int) -> float:

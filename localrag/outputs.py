@@ -16,8 +16,8 @@ from typing import Sequence
 
 from localrag import diagnose
 from localrag import report as eval_report
-from localrag.evaluate import EvalError
-from localrag.files import write_texts_atomic
+from localrag.errors import EvalError
+from localrag.files import display_path, same_path, write_texts_atomic
 from localrag.manifest import local_followed_paths
 from localrag.result import EvalResult
 from localrag.run_plan import format_setting, requested_settings, slug
@@ -29,25 +29,6 @@ INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of
 # A file name each output flag's message suggests when the path given is a folder.
 EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", "--markdown": "report.md", "--run-file": "run.trec",
                  "--out": "goldset.csv"}
-
-
-def display_path(path: str | Path) -> str:
-    """A path as messages and reports show it: relative to the working folder when inside it, else as given
-    with the home folder written ~ (never a user's home folder in a committed report, never a bare file name)."""
-    path = Path(path)
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        pass
-    try:
-        return "~/" + path.relative_to(Path.home()).as_posix()
-    except ValueError:
-        return path.as_posix()
-
-
-def same_path(a: str | Path, b: str | Path) -> bool:
-    """Whether two paths name the same file or folder (existing or not)."""
-    return Path(a).resolve() == Path(b).resolve()
 
 
 def is_default_setup(args: argparse.Namespace) -> bool:

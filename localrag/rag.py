@@ -17,7 +17,7 @@ from langchain_core.documents import Document
 from localrag import llm_rerank
 from localrag.errors import RAGError
 from localrag.index import Index
-from localrag.notes import log
+from localrag.files import log
 from localrag.pdf import ExtractedPdf
 from localrag.retriever import Retriever, Trace, check_k, check_mode
 from localrag.settings import IndexSettings, RetrievalSettings

@@ -15,8 +15,8 @@ from typing import Any, Mapping, Sequence
 from localrag import llm_rerank, query_vectors
 from localrag.configuration import profile_suggestion
 from localrag.eval_defaults import LocalRAG, log
-from localrag.evaluate import EvalError
-from localrag.outputs import display_path
+from localrag.errors import EvalError
+from localrag.files import display_path
 from localrag.run_plan import (INDEX_SETTINGS, derived_index_path, requested_settings, resolved_index_settings,
                                settings_words)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from localrag.errors import RAGError
+from localrag.files import log
 from localrag.locks import LOCK_FILE
 from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE, Manifest
-from localrag.notes import log
 
 # Chroma phones home unless told not to; set before chromadb is imported (this module imports it when used).
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import AbstractSet as Set, Any, Callable, Mapping
 
 from localrag import report as eval_report
+from localrag.errors import RAGError
 from localrag.files import write_texts_atomic
 from localrag.outputs import write_error_advice
 from localrag.result import EXIT_OK, EvalResult
@@ -27,7 +28,7 @@ FORBIDDEN = {"suite", "compare", "output_name", "ablation", "lint", "generate"}
 EvaluateEntry = Callable[[dict[str, Any], Path], EvalResult | list[EvalResult] | None]
 
 
-class SuiteError(Exception):
+class SuiteError(RAGError):
     """A malformed suite file; the message names the entry and key."""
 
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 from localrag.chunk_writer import ChunkWriter, citation_metadata
 from localrag.context import document_context
 from localrag.errors import RAGError
+from localrag.files import log
 from localrag.manifest import INDEX_FORMAT, RECORDED_PACKAGES, package_versions
-from localrag.notes import log
 from localrag.pdf import (TEXT_RULES, ExtractedPdf, discover_pdfs, extract_pdf, front_page, read_outline,
                           sections_by_page)
 from localrag.store import STORE_CHANGE_ROWS, delete_ids

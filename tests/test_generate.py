@@ -1,4 +1,5 @@
-"""Tests for localrag/generate.py: question kinds, gates, sampling, model path, output.
+"""Tests for the question generator (generate.py, template_questions.py, llm_questions.py, words.py): question
+kinds, gates, sampling, model path, output.
 
 The noise filter's own tests are in test_noise.py, which also holds the shared chunk fixtures.
 """
@@ -11,17 +12,10 @@ from pathlib import Path
 import pytest
 
 from localrag import generate as gg
-from localrag.generate import (
-    allocate,
-    copied_share,
-    detect_language,
-    generate_questions,
-    jaccard,
-    parse_llm_reply,
-    render_generation_summary,
-    template_questions,
-    tokens,
-)
+from localrag.generate import allocate, copied_share, detect_language, generate_questions, render_generation_summary
+from localrag.llm_questions import parse_llm_reply
+from localrag.template_questions import template_questions
+from localrag.words import jaccard, tokens
 from localrag.goldset import write_goldset_csv
 from localrag.noise import build_noise_context, classify_noise
 from localrag.pages import strip_chunk_header
