@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, AbstractSet, ContextManager, Mapping, Protocol, Sequence
+from typing import Any, AbstractSet, Callable, ContextManager, Mapping, Protocol, Sequence
 
 from localrag import notes
 from localrag.pages import PAGE_OFFSET
@@ -62,7 +62,7 @@ class LocalRAGLike(Protocol):
     @property
     def reranker_model(self) -> str | None: ...
     @property
-    def reranker_asked(self) -> str | None: ...
+    def reranker_asked(self) -> Any: ...  # the reranker the settings ask for (a name), or None
     @property
     def reranker_off_reason(self) -> str | None: ...
 
@@ -80,10 +80,8 @@ class LocalRAGLike(Protocol):
     def describe_order(self, mode: str | None = ..., rerank: bool | None = ...) -> str: ...
 
 
-class OpenRetriever(Protocol):
-    """Opens an index folder as the chat's retriever: LocalRAG(path, **its keyword arguments)."""
-
-    def __call__(self, vectorstore_path: str | Path, **settings: Any) -> LocalRAGLike: ...
+# Opens an index folder as the chat's retriever: LocalRAG(path, keyword arguments of its settings).
+OpenRetriever = Callable[..., LocalRAGLike]
 
 
 @dataclass(frozen=True)
@@ -244,6 +242,11 @@ class EvalOptions(CommandLine):
     """An evaluation's options, checked and completed once (eval_options.resolve) before any index is opened: the
     flags (the profile's preset filled in, the mode set, the chunk size parsed, a named dataset downloaded, the
     report paths filled in) and what was derived from them."""
+
+    # Filled in by resolve: never None here (the fields keep CommandLine's order).
+    report: str
+    json: str
+    mode: str
 
     defaults: EvalDefaults
     k_values: tuple[int, ...] = ()  # the cutoffs, sorted; the deepest is the retrieval depth

@@ -54,9 +54,11 @@ def resolve(command: CommandLine, defaults: EvalDefaults) -> EvalOptions:
         command = dataclasses.replace(command, dataset=str(resolve_dataset(command.dataset, command.data_dir,
                                                                            command.level, command.quiet)))
     gates = check_gate_flags(command, k_values)
+    axes = tuple((axis, tuple(values)) for axis, values in sweep_axes)
+    # The report paths last: a default report's name says the settings resolved above.
     options = with_report_paths(EvalOptions(**command.flags(), defaults=defaults, k_values=tuple(k_values),
-                                            sweep_axes=tuple(sweep_axes), profile_keys=profile_keys,
-                                            page_offset=PAGE_OFFSET, gates=gates))
+                                            sweep_axes=axes, profile_keys=profile_keys, page_offset=PAGE_OFFSET,
+                                            gates=gates))
     tool = options.lint or options.generate is not None or options.suite or options.compare
     if not (tool or options.explain is not None):
         check_output_paths(output_paths(options), input_paths(options), protected_folders(options))
