@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
@@ -25,8 +26,8 @@ from localrag import goldset as gs
 from localrag import lint as goldset_lint
 from localrag import report as eval_report
 from localrag import suite as eval_suite
-from localrag.eval_defaults import EvalDefaults
-from localrag.eval_options import resolve_args
+from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions
+from localrag.eval_options import resolve
 from localrag.eval_runs import evaluate, print_outcome, print_summary, stage_cutoff
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path
@@ -92,7 +93,6 @@ def eval_defaults() -> EvalDefaults:
 
 def build_parser() -> argparse.ArgumentParser:
     p = cli.new_parser(__doc__)
-    p.set_defaults(defaults=eval_defaults())  # read now, so that settings changed before parsing take effect
     gold = p.add_argument_group("goldset and report")
     gold.add_argument("--goldset", default=GOLDSET_PATH, help="goldset CSV (; or ,) or JSONL")
     gold.add_argument("--k", default=None, help=f"cutoffs, comma-separated (default: "
@@ -279,96 +279,103 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(argv: Sequence[str] | None) -> CommandLine:
+    """The command line's flags as one value (argparse exits with its message on a flag it cannot read)."""
+    return CommandLine.from_flags(vars(build_parser().parse_args(argv)))
+
+
 # ----------------------------------------------------------------------------- commands
 
-def run_lint(args: argparse.Namespace) -> int:
+def run_lint(options: EvalOptions, held: contextlib.ExitStack) -> int:
     """Check the goldset against the synced index: exit 1 when there is any finding, error or warning."""
-    goldset = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH)
-    rag = open_pdf_index(args, requested_settings(args)).rag
+    goldset = gs.read_goldset(options.goldset, GOLDSET_TEMPLATE_PATH)
+    rag = open_pdf_index(options, held, requested_settings(options)).rag
     findings = goldset_lint.lint_index(rag, goldset.questions, goldset.messages, goldset_lint.index_docs(rag),
-                                       progress=not args.quiet)
+                                       progress=not options.quiet)
     print("\n".join(goldset_lint.render_lint(findings)))
     # Warnings too: a short question or a near-duplicate with other locations is wrong, only less harmful.
     return 1 if findings else 0
 
 
-def run_generate(args: argparse.Namespace) -> int:
+def run_generate(options: EvalOptions, held: contextlib.ExitStack) -> int:
     """Sample chunks from the index and write a goldset of generated questions; 1 if the model stopped early."""
-    if args.generate < 1:
-        raise EvalError(f"--generate needs a positive number of questions, got {args.generate}")
+    o = options
+    if o.generate < 1:
+        raise EvalError(f"--generate needs a positive number of questions, got {o.generate}")
     # Checked before the index is synced and the model asked, which may take long.
-    check_output_paths([("--out", args.out)], input_paths(args), protected_folders(args))  # --force or not
-    gen.check_out_file(args.out, args.force)
-    ask, stopped = (llm_questions.llm_question_asker(args.llm, args.judge_cache or JUDGE_CACHE_PATH, args.quiet)
-                    if args.llm else (None, lambda: None))
-    rag = open_pdf_index(args, requested_settings(args)).rag
-    return gen.generate_goldset(rag, args.generate, args.seed, args.out, ask, args.llm, stopped)
+    check_output_paths([("--out", o.out)], input_paths(o), protected_folders(o))  # --force or not
+    gen.check_out_file(o.out, o.force)
+    ask, stopped = (llm_questions.llm_question_asker(o.llm, o.judge_cache or JUDGE_CACHE_PATH, o.quiet)
+                    if o.llm else (None, lambda: None))
+    rag = open_pdf_index(o, held, requested_settings(o)).rag
+    return gen.generate_goldset(rag, o.generate, o.seed, o.out, ask, o.llm, stopped)
 
 
-def run_compare(args: argparse.Namespace) -> int:
-    """Compare two JSON reports (--compare OLD NEW) and print the comparison."""
-    old_path, new_path = args.compare
+def run_compare(reports: Sequence[str], intersect: bool, resamples: int) -> int:
+    """Compare two JSON reports (--compare OLD NEW: `reports`) and print the comparison."""
+    old_path, new_path = reports
     old, new = load_json_report(old_path), load_json_report(new_path)
-    compare = ev.compare_results(old, new, args.intersect, display_path(old_path), resamples=args.resamples)
+    compare = ev.compare_results(old, new, intersect, display_path(old_path), resamples=resamples)
     print(f"{display_path(new_path)} vs. {display_path(old_path)}")
     print("\n".join(eval_report.render_compare(compare)))
     return 0
 
 
-def run_explain(args: argparse.Namespace) -> int:
+def run_explain(options: EvalOptions, held: contextlib.ExitStack) -> int:
     """Print the details block of one question (of the goldset, by text or query id, or any other question)
-    for the configuration of `args`: nothing is evaluated or written."""
-    wanted = " ".join(args.explain.split())
-    explicit_goldset = not same_path(args.goldset, GOLDSET_PATH)
-    questions = gs.read_goldset(args.goldset, GOLDSET_TEMPLATE_PATH).questions \
-        if explicit_goldset or Path(args.goldset).exists() else []
+    for the configuration of `options`: nothing is evaluated or written."""
+    o = options
+    wanted = " ".join(o.explain.split())
+    explicit_goldset = not same_path(o.goldset, GOLDSET_PATH)
+    questions = gs.read_goldset(o.goldset, GOLDSET_TEMPLATE_PATH).questions \
+        if explicit_goldset or Path(o.goldset).exists() else []
     question = next((q for q in questions if q.query_id == wanted), None) or next(
         (q for q in questions if " ".join(q.question.split()).casefold() == wanted.casefold()), None)
-    rag = open_rag(args, args.index or VECTORSTORE_PATH)
-    sync_pdf_index(rag, args)
+    rag = open_rag(o, held, o.index or VECTORSTORE_PATH)
+    sync_pdf_index(rag, o)
     rerank = rag.reranker is not None
     text = question.question if question else wanted
-    if args.mode != "bm25":  # a cached vector spares loading the model; a new one is embedded, not stored
-        query_vectors.fill(rag.retriever, query_vector_cache(args), [rag.prepare_query(text)], embed=False,
+    if o.mode != "bm25":  # a cached vector spares loading the model; a new one is embedded, not stored
+        query_vectors.fill(rag.retriever, query_vector_cache(o), [rag.prepare_query(text)], embed=False,
                            batch_size=1)
-    block = ev.explain_question(rag, question, text, mode=args.mode, rerank=rerank, depth=args.diagnostic_depth,
-                                retrieve_k=max(args.k_values), k=stage_cutoff(args.k_values, args.defaults.retrieval_k),
-                                page_offset=args.page_offset, tolerance=args.page_tolerance)
-    print(f"{rag.location if rag.chroma_url else display_path(rag.path)}: {rag.describe_order(args.mode, rerank)}, "
-          f"{args.mode} mode, {rag.candidate_depth(max(args.k_values))} candidates per retriever, lists searched "
-          f"{args.diagnostic_depth} deep" + ("" if question else f"; not a question or query id of "
-                                                                 f"{display_path(args.goldset)}"))
+    block = ev.explain_question(rag, question, text, mode=o.mode, rerank=rerank, depth=o.diagnostic_depth,
+                                retrieve_k=max(o.k_values), k=stage_cutoff(o.k_values, o.defaults.retrieval_k),
+                                page_offset=o.page_offset, tolerance=o.page_tolerance)
+    print(f"{rag.location if rag.chroma_url else display_path(rag.path)}: {rag.describe_order(o.mode, rerank)}, "
+          f"{o.mode} mode, {rag.candidate_depth(max(o.k_values))} candidates per retriever, lists searched "
+          f"{o.diagnostic_depth} deep" + ("" if question else f"; not a question or query id of "
+                                                              f"{display_path(o.goldset)}"))
     print()
     print(diagnose.unescape_markdown("\n".join(block).rstrip()))  # read on a terminal: no Markdown escapes
     return EXIT_OK
 
 
-def run_suite(args: argparse.Namespace) -> int:
+def run_suite(options: EvalOptions) -> int:
     """Every entry of the --suite file evaluated in this process, then the summary table; 1 if any failed."""
-    return eval_suite.run_suite(args.suite, args.output_name,
-                                lambda options, report: run_suite_entry(options, report, args),
+    return eval_suite.run_suite(options.suite, options.output_name,
+                                lambda entry, report: run_suite_entry(entry, report, options),
                                 output_dir=SUITE_OUTPUT_DIR)
 
 
-def run_suite_entry(options: Mapping[str, Any], report: Path,
-                    suite_args: argparse.Namespace) -> EvalResult | list[EvalResult] | None:
+def run_suite_entry(entry: Mapping[str, Any], report: Path,
+                    suite: CommandLine) -> EvalResult | list[EvalResult] | None:
     """One suite entry: its options read as on the command line (plus --quiet, --rebuild and --no-sync of the
     suite's command line), reports at `report`: its result, a sweep's results (one per row), or None, with the
     reason on stderr, when it evaluated nothing."""
     try:
-        args = build_parser().parse_args(option_flags(options))
+        command = parse(option_flags(entry))
     except SystemExit:  # argparse printed why (an unknown key, a bad value); the other entries still run
         return None
-    args.report, args.json = str(report), str(report.with_suffix(".json"))
-    for flag in ("quiet", "rebuild", "no_sync"):
-        setattr(args, flag, getattr(args, flag) or getattr(suite_args, flag))
-    results, _ = guarded(args, evaluate)
-    if results is None:
+    command = dataclasses.replace(command, report=str(report), json=str(report.with_suffix(".json")),
+                                  quiet=command.quiet or suite.quiet, rebuild=command.rebuild or suite.rebuild,
+                                  no_sync=command.no_sync or suite.no_sync)
+    outcome, _ = guarded(command, evaluate)
+    if outcome is None:
         return None
-    if args.sweep_axes:  # the table was printed
-        return results
-    print_outcome(results[0], args)
-    return results[0]
+    if command.sweep:  # the table was printed
+        return outcome.results
+    print_outcome(outcome, command.quiet)
+    return outcome.results[0]
 
 
 def option_flags(options: Mapping[str, Any]) -> list[str]:
@@ -377,39 +384,42 @@ def option_flags(options: Mapping[str, Any]) -> list[str]:
     return eval_suite.option_flags(options, repeatable)
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(options: EvalOptions, held: contextlib.ExitStack) -> int:
     """Run what the resolved options ask for: a tool (compare, suite, lint, generate, explain), else the
-    evaluation (plan, open and sync, retrieve and score, write, gate); the exit code."""
-    if not (args.compare or args.suite or args.dataset):  # those read only the files given
-        check_project_folder(args)
-    tools = ((args.compare, run_compare), (args.suite, run_suite), (args.lint, run_lint),
-             (args.generate is not None, run_generate), (args.explain is not None, run_explain))
+    evaluation (plan, open and sync, retrieve and score, write, gate); the exit code. Index locks go on `held`."""
+    o = options
+    if not (o.compare or o.suite or o.dataset):  # those read only the files given
+        check_project_folder(o.goldset, o.index, o.docs, o.chroma_url)
+    tools: tuple[tuple[Any, Callable[[], int]], ...] = (
+        (o.compare, lambda: run_compare(o.compare, o.intersect, o.resamples)), (o.suite, lambda: run_suite(o)),
+        (o.lint, lambda: run_lint(o, held)), (o.generate is not None, lambda: run_generate(o, held)),
+        (o.explain is not None, lambda: run_explain(o, held)))
     for asked, tool in tools:
         if asked:
-            return tool(args)
-    results = evaluate(args)
-    if len(results) == 1 and not args.sweep_axes:  # an ablation or a sweep printed its table
-        print_summary(results[0], args)
-    return results[0].status.exit_code
+            return tool()
+    outcome = evaluate(o, held)
+    if len(outcome.results) == 1 and not o.sweep_axes:  # an ablation or a sweep printed its table
+        print_summary(outcome, o.quiet)
+    return outcome.results[0].status.exit_code
 
 
-def check_project_folder(args: argparse.Namespace) -> None:
+def check_project_folder(goldset: str, index: str | None, docs: str | None, chroma_url: str | None) -> None:
     """EvalError 'run from the project folder X' when the run, started in another folder, would read the default
     goldset, index or docs folder from there instead of the project's."""
-    defaults = [("--goldset", "goldset", GOLDSET_PATH)] if args.goldset == GOLDSET_PATH else []
-    if args.index is None and not args.chroma_url:
+    defaults = [("--goldset", "goldset", GOLDSET_PATH)] if goldset == GOLDSET_PATH else []
+    if index is None and not chroma_url:
         defaults.append(("--index", "index", VECTORSTORE_PATH))
-        defaults += [("--docs", "docs folder", local_rag.DOCS_PATH)] if args.docs is None else []
+        defaults += [("--docs", "docs folder", local_rag.DOCS_PATH)] if docs is None else []
     if problem := cli.project_folder_problem(local_rag.PROJECT_DIR, defaults):
         raise EvalError(problem)
 
 
-def guarded(args: argparse.Namespace, run: Callable[[argparse.Namespace], T]) -> tuple[T | None, int]:
-    """(run(resolved args), EXIT_OK), or (None, exit code) with the error on stderr. Index locks taken by
-    open_rag are held until run returns."""
-    with contextlib.ExitStack() as args.held:
+def guarded(command: CommandLine, run: Callable[[EvalOptions, contextlib.ExitStack], T]) -> tuple[T | None, int]:
+    """(run(the options resolved, the run's lock stack), EXIT_OK), or (None, exit code) with the error on stderr.
+    Index locks taken by open_rag are held until run returns."""
+    with contextlib.ExitStack() as held:
         try:
-            return run(resolve_args(args)), EXIT_OK
+            return run(resolve(command, eval_defaults()), held), EXIT_OK
         except RAGError as exc:  # the package's one error family
             print(f"error: {exc}", file=sys.stderr)
             return None, EXIT_USAGE
@@ -419,7 +429,7 @@ def guarded(args: argparse.Namespace, run: Callable[[argparse.Namespace], T]) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    code, failure = guarded(build_parser().parse_args(argv), run_command)
+    code, failure = guarded(parse(argv), run_command)
     return failure if code is None else code
 
 

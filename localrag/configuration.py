@@ -7,18 +7,17 @@ committed report is diffed on other people's machines.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from localrag.eval_defaults import LocalRAG
+from localrag.eval_defaults import EvalOptions, LocalRAGLike
 from localrag.files import display_path
 from localrag.index import PAGE_CHUNKS, significant_settings
 from localrag.report import plural
 from localrag.run_plan import INDEX_SETTINGS, profile_sources, profile_words, slug
 
 
-def dense_search_text(rag: LocalRAG, questions: Sequence[str], depth: int | None = None) -> str:
+def dense_search_text(rag: LocalRAGLike, questions: Sequence[str], depth: int | None = None) -> str:
     """How the dense list was searched: exactly, or by the index's IVF with its recall against exact search,
     measured here on the run's questions at the candidate depth (`depth`, else `candidate_k`; localrag/ivf.py)."""
     from localrag import ivf
@@ -49,7 +48,7 @@ def reranker_name(model: str) -> str:
     return display_path(model) if Path(model).is_dir() else model
 
 
-def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bool, extra: list,
+def config_block(rag: LocalRAGLike, options: EvalOptions, mode: str, rerank: bool, extra: list,
                  questions: Sequence[str] = (), *, k: int) -> list:
     """The configuration block of a run that asks `retrieve(question, k)` of every question: the candidates per
     retriever it states are the ones that k gives (`LocalRAG.candidate_depth`), as the stage ranks count them."""
@@ -63,19 +62,19 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
     else:
         reranker = f"off ({rag.reranker_off_reason})" if rag.reranker_off_reason != "turned off" else \
             "off (--no-rerank)"
-    profile = getattr(args, "profile", None)
+    profile = options.profile
     # The values this row used, each one a flag, the sweep or the ablation set marked (not the preset's values).
-    preset = profile and \
-        f"{profile} ({profile_words(args.defaults.profiles[profile], used_settings(rag, mode), profile_sources(args))})"
+    preset = profile and (f"{profile} (" + profile_words(options.defaults.profiles[profile], used_settings(rag, mode),
+                                                         profile_sources(options)) + ")")
     rows = [*extra,
             *([("Profile", preset)] if profile else []),
-            *([("Suggested profile", suggestion)] if (suggestion := profile_suggestion(rag, args)) else []),
+            *([("Suggested profile", suggestion)] if (suggestion := profile_suggestion(rag, options)) else []),
             ("Index", f"{rag.location if rag.chroma_url else display_path(rag.path)} ({counts.get('files', 0)} files, "
                       f"{counts.get('pages', 0)} pages, {counts.get('chunks', 0)} chunks)"),
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
-            ("Chunking", f"{chunking_text(s)}, chunk headers {headers_text(s, bool(args.dataset))}"),
+            ("Chunking", f"{chunking_text(s)}, chunk headers {headers_text(s, bool(options.dataset))}"),
             *([("PDF loader", f"{s['pdf_loader']} (page text rules {rag.index.text_rules_summary()})")]
-              if not args.dataset else []),
+              if not options.dataset else []),
             *([("BM25 stemmer", s["bm25_stemmer"])] if s["bm25_stemmer"] != "none" else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({depth} candidates per retriever"
@@ -89,7 +88,7 @@ def config_block(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: boo
     return rows
 
 
-def used_settings(rag: LocalRAG, mode: str) -> dict[str, Any]:
+def used_settings(rag: LocalRAGLike, mode: str) -> dict[str, Any]:
     """The settings a row used, by option name (what --profile's preset may set): its index's and retriever's."""
     index = {option: rag.index.settings[name] for option, name in INDEX_SETTINGS.items() if name in rag.index.settings}
     return {**index, "mode": mode, **{key: getattr(rag, key) for key in ("fusion", "dense_weight", "document_prior",
@@ -106,19 +105,19 @@ def headers_text(settings: Mapping[str, Any], dataset: bool) -> str:
         else "on, without context lines"
 
 
-def profile_suggestion(rag: LocalRAG, args: argparse.Namespace) -> str | None:
+def profile_suggestion(rag: LocalRAGLike, options: EvalOptions) -> str | None:
     """Why --profile long-pdf may serve this shelf better: its PDFs average LONG_PDF_PAGES (local_rag.py) pages or
     more and no profile was chosen; None otherwise (datasets, short documents)."""
-    if getattr(args, "profile", None) or args.dataset or not rag.index.files:
+    if options.profile or options.dataset or not rag.index.files:
         return None
     pages = sum(entry.get("pages", 0) for entry in rag.index.files.values()) / len(rag.index.files)
-    if pages < args.defaults.long_pdf_pages:
+    if pages < options.defaults.long_pdf_pages:
         return None
     return (f"long-pdf (the indexed PDFs average {pages:.0f} pages; on long filings it finds the right page more "
             f"often: README, \"Long PDFs\"; run with --profile long-pdf)")
 
 
-def document_prior_text(rag: LocalRAG) -> str:
+def document_prior_text(rag: LocalRAGLike) -> str:
     """The document prior in the configuration block: its weight and how many files it knows, or off."""
     if rag.document_prior <= 0:
         return "off"
@@ -127,12 +126,12 @@ def document_prior_text(rag: LocalRAG) -> str:
             f"{len(rag.index.files)} files have one)")
 
 
-def fusion_words(rag: LocalRAG) -> str:
+def fusion_words(rag: LocalRAGLike) -> str:
     """Hybrid mode's fusion in the retrieval mode's line: 'RRF k=1' or 'convex fusion, dense weight 0.8'."""
     return f"convex fusion, dense weight {rag.dense_weight:g}" if rag.fusion == "convex" else f"RRF k={rag.rrf_k}"
 
 
-def fusion_settings(rag: LocalRAG) -> dict[str, Any]:
+def fusion_settings(rag: LocalRAGLike) -> dict[str, Any]:
     """Hybrid mode's fusion as JSON settings: RRF's k, or convex fusion and its dense weight."""
     if rag.fusion == "convex":
         return {"fusion": "convex", "dense_weight": rag.dense_weight}
@@ -147,7 +146,7 @@ def chunking_text(settings: Mapping[str, Any]) -> str:
     return f"{settings['chunk_size']} characters, overlap {settings['chunk_overlap']}"
 
 
-def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bool) -> dict[str, Any]:
+def settings_json(rag: LocalRAGLike, options: EvalOptions, mode: str, rerank: bool) -> dict[str, Any]:
     """The configuration as machine-readable values (the JSON report's `settings`): what --compare diffs."""
     s = rag.index.settings
     index = rag.location if rag.chroma_url else display_path(rag.path)
@@ -158,16 +157,16 @@ def settings_json(rag: LocalRAG, args: argparse.Namespace, mode: str, rerank: bo
                 "chunk_headers": s["chunk_headers"],
                 # A setting newer than older reports appears when it differs from their old value, so a comparison
                 # with them names only real changes.
-                **({} if args.dataset else significant_settings({"chunk_context": s["chunk_context"],
+                **({} if options.dataset else significant_settings({"chunk_context": s["chunk_context"],
                                                                  "pdf_loader": s["pdf_loader"]})),
                 "bm25_stemmer": s["bm25_stemmer"],
                 "query_instructions": rag.query_instructions, "retrieval_mode": mode,
                 "candidate_k": rag.candidate_k, **(fusion_settings(rag) if mode == "hybrid" else {}),
                 "rank_by": rag.rank_by, **({"document_prior": rag.document_prior} if rag.document_prior else {}),
-                **({"profile": args.profile} if getattr(args, "profile", None) else {}),
+                **({"profile": options.profile} if options.profile else {}),
                 **reranker_settings(rag, rerank)}
-    if not args.dataset:
-        settings["page_tolerance"] = args.page_tolerance
+    if not options.dataset:
+        settings["page_tolerance"] = options.page_tolerance
     return settings
 
 
@@ -177,7 +176,7 @@ def export_settings(export: str | None, backend: str) -> dict[str, Any]:
     return {} if export in (None, backend) else {"embedding_export": export}
 
 
-def reranker_settings(rag: LocalRAG, rerank: bool) -> dict[str, Any]:
+def reranker_settings(rag: LocalRAGLike, rerank: bool) -> dict[str, Any]:
     """The reranker as it ran and as the settings asked for it: "reranker" (what ordered the list; None: no
     reranking), "reranker_asked" (RERANKER_MODEL, --rerank-model or the argument; None: none, or this row turns it
     off) and, for an asked-for reranker that is off on this machine, "reranker_off_reason"."""

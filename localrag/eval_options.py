@@ -1,19 +1,20 @@
-"""The evaluation's options checked and completed before any work: contradictions, ranges, the profile, the sweep,
-the gates and the report paths (outputs.py), each a clear EvalError naming the flag and the fix.
+"""The evaluation's options checked and completed once, before any work: `resolve` turns the parsed command line
+into the immutable EvalOptions every later step reads (contradictions, ranges, the profile, the sweep, the gates and
+the report paths, outputs.py), each problem a clear EvalError naming the flag and the fix.
 """
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 from pathlib import Path
 from typing import Sequence
 
 from localrag import llm, llm_rerank
-from localrag.eval_defaults import log
+from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
 from localrag.errors import EvalError
 from localrag.evaluate import metric_keys
 from localrag.index import parse_chunk_size
-from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, resolve_report_paths
+from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, with_report_paths
 from localrag.pages import PAGE_OFFSET
 from localrag.query_text import text_problem
 from localrag.retriever import RETRIEVAL_MODES
@@ -31,139 +32,145 @@ def parse_ks(text: str) -> list[int]:
     return ks
 
 
-def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
-    """The parsed options (with `args.defaults`) checked and completed: profile, cutoffs, sweep, gates, report
-    paths; EvalError at the first contradiction, before any index is opened."""
-    apply_profile(args)
-    if args.level and not args.dataset:
+def resolve(command: CommandLine, defaults: EvalDefaults) -> EvalOptions:
+    """The command line checked against the defaults and completed: profile, cutoffs, sweep, gates, report paths;
+    EvalError at the first contradiction, before any index is opened."""
+    command, profile_keys = apply_profile(command, defaults.profiles, defaults.retriever["retrieval_mode"])
+    if command.level and not command.dataset:
         raise EvalError("--level works with --dataset (Open RAGBench, e.g. --dataset open_ragbench); drop it")
-    d = args.defaults
-    args.k_values = parse_ks(args.k) if args.k else list(d.dataset_k_values if args.dataset else d.k_values)
-    if args.chunk_size is not None and not isinstance(args.chunk_size, int):
+    k_values = parse_ks(command.k) if command.k else list(defaults.dataset_k_values if command.dataset
+                                                          else defaults.k_values)
+    if command.chunk_size is not None and not isinstance(command.chunk_size, int):
         try:
-            args.chunk_size = parse_chunk_size(args.chunk_size)
+            command = dataclasses.replace(command, chunk_size=parse_chunk_size(command.chunk_size))
         except ValueError as exc:
             raise EvalError(f"--chunk-size {exc}") from None
-    check_sweep(args)
-    if args.ablation or args.sweep_axes:  # the ablation and sweep tables always show Hit@1/3/5
-        args.k_values = sorted(set(args.k_values) | {1, 3, 5})
-    args.page_offset = PAGE_OFFSET
-    check_ranges(args)
-    check_actions(args)
-    check_run_file(args)
-    if args.dataset:  # after the cheap checks: a name is downloaded once, then it is a BEIR folder like a path
-        args.dataset = str(resolve_dataset(args))
-    check_gate_flags(args)
-    resolve_report_paths(args)
-    if not (args.lint or args.generate is not None or args.suite or args.compare or args.explain is not None):
-        check_output_paths(output_paths(args), input_paths(args), protected_folders(args))
-    check_model_flags(args)
-    if not (args.lint or args.generate is not None or args.suite or args.compare):
-        warn_ineffective_settings(args)
-    return args
+    sweep_axes = check_sweep(command)
+    if command.ablation or sweep_axes:  # the ablation and sweep tables always show Hit@1/3/5
+        k_values = sorted(set(k_values) | {1, 3, 5})
+    check_ranges(command)
+    check_actions(command, bool(sweep_axes))
+    check_run_file(command, "--ablation" if command.ablation else "--sweep" if sweep_axes else None)
+    if command.dataset:  # after the cheap checks: a name is downloaded once, then it is a BEIR folder like a path
+        command = dataclasses.replace(command, dataset=str(resolve_dataset(command.dataset, command.data_dir,
+                                                                           command.level, command.quiet)))
+    gates = check_gate_flags(command, k_values)
+    axes = tuple((axis, tuple(values)) for axis, values in sweep_axes)
+    # The report paths last: a default report's name says the settings resolved above.
+    options = with_report_paths(EvalOptions(**command.flags(), defaults=defaults, k_values=tuple(k_values),
+                                            sweep_axes=axes, profile_keys=profile_keys, page_offset=PAGE_OFFSET,
+                                            gates=gates))
+    tool = options.lint or options.generate is not None or options.suite or options.compare
+    if not (tool or options.explain is not None):
+        check_output_paths(output_paths(options), input_paths(options), protected_folders(options))
+    check_model_flags(options)
+    if not tool:
+        warn_ineffective_settings(options)
+    return options
 
 
-def check_ranges(args: argparse.Namespace) -> None:
+def check_ranges(command: CommandLine) -> None:
     """EvalError for a number outside its flag's range."""
     # --judge-max-calls also limits the LLM reranker's calls: checked with --judge or without.
-    for flag, value in (("--page-tolerance", args.page_tolerance), ("--ivf-lists", args.ivf_lists),
-                        ("--ivf-probes", args.ivf_probes), ("--judge-max-calls", args.judge_max_calls)):
+    for flag, value in (("--page-tolerance", command.page_tolerance), ("--ivf-lists", command.ivf_lists),
+                        ("--ivf-probes", command.ivf_probes), ("--judge-max-calls", command.judge_max_calls)):
         if value is not None and value < 0:
             raise EvalError(f"{flag} must be 0 or more, got {value}")
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
-    for flag, value in (("--max-queries", args.max_queries), ("--max-corpus-docs", args.max_corpus_docs),
-                        ("--judge-k", args.judge_k), ("--resamples", args.resamples),
-                        ("--diagnostic-depth", args.diagnostic_depth), ("--rrf-k", args.rrf_k),
-                        ("--ivf-min-chunks", args.ivf_min_chunks),
-                        ("--query-cache-entries", args.query_cache_entries)):
+    for flag, value in (("--max-queries", command.max_queries), ("--max-corpus-docs", command.max_corpus_docs),
+                        ("--judge-k", command.judge_k), ("--resamples", command.resamples),
+                        ("--diagnostic-depth", command.diagnostic_depth), ("--rrf-k", command.rrf_k),
+                        ("--ivf-min-chunks", command.ivf_min_chunks),
+                        ("--query-cache-entries", command.query_cache_entries)):
         if value is not None and value < 1:
             raise EvalError(f"{flag} must be 1 or more, got {value}")
-    if args.dense_weight is not None and not 0 <= args.dense_weight <= 1:
-        raise EvalError(f"--dense-weight must be a number from 0 to 1, got {args.dense_weight:g}")
-    if args.document_prior is not None and not args.document_prior >= 0:
-        raise EvalError(f"--document-prior must be 0 (off) or more, got {args.document_prior:g}")
+    if command.dense_weight is not None and not 0 <= command.dense_weight <= 1:
+        raise EvalError(f"--dense-weight must be a number from 0 to 1, got {command.dense_weight:g}")
+    if command.document_prior is not None and not command.document_prior >= 0:
+        raise EvalError(f"--document-prior must be 0 (off) or more, got {command.document_prior:g}")
 
 
-def check_actions(args: argparse.Namespace) -> None:
+def check_actions(command: CommandLine, sweep: bool) -> None:
     """EvalError when the options ask for two things that run one at a time (a sweep and a lint, ...) or contradict
-    each other (an IVF setting and --no-sync)."""
-    if args.sweep_axes and (args.ablation or args.lint or args.generate is not None or args.compare or args.suite):
-        other = next(flag for flag, on in (("--ablation", args.ablation), ("--lint", args.lint),
-                                           ("--generate", args.generate is not None), ("--compare", args.compare),
-                                           ("--suite", args.suite)) if on)
+    each other (an IVF setting and --no-sync). `sweep`: whether --sweep gave axes."""
+    c = command
+    if sweep and (c.ablation or c.lint or c.generate is not None or c.compare or c.suite):
+        other = next(flag for flag, on in (("--ablation", c.ablation), ("--lint", c.lint),
+                                           ("--generate", c.generate is not None), ("--compare", c.compare),
+                                           ("--suite", c.suite)) if on)
         raise EvalError(f"--sweep and {other} cannot be combined; for --ablation's rows sweep "
                         f"mode={','.join(RETRIEVAL_MODES)} and rerank=off,on" if other == "--ablation" else
                         f"--sweep and {other} cannot be combined; run them one at a time")
-    actions = [flag for flag, on in (("--dataset", args.dataset), ("--lint", args.lint),
-                                     ("--generate", args.generate is not None), ("--suite", args.suite),
-                                     ("--compare", args.compare), ("--explain", args.explain is not None),
-                                     ("--ablation", args.ablation and args.explain is not None),
-                                     ("--judge", args.judge and args.explain is not None)) if on]
+    actions = [flag for flag, on in (("--dataset", c.dataset), ("--lint", c.lint),
+                                     ("--generate", c.generate is not None), ("--suite", c.suite),
+                                     ("--compare", c.compare), ("--explain", c.explain is not None),
+                                     ("--ablation", c.ablation and c.explain is not None),
+                                     ("--judge", c.judge and c.explain is not None)) if on]
     if len(actions) > 1:
         raise EvalError(f"{' and '.join(actions)} cannot be combined; run them one at a time")
-    if args.explain is not None and (problem := text_problem(args.explain)):
-        raise EvalError(f"--explain {args.explain!r:.60} {problem}; give a question or a query id of the goldset")
-    ivf = [f"{flag} {value}" for flag, value in (("--ivf-min-chunks", args.ivf_min_chunks),
-                                                 ("--ivf-lists", args.ivf_lists)) if value is not None]
-    if ivf and args.no_sync and not args.dataset:  # a dataset's index is a cache, synced with --no-sync too
+    if c.explain is not None and (problem := text_problem(c.explain)):
+        raise EvalError(f"--explain {c.explain!r:.60} {problem}; give a question or a query id of the goldset")
+    ivf = [f"{flag} {value}" for flag, value in (("--ivf-min-chunks", c.ivf_min_chunks),
+                                                 ("--ivf-lists", c.ivf_lists)) if value is not None]
+    if ivf and c.no_sync and not c.dataset:  # a dataset's index is a cache, synced with --no-sync too
         raise EvalError(f"{' and '.join(ivf)} and --no-sync cannot be combined: an IVF setting changes the index's "
                         f"IVF, which only a sync writes; drop --no-sync (the sync builds the IVF), or give the "
                         f"setting to add_pdfs.py and evaluate without it")
-    if args.llm and args.generate is None:
+    if c.llm and c.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
 
 
-def check_run_file(args: argparse.Namespace) -> None:
+def check_run_file(command: CommandLine, table: str | None) -> None:
     """EvalError when --run-file or --qrels-file cannot be written as asked: a run file holds one configuration's
-    lists, and --qrels-file belongs to a goldset's --run-file."""
-    table = "--ablation" if args.ablation else "--sweep" if args.sweep_axes else None
-    if args.run_file and table:
+    lists (`table`: the flag of a run of several, or None), and --qrels-file belongs to a goldset's --run-file."""
+    if command.run_file and table:
         raise EvalError(f"--run-file holds the lists of one configuration and {table} evaluates several; drop "
                         f"--run-file, or run the configuration you want (--mode, --no-rerank, ...) with it")
-    qrels_file = getattr(args, "qrels_file", None)
-    if qrels_file and args.dataset:
-        raise EvalError(f"--qrels-file {qrels_file}: a dataset's qrels are its own (qrels/{args.split}.tsv); "
+    qrels_file = command.qrels_file
+    if qrels_file and command.dataset:
+        raise EvalError(f"--qrels-file {qrels_file}: a dataset's qrels are its own (qrels/{command.split}.tsv); "
                         f"--qrels-file is for goldset runs")
-    if qrels_file and not args.run_file:
+    if qrels_file and not command.run_file:
         raise EvalError(f"--qrels-file {qrels_file} writes the qrels of a goldset's --run-file; give --run-file "
                         f"FILE too")
 
 
-def check_model_flags(args: argparse.Namespace) -> None:
+def check_model_flags(options: EvalOptions) -> None:
     """EvalError when --judge or the reranker flags contradict the run; llm.ChatError when their server is not
     configured."""
-    if args.judge:
-        if args.dataset or args.ablation or args.sweep_axes:
+    if options.judge:
+        if options.dataset or options.ablation or options.sweep_axes:
             raise EvalError("--judge works on a goldset evaluation of one configuration; drop "
                             "--dataset/--ablation/--sweep")
         llm.check_environment(os.environ, "--judge")
-    if args.no_rerank and args.rerank_model:
+    if options.no_rerank and options.rerank_model:
         raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
-    if llm_rerank.is_llm_reranker(args.rerank_model):
+    if llm_rerank.is_llm_reranker(options.rerank_model):
         llm.check_environment(os.environ, llm_rerank.FLAG)
 
 
-def resolve_dataset(args: argparse.Namespace) -> Path:
+def resolve_dataset(dataset: str, data_dir: str, level: str | None, quiet: bool) -> Path:
     """The BEIR folder of --dataset: a folder path, or a named benchmark downloaded into --data-dir."""
     from localrag import downloads
 
-    return downloads.resolve_dataset(args.dataset, args.data_dir, args.level, log=lambda m: log(args, m))
+    return downloads.resolve_dataset(dataset, data_dir, level, log=lambda m: log(m, quiet))
 
 
-def check_gate_flags(args: argparse.Namespace) -> None:
-    """Gates belong to one evaluation: parse --fail-under against this run's metric keys (before any work)."""
-    gated = [flag for flag, on in (("--fail-under", args.fail_under), ("--fail-on-regression",
-                                                                       args.fail_on_regression)) if on]
-    other = [flag for flag, on in (("--ablation", args.ablation), ("--sweep", args.sweep), ("--lint", args.lint),
-                                   ("--generate", args.generate is not None), ("--suite", args.suite),
-                                   ("--compare", args.compare), ("--explain", args.explain is not None)) if on]
+def check_gate_flags(command: CommandLine, k_values: Sequence[int]) -> Gates:
+    """Gates belong to one evaluation: --fail-under parsed against this run's metric keys (before any work)."""
+    c = command
+    gated = [flag for flag, on in (("--fail-under", c.fail_under), ("--fail-on-regression",
+                                                                    c.fail_on_regression)) if on]
+    other = [flag for flag, on in (("--ablation", c.ablation), ("--sweep", c.sweep), ("--lint", c.lint),
+                                   ("--generate", c.generate is not None), ("--suite", c.suite),
+                                   ("--compare", c.compare), ("--explain", c.explain is not None)) if on]
     if gated and other:
         raise EvalError(f"{' and '.join(gated)} gate one evaluation and do not work with {other[0]}; run the "
                         f"evaluation to gate on its own")
-    if args.fail_on_regression and args.no_compare:
+    if c.fail_on_regression and c.no_compare:
         raise EvalError("--fail-on-regression needs a comparison and --no-compare turns it off; drop one of them")
-    args.fail_under = parse_fail_under(args.fail_under or [], metric_keys("dataset" if args.dataset else "goldset",
-                                                                    args.k_values))
+    fail_under = parse_fail_under(c.fail_under or [], metric_keys("dataset" if c.dataset else "goldset", k_values))
+    return Gates(tuple(fail_under), c.fail_on_regression)
 
 
 def parse_fail_under(texts: Sequence[str], valid: Sequence[str]) -> list[tuple[str, float]]:

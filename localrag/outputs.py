@@ -7,7 +7,6 @@ or none (files.write_texts_atomic).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import errno
 import json
@@ -16,6 +15,7 @@ from typing import Sequence
 
 from localrag import diagnose
 from localrag import report as eval_report
+from localrag.eval_defaults import CommandLine, EvalOptions
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, write_texts_atomic
 from localrag.manifest import local_followed_paths
@@ -31,128 +31,131 @@ EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", "--markdown"
                  "--out": "goldset.csv"}
 
 
-def is_default_setup(args: argparse.Namespace) -> bool:
+def is_default_setup(options: EvalOptions) -> bool:
     """Whether this run evaluates the default goldset on the default index (the one the committed report is of)."""
     # Without --docs the index's own folder is synced: for the default index that is DOCS_PATH.
-    d = args.defaults
-    return (not args.dataset and same_path(args.goldset, d.goldset)
-            and (args.docs is None or same_path(args.docs, d.docs))
-            and (args.index is None or same_path(args.index, d.index))
-            and args.chroma_url == d.chroma_url)
+    o, d = options, options.defaults
+    return (not o.dataset and same_path(o.goldset, d.goldset)
+            and (o.docs is None or same_path(o.docs, d.docs))
+            and (o.index is None or same_path(o.index, d.index))
+            and o.chroma_url == d.chroma_url)
 
 
-def default_report_path(args: argparse.Namespace, suffix: str | None = None) -> str:
+def default_report_path(options: EvalOptions, suffix: str | None = None) -> str:
     """The report path without --report: the committed one only for the default goldset, index and settings;
     the default goldset under other index or retrieval settings, --ablation and --sweep under the runs folder;
     another goldset or index gets one beside the goldset, named after it; a dataset one under its folder. Settings
     given as flags add themselves to the name (eval/runs/baseline.chunk_size-800.mode-dense.txt)."""
     # The settings given name the report: a run of other settings never replaces the committed baseline.
-    suffix = run_suffix(args) if suffix is None else suffix
-    d = args.defaults
-    sweep = bool(getattr(args, "sweep_axes", None))  # set by resolve_args
-    if args.dataset:
-        table = "-sweep" if sweep else "-ablation" if args.ablation else ""
-        name = f"{Path(args.dataset).resolve().name}-{args.split}{table}{suffix}.txt"
+    suffix = run_suffix(options) if suffix is None else suffix
+    o, d = options, options.defaults
+    sweep = bool(o.sweep_axes)
+    if o.dataset:
+        table = "-sweep" if sweep else "-ablation" if o.ablation else ""
+        name = f"{Path(o.dataset).resolve().name}-{o.split}{table}{suffix}.txt"
         return str(Path(d.dataset_report_dir) / name)
-    if is_default_setup(args):
-        if not (sweep or args.ablation or suffix):
+    if is_default_setup(o):
+        if not (sweep or o.ablation or suffix):
             return d.report
-        path = Path(d.sweep_report if sweep else d.ablation_report if args.ablation
+        path = Path(d.sweep_report if sweep else d.ablation_report if o.ablation
                     else Path(d.runs_dir) / Path(d.report).name)
         return str(path.with_name(path.stem + suffix + path.suffix))
-    goldset = Path(args.goldset)
-    table = ".sweep" if sweep else ".ablation" if args.ablation else d.goldset_report_suffix
+    goldset = Path(o.goldset)
+    table = ".sweep" if sweep else ".ablation" if o.ablation else d.goldset_report_suffix
     return str(goldset.with_name(f"{goldset.stem}{table}{suffix}.txt"))
 
 
-def resolve_report_paths(args: argparse.Namespace) -> None:
-    """Fill in the report paths the options left out: `args.report` and `args.json`, and
-    `args.settings_base_json` (the JSON report a run of other settings is compared with: the run of its retrieval
-    settings on the evaluated index, else the run of the default settings) and `args.compare_file` (where the
-    committed baseline's comparison goes instead of into the baseline), or None."""
-    args.settings_base_json = None
-    args.compare_file = None
-    if args.report is None:
-        args.report = default_report_path(args)
-        if args.report == args.defaults.report and not (args.ablation or args.sweep_axes):
-            args.compare_file = args.defaults.compare_path
-        if run_suffix(args) and args.json is None:
+def with_report_paths(options: EvalOptions) -> EvalOptions:
+    """The options with the report paths they left out filled in: `report` and `json`, and `settings_base_json`
+    (the JSON report a run of other settings is compared with: the run of its retrieval settings on the evaluated
+    index, else the run of the default settings) and `compare_file` (where the committed baseline's comparison goes
+    instead of into the baseline), or None."""
+    report, json_report, settings_base_json, compare_file = options.report, options.json, None, None
+    if report is None:
+        report = default_report_path(options)
+        if report == options.defaults.report and not (options.ablation or options.sweep_axes):
+            compare_file = options.defaults.compare_path
+        if run_suffix(options) and json_report is None:
             # Other index settings: the same retrieval settings on the evaluated index, if that run exists; else the
             # run of the default settings (the committed baseline for the default goldset and index).
-            bases = [str(Path(default_report_path(args, suffix=suffix)).with_suffix(".json"))
-                     for suffix in dict.fromkeys((retrieval_suffix(args) if settings_suffix(args) else "", ""))]
-            args.settings_base_json = next((base for base in bases if Path(base).exists()), bases[-1])
-    if args.json is None:
-        args.json = str(Path(args.report).with_suffix(".json"))
+            bases = [str(Path(default_report_path(options, suffix=suffix)).with_suffix(".json"))
+                     for suffix in dict.fromkeys((retrieval_suffix(options) if settings_suffix(options) else "", ""))]
+            settings_base_json = next((base for base in bases if Path(base).exists()), bases[-1])
+    if json_report is None:
+        json_report = str(Path(report).with_suffix(".json"))
+    return dataclasses.replace(options, report=report, json=json_report, settings_base_json=settings_base_json,
+                               compare_file=compare_file)
 
 
-def is_committed_baseline(args: argparse.Namespace) -> bool:
-    """Whether this run's report or JSON report is the committed baseline's (by default or by --report/--json)."""
-    report = Path(args.defaults.report)
-    return same_path(args.report, report) or same_path(args.json, report.with_suffix(".json"))
+def is_committed_baseline(report: str, json_report: str, baseline: str) -> bool:
+    """Whether a run's `report` or `json_report` is the committed baseline's (`baseline`, its text report): by
+    default or by --report/--json."""
+    return same_path(report, baseline) or same_path(json_report, Path(baseline).with_suffix(".json"))
 
 
-def beside_report_path(args: argparse.Namespace, name: str) -> str:
-    """Where a run's report goes when it must not replace the one at `args.report`: for the committed baseline
+def beside_report_path(options: EvalOptions, name: str) -> str:
+    """Where a run's report goes when it must not replace the one at `options.report`: for the committed baseline
     the runs folder (eval/runs/baseline.reranker-on.txt, with the settings given), else beside the report, `name`
     added (r.judge-incomplete.txt)."""
-    if is_committed_baseline(args):
-        report = Path(args.defaults.report)
-        return str(Path(args.defaults.runs_dir) / f"{report.stem}{run_suffix(args)}.{name}{report.suffix}")
-    report = Path(args.report)
+    d = options.defaults
+    if is_committed_baseline(options.report, options.json, d.report):
+        report = Path(d.report)
+        return str(Path(d.runs_dir) / f"{report.stem}{run_suffix(options)}.{name}{report.suffix}")
+    report = Path(options.report)
     return str(report.with_name(f"{report.stem}.{name}{report.suffix}"))
 
 
-def settings_suffix(args: argparse.Namespace) -> str:
+def settings_suffix(options: EvalOptions) -> str:
     """What the default report name adds for the index settings given: '.chunk_size-800.loader-pypdf'."""
-    return "".join(f".{key}-{slug(format_setting(value))}" for key, value in requested_settings(args).items()
-                   if key not in getattr(args, "profile_keys", ()))
+    return "".join(f".{key}-{slug(format_setting(value))}" for key, value in requested_settings(options).items()
+                   if key not in options.profile_keys)
 
 
-def retrieval_suffix(args: argparse.Namespace) -> str:
+def retrieval_suffix(options: EvalOptions) -> str:
     """What the default report name adds for retrieval and scoring settings other than the defaults:
     '.mode-dense.rerank-off.rrf_k-60'."""
-    d, r = args.defaults, args.defaults.retriever
-    given = [("profile", getattr(args, "profile", None)),
-             ("mode", args.mode if args.mode != r["retrieval_mode"] else None),
-             ("rerank", "off" if args.no_rerank else None), ("rerank_model", args.rerank_model),
-             ("rrf_k", args.rrf_k if args.rrf_k not in (None, r["rrf_k"]) else None),
-             ("fusion", args.fusion if args.fusion not in (None, r["fusion"]) else None),
-             ("dense_weight", f"{args.dense_weight:g}" if args.dense_weight not in (None, r["dense_weight"])
+    o, d, r = options, options.defaults, options.defaults.retriever
+    given = [("profile", o.profile),
+             ("mode", o.mode if o.mode != r["retrieval_mode"] else None),
+             ("rerank", "off" if o.no_rerank else None), ("rerank_model", o.rerank_model),
+             ("rrf_k", o.rrf_k if o.rrf_k not in (None, r["rrf_k"]) else None),
+             ("fusion", o.fusion if o.fusion not in (None, r["fusion"]) else None),
+             ("dense_weight", f"{o.dense_weight:g}" if o.dense_weight not in (None, r["dense_weight"])
               else None),
-             ("document_prior", f"{args.document_prior:g}"
-              if args.document_prior not in (None, r["document_prior"]) else None),
-             ("rank_by", args.rank_by if args.rank_by != r["rank_by"] else None),
-             ("ivf_probes", args.ivf_probes if args.ivf_probes != r["ivf_probes"] else None),
-             ("ivf_min_chunks", args.ivf_min_chunks), ("ivf_lists", args.ivf_lists),
-             ("k", args.k and args.k.replace(",", "_")),
-             ("query_instructions", "on" if args.query_instructions != d.use_query_instructions else None),
-             ("page_tolerance", args.page_tolerance if args.page_tolerance != d.page_tolerance else None)]
-    skipped = getattr(args, "profile_keys", set())
-    return "".join(f".{key}-{slug(str(value))}" for key, value in given if value is not None and key not in skipped)
+             ("document_prior", f"{o.document_prior:g}"
+              if o.document_prior not in (None, r["document_prior"]) else None),
+             ("rank_by", o.rank_by if o.rank_by != r["rank_by"] else None),
+             ("ivf_probes", o.ivf_probes if o.ivf_probes != r["ivf_probes"] else None),
+             ("ivf_min_chunks", o.ivf_min_chunks), ("ivf_lists", o.ivf_lists),
+             ("k", o.k and o.k.replace(",", "_")),
+             ("query_instructions", "on" if o.query_instructions != d.use_query_instructions else None),
+             ("page_tolerance", o.page_tolerance if o.page_tolerance != d.page_tolerance else None)]
+    return "".join(f".{key}-{slug(str(value))}" for key, value in given
+                   if value is not None and key not in o.profile_keys)
 
 
-def run_suffix(args: argparse.Namespace) -> str:
+def run_suffix(options: EvalOptions) -> str:
     """The default report name's addition for every setting given: index settings, then retrieval ones."""
-    return settings_suffix(args) + retrieval_suffix(args)
+    return settings_suffix(options) + retrieval_suffix(options)
 
 
-def output_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
+def output_paths(options: EvalOptions) -> list[tuple[str, str]]:
     """(flag, path) of every file an evaluation writes."""
-    details = None if args.dataset else details_path(args.report)
-    return [(flag, path) for flag, path in (("--report", args.report), ("--json", args.json),
-                                            ("--markdown", args.markdown), ("--run-file", args.run_file),
-                                            ("--qrels-file", qrels_path(args)),
+    o = options
+    details = None if o.dataset else details_path(o.report)
+    return [(flag, path) for flag, path in (("--report", o.report), ("--json", o.json),
+                                            ("--markdown", o.markdown), ("--run-file", o.run_file),
+                                            ("--qrels-file", qrels_path(o)),
                                             ("the details file of --report", details),
-                                            ("the comparison file", getattr(args, "compare_file", None))) if path]
+                                            ("the comparison file", o.compare_file)) if path]
 
 
-def qrels_path(args: argparse.Namespace) -> str | None:
+def qrels_path(flags: CommandLine) -> str | None:
     """Where a goldset run's qrels go: --qrels-file, else beside --run-file (QRELS_SUFFIX appended); None without
     --run-file, and for a dataset (its qrels are the dataset's)."""
-    if args.dataset or not args.run_file:
+    if flags.dataset or not flags.run_file:
         return None
-    return getattr(args, "qrels_file", None) or args.run_file + QRELS_SUFFIX
+    return flags.qrels_file or flags.run_file + QRELS_SUFFIX
 
 
 def details_path(report: str | Path) -> str:
@@ -161,33 +164,35 @@ def details_path(report: str | Path) -> str:
     return str(report.with_name(report.stem + DETAILS_SUFFIX))
 
 
-def input_paths(args: argparse.Namespace) -> list[tuple[str, str]]:
+def input_paths(options: EvalOptions) -> list[tuple[str, str]]:
     """(what, path) of every file a run reads or keeps and an output must not replace: its inputs, and the caches
     whether or not this run uses them (the judge cache is committed; the query cache holds every earlier run's
     vectors)."""
-    inputs = [("--compare-to file", args.compare_to)]
-    if args.dataset:
-        inputs += [("--dataset file", str(Path(args.dataset) / name))
-                   for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{args.split}.tsv")]
+    o = options
+    inputs = [("--compare-to file", o.compare_to)]
+    if o.dataset:
+        inputs += [("--dataset file", str(Path(o.dataset) / name))
+                   for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{o.split}.tsv")]
     else:
-        inputs.append(("--goldset file", args.goldset))
-    inputs.append(("--judge-cache file", args.judge_cache or args.defaults.judge_cache))
-    inputs += [("--query-cache file", args.query_cache + side) for side in ("", *SQLITE_SIDE_FILES)]
+        inputs.append(("--goldset file", o.goldset))
+    inputs.append(("--judge-cache file", o.judge_cache or o.defaults.judge_cache))
+    inputs += [("--query-cache file", o.query_cache + side) for side in ("", *SQLITE_SIDE_FILES)]
     return [(what, path) for what, path in inputs if path]
 
 
-def protected_folders(args: argparse.Namespace) -> list[tuple[str, str]]:
+def protected_folders(options: EvalOptions) -> list[tuple[str, str]]:
     """(what, folder) of the folders no output may be written into: the index, the docs folder (--docs, and every
     folder or PDF the index follows by its manifest, --docs given or not), the dataset and the cache of derived
     indexes. Any other index folder is found by check_output_paths."""
-    folders = [("--index-cache folder", args.index_cache)]
-    if args.dataset:
-        folders.append(("--dataset folder", args.dataset))
+    o = options
+    folders = [("--index-cache folder", o.index_cache)]
+    if o.dataset:
+        folders.append(("--dataset folder", o.dataset))
     else:
-        index = args.index or args.defaults.index
+        index = o.index or o.defaults.index
         folders += [("index folder", index),
-                    ("docs folder", args.docs or (args.defaults.docs if args.index is None else None))]
-        if not args.chroma_url:  # a server index's manifest is read when it is opened, after these checks
+                    ("docs folder", o.docs or (o.defaults.docs if o.index is None else None))]
+        if not o.chroma_url:  # a server index's manifest is read when it is opened, after these checks
             folders += [("docs folder", followed) for followed in local_followed_paths(index)]
     return [(what, folder) for what, folder in folders if folder]
 
@@ -236,7 +241,7 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
                                 f"other. Give them different paths")
 
 
-def write_outputs(result: EvalResult, args: argparse.Namespace, extra: Sequence[tuple[str, str]] = ()) -> None:
+def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tuple[str, str]] = ()) -> None:
     """The details file (a goldset's), the report and the JSON report, plus the `extra` (path, text) files (a
     goldset's run file and qrels), all or none; the details first, so a report never names a details file that
     is not there.
@@ -245,14 +250,14 @@ def write_outputs(result: EvalResult, args: argparse.Namespace, extra: Sequence[
     with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
     the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary)."""
     files: list[tuple[str, str]] = []
-    if getattr(args, "compare_file", None) and result.compare:
-        files.append((args.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
+    if options.compare_file and result.compare:
+        files.append((options.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
         result = dataclasses.replace(result, compare=None)
     if result.details:
-        files.append((details_path(args.report), diagnose.render_details(result, display_path(args.report))))
-    files += [(args.report, eval_report.render_text(result)), (args.json, eval_report.render_json(result))]
-    if args.markdown:
-        files.append((args.markdown, eval_report.render_markdown(result)))
+        files.append((details_path(options.report), diagnose.render_details(result, display_path(options.report))))
+    files += [(options.report, eval_report.render_text(result)), (options.json, eval_report.render_json(result))]
+    if options.markdown:
+        files.append((options.markdown, eval_report.render_markdown(result)))
     write_reports([*files, *extra])
 
 

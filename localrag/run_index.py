@@ -5,7 +5,7 @@ An index holds its writer lock until the run ends, so no other process changes i
 """
 from __future__ import annotations
 
-import argparse
+import contextlib
 import dataclasses
 import os
 import time
@@ -14,40 +14,40 @@ from typing import Any, Mapping, Sequence
 
 from localrag import llm_rerank, query_vectors
 from localrag.configuration import profile_suggestion
-from localrag.eval_defaults import LocalRAG, log
+from localrag.eval_defaults import EvalOptions, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
 from localrag.run_plan import (INDEX_SETTINGS, derived_index_path, requested_settings, resolved_index_settings,
                                settings_words)
 
 
-def open_rag(args: argparse.Namespace, index: str | Path, settings: Mapping[str, Any] | None = None,
-             cache: bool = False) -> LocalRAG:
-    """The retriever of this run, holding the index's writer lock until the run ends (see `guarded`).
+def open_rag(options: EvalOptions, held: contextlib.ExitStack, index: str | Path,
+             settings: Mapping[str, Any] | None = None, cache: bool = False) -> LocalRAGLike:
+    """The retriever of this run, holding the index's writer lock on `held` (the run's lock stack) until the run
+    ends.
 
     No other process changes the index while it is synced and measured; a read-only index is only read.
     `settings`: the index settings asked for (INDEX_SETTINGS keys; default: the flags'); `cache`: the index is
     one of the evaluation's caches, synced even with --no-sync.
     """
-    settings = requested_settings(args) if settings is None else settings
+    o, d = options, options.defaults
+    settings = requested_settings(o) if settings is None else settings
     # Without --rerank-model the reranker argument is left out: LocalRAG's default model, off when unloadable.
-    reranker = {"reranker_model": None} if args.no_rerank else \
-        ({"reranker_model": args.rerank_model} if args.rerank_model else {})
-    if llm_rerank.is_llm_reranker(args.rerank_model):  # the judge's cache and call limit serve its grades
-        reranker.update(rerank_cache=args.judge_cache or args.defaults.judge_cache,
-                        rerank_max_calls=args.judge_max_calls)
+    reranker: dict[str, Any] = {"reranker_model": None} if o.no_rerank else \
+        ({"reranker_model": o.rerank_model} if o.rerank_model else {})
+    if llm_rerank.is_llm_reranker(o.rerank_model):  # the judge's cache and call limit serve its grades
+        reranker.update(rerank_cache=o.judge_cache or d.judge_cache, rerank_max_calls=o.judge_max_calls)
     # A retrieval option left out (None) takes local_rag.py's default.
-    given = {name: getattr(args, name, None) for name in ("rrf_k", "rank_by", "fusion", "dense_weight",
-                                                          "document_prior")}
-    retrieval = {name: args.defaults.retriever[name] if value is None else value for name, value in given.items()}
-    rag = args.defaults.open_retriever(
-        index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()}, retrieval_mode=args.mode,
-        **reranker, **retrieval, ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists,
-        ivf_probes=args.ivf_probes, query_instructions=args.defaults.query_instructions if args.query_instructions
-        else "", quiet=args.quiet, chroma_url=args.chroma_url, allow_downloads=getattr(args, "allow_downloads", None))
+    given = {name: getattr(o, name) for name in ("rrf_k", "rank_by", "fusion", "dense_weight", "document_prior")}
+    retrieval = {name: d.retriever[name] if value is None else value for name, value in given.items()}
+    rag = d.open_retriever(
+        index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()}, retrieval_mode=o.mode,
+        **reranker, **retrieval, ivf_min_chunks=o.ivf_min_chunks, ivf_lists=o.ivf_lists,
+        ivf_probes=o.ivf_probes, query_instructions=d.query_instructions if o.query_instructions else "",
+        quiet=o.quiet, chroma_url=o.chroma_url, allow_downloads=o.allow_downloads)
     exists = rag.info.get("settings") or rag.info_problem
-    if cache or not args.no_sync or (exists and not rag.read_only):
-        args.held.enter_context(rag.writing(wait=not args.no_wait))
+    if cache or not o.no_sync or (exists and not rag.read_only):
+        held.enter_context(rag.writing(wait=not o.no_wait))
     return rag
 
 
@@ -65,19 +65,20 @@ def check_docs_folder(docs: Path) -> None:
                         f"or make it readable")
 
 
-def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | None = None,
+def sync_pdf_index(rag: LocalRAGLike, options: EvalOptions, docs: str | Path | None = None,
                    cache: bool = False) -> list[str]:
     """Sync (default) or, with --no-sync, check the index and list what is stale; returns warnings for the report.
 
     Without --docs the index's recorded folder is used, so evaluating another index never syncs it with
     the default folder. `docs`: the folder to sync instead; `cache`: sync even with --no-sync.
     """
-    docs = Path(docs or args.docs or (rag.followed_paths or [args.defaults.docs])[0])
-    if len(rag.followed_paths) > 1 and not args.docs and not cache:
+    o = options
+    docs = Path(docs or o.docs or (rag.followed_paths or [o.defaults.docs])[0])
+    if len(rag.followed_paths) > 1 and not o.docs and not cache:
         raise EvalError(f"the index {rag.location} follows several paths ({', '.join(rag.followed_paths)}); "
                         f"pass --docs FOLDER, or sync it with add_pdfs.py and evaluate with --no-sync")
     check_docs_folder(docs)
-    if args.no_sync and not cache:
+    if o.no_sync and not cache:
         if not rag.info.get("settings") and not rag.info_problem:
             raise EvalError(f"no index at {rag.path} and --no-sync was given; run without --no-sync or run "
                             f"add_pdfs.py first")
@@ -88,22 +89,22 @@ def sync_pdf_index(rag: LocalRAG, args: argparse.Namespace, docs: str | Path | N
         if stale:
             warning = (f"--no-sync: the index is stale ({len(stale)} difference{'s' if len(stale) != 1 else ''}): "
                        + "; ".join(stale))
-            log(args, f"warning: {warning}")
+            log(f"warning: {warning}", o.quiet)
             return [warning]
         return []
-    report = rag.sync([docs], rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
-                      switch_folder=args.switch_folder, allow_empty=args.allow_empty)
+    report = rag.sync([docs], rebuild=o.rebuild, progress=not o.quiet, wait=not o.no_wait,
+                      switch_folder=o.switch_folder, allow_empty=o.allow_empty)
     if cache:
-        log(args, f"Index {display_path(rag.path)} ({', '.join(settings_words(rag.index.settings))}): "
-                  + (report.summary() if report.changed else "up to date, nothing embedded"))
+        log(f"Index {display_path(rag.path)} ({', '.join(settings_words(rag.index.settings))}): "
+            + (report.summary() if report.changed else "up to date, nothing embedded"), o.quiet)
     elif report.changed:
-        log(args, "Index synced: " + report.summary())
+        log("Index synced: " + report.summary(), o.quiet)
         for label, name in report.file_lines():
-            log(args, f"  {label}: {name}")
+            log(f"  {label}: {name}", o.quiet)
         for name, why in report.repaired:
-            log(args, f"  repaired: {name}: {why}")
-    if suggestion := profile_suggestion(rag, args):
-        log(args, f"note: suggested profile: {suggestion}")
+            log(f"  repaired: {name}: {why}", o.quiet)
+    if suggestion := profile_suggestion(rag, o):
+        log(f"note: suggested profile: {suggestion}", o.quiet)
     return ([f"Not indexed: {name}: {reason}" for name, reason in report.failed]
             + [f"Skipped: {name}: {reason}" for name, reason in report.skipped])
 
@@ -113,71 +114,74 @@ class OpenedIndex:
     """An index of the run, synced: its retriever, the sync's warnings for the report, and the seconds opening
     and syncing took (a build included)."""
 
-    rag: LocalRAG
+    rag: LocalRAGLike
     warnings: list[str]
     seconds: float
 
 
-def open_pdf_index(args: argparse.Namespace, wanted: Mapping[str, Any]) -> OpenedIndex:
+def open_pdf_index(options: EvalOptions, held: contextlib.ExitStack, wanted: Mapping[str, Any]) -> OpenedIndex:
     """The index a goldset run measures for the index settings `wanted` (option names), synced.
 
     Settings equal to the evaluated index's (the default one or --index) measure it; other settings measure an
     index built with them from the same docs folder, the rest as the evaluated index has them, kept under
     --index-cache (or, on a Chroma server, in the collection of those settings): the evaluated index is only read.
+    Each index's writer lock is held on `held` until the run ends.
     """
+    o, d = options, options.defaults
     started = time.perf_counter()
-    base_path = args.index or args.defaults.index
+    base_path = o.index or d.index
     if not wanted:
-        rag = open_rag(args, base_path, {})
-        return OpenedIndex(rag, sync_pdf_index(rag, args), time.perf_counter() - started)
-    probe = args.defaults.open_retriever(base_path, reranker_model=None, quiet=True, chroma_url=args.chroma_url)
+        rag = open_rag(o, held, base_path, {})
+        return OpenedIndex(rag, sync_pdf_index(rag, o), time.perf_counter() - started)
+    probe = d.open_retriever(base_path, reranker_model=None, quiet=True, chroma_url=o.chroma_url)
     # On a server the probe has the default settings: a collection is named after its settings, so other
     # settings are another collection there.
-    base = {key: probe.settings[key] for key in (*args.defaults.index_settings, "page_chunk_limit")
-            if key in probe.settings}
-    settings = resolved_index_settings(wanted, base, args.defaults.page_chunk_limit)
+    base = {key: probe.settings[key] for key in (*d.index_settings, "page_chunk_limit") if key in probe.settings}
+    settings = resolved_index_settings(wanted, base, d.page_chunk_limit)
     if settings == base:
-        rag = open_rag(args, base_path, wanted)
-        return OpenedIndex(rag, sync_pdf_index(rag, args), time.perf_counter() - started)
-    if len(probe.followed_paths) > 1 and not args.docs:
+        rag = open_rag(o, held, base_path, wanted)
+        return OpenedIndex(rag, sync_pdf_index(rag, o), time.perf_counter() - started)
+    if len(probe.followed_paths) > 1 and not o.docs:
         raise EvalError(f"the index {probe.location} follows several paths ({', '.join(probe.followed_paths)}); "
                         f"pass --docs FOLDER to say which folder the index of other settings is built from")
-    docs = Path(args.docs or (probe.followed_paths or [args.defaults.docs])[0])
+    docs = Path(o.docs or (probe.followed_paths or [d.docs])[0])
     check_docs_folder(docs)
-    path = base_path if args.chroma_url else derived_index_path(docs, settings, args.index_cache)
+    path = base_path if o.chroma_url else derived_index_path(docs, settings, o.index_cache)
     changed = [key for key in settings if settings.get(key) != base.get(key)]
-    log(args, f"Index settings {', '.join(settings_words(settings, changed))} differ from "
-              f"{probe.location if args.chroma_url else display_path(base_path)}'s: evaluating "
-              + ("the collection of those settings" if args.chroma_url else display_path(path))
-              + " (built on first use, synced after)")
+    log(f"Index settings {', '.join(settings_words(settings, changed))} differ from "
+        f"{probe.location if o.chroma_url else display_path(base_path)}'s: evaluating "
+        + ("the collection of those settings" if o.chroma_url else display_path(path))
+        + " (built on first use, synced after)", o.quiet)
     option_names = {index_name: option for option, index_name in INDEX_SETTINGS.items()}
-    rag = open_rag(args, path, {option_names[key]: value for key, value in settings.items()}, cache=True)
-    return OpenedIndex(rag, sync_pdf_index(rag, args, docs=docs, cache=True), time.perf_counter() - started)
+    rag = open_rag(o, held, path, {option_names[key]: value for key, value in settings.items()}, cache=True)
+    return OpenedIndex(rag, sync_pdf_index(rag, o, docs=docs, cache=True), time.perf_counter() - started)
 
 
-def query_vector_cache(args: argparse.Namespace) -> query_vectors.QueryVectorCache | None:
+def query_vector_cache(options: EvalOptions) -> query_vectors.QueryVectorCache | None:
     """The run's query vector cache (--query-cache), or None with --no-query-cache."""
-    if args.no_query_cache:
+    if options.no_query_cache:
         return None
-    return query_vectors.QueryVectorCache(args.query_cache, args.query_cache_entries,
-                                          warn=lambda message: log(args, f"warning: {message}"))
+    return query_vectors.QueryVectorCache(options.query_cache, options.query_cache_entries,
+                                          warn=lambda message: log(f"warning: {message}", options.quiet))
 
 
-def fill_query_vectors(rag: LocalRAG, questions: Sequence[str], modes: Sequence[str], args: argparse.Namespace,
+def fill_query_vectors(rag: LocalRAGLike, questions: Sequence[str], modes: Sequence[str], options: EvalOptions,
                        cache: query_vectors.QueryVectorCache | None) -> None:
     """Give `rag` the vector of every question before its rows run: from the query vector cache, the others
-    embedded in batches and stored. Nothing when every row is BM25 only: it needs no vector, so no model loads."""
+    embedded in batches (the defaults' batch size) and stored, all of them again with --rebuild. Nothing when every
+    row is BM25 only: it needs no vector, so no model loads."""
     if all(mode == "bm25" for mode in modes):
         return
     prepared = [rag.prepare_query(q) for q in questions]
     cached, embedded = query_vectors.fill(rag.retriever, cache, prepared, embed=True,
-                                          batch_size=args.defaults.embedding_batch_size * 4, refresh=args.rebuild)
+                                          batch_size=options.defaults.embedding_batch_size * 4,
+                                          refresh=options.rebuild)
     if cache is not None:
-        log(args, f"Query vectors: {cached} from the cache {display_path(cache.path)}, {embedded} embedded"
-                  + (" (--rebuild: none read from the cache)" if args.rebuild else ""))
+        log(f"Query vectors: {cached} from the cache {display_path(cache.path)}, {embedded} embedded"
+            + (" (--rebuild: none read from the cache)" if options.rebuild else ""), options.quiet)
 
 
-def share_query_vectors(rag: LocalRAG, shared: LocalRAG | None) -> LocalRAG:
+def share_query_vectors(rag: LocalRAGLike, shared: LocalRAGLike | None) -> LocalRAGLike:
     """Let `rag` use the query vectors of an earlier index's retriever when both embed queries alike (same model,
     backend and export), so a sweep embeds each question once per embedding model; the retriever to share next."""
     if shared is not None and rag.retriever.share_query_vectors(shared.retriever):

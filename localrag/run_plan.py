@@ -7,7 +7,6 @@ evaluated index. --profile fills the options the command line left out.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import itertools
@@ -18,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.errors import EvalError, RAGError
-from localrag.eval_defaults import log
+from localrag.eval_defaults import CommandLine, EvalOptions, LocalRAGLike, log
 from localrag.index import parse_chunk_size, resolve_settings, significant_settings
 from localrag.pdf import PDF_LOADERS
 from localrag.retriever import RETRIEVAL_MODES
@@ -32,9 +31,9 @@ SWEEP_AXES = (*INDEX_SETTINGS, *RETRIEVAL_AXES)  # every axis --sweep knows, in 
 ON_OFF = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}  # boolean axis values
 
 
-def requested_settings(args: argparse.Namespace) -> dict[str, Any]:
+def requested_settings(flags: CommandLine) -> dict[str, Any]:
     """The index settings the command line gives (option name -> value), in INDEX_SETTINGS order."""
-    return {key: getattr(args, key) for key in INDEX_SETTINGS if getattr(args, key, None) is not None}
+    return {key: getattr(flags, key) for key in INDEX_SETTINGS if getattr(flags, key) is not None}
 
 
 def settings_words(settings: Mapping[str, Any], keys: Sequence[str] | None = None) -> list[str]:
@@ -77,15 +76,15 @@ def profile_words(preset: Mapping[str, Any], used: Mapping[str, Any] | None = No
     return ", ".join(words)
 
 
-def profile_sources(args: argparse.Namespace) -> dict[str, str]:
+def profile_sources(options: EvalOptions) -> dict[str, str]:
     """What set each option of --profile's preset that the preset did not fill: its flag, --sweep (a swept axis),
     or --ablation (the mode of an ablation row)."""
-    preset = args.defaults.profiles.get(getattr(args, "profile", None) or "", {})
-    swept = {axis for axis, _ in getattr(args, "sweep_axes", None) or []}
+    preset = options.defaults.profiles.get(options.profile or "", {})
+    swept = {axis for axis, _ in options.sweep_axes}
     sources = {option: "--sweep" if option in swept else f"--{option.replace('_', '-')}"
                for option in (PROFILE_OPTIONS.get(key, key) for key in preset)
-               if option not in getattr(args, "profile_keys", set())}
-    return {**sources, **({"mode": "--ablation"} if args.ablation else {})}
+               if option not in options.profile_keys}
+    return {**sources, **({"mode": "--ablation"} if options.ablation else {})}
 
 
 # What each fusion flag does, for the note that it does nothing beside a mode or fusion that has no use for it.
@@ -113,37 +112,36 @@ def ineffective_settings(mode: str, fusion: str, given: Mapping[str, Any]) -> li
     return notes
 
 
-def given_fusion_flags(args: argparse.Namespace) -> dict[str, Any]:
+def given_fusion_flags(options: EvalOptions) -> dict[str, Any]:
     """The fusion flags the command line gave (flag -> value), not those --profile filled."""
-    filled = getattr(args, "profile_keys", set())
-    return {flag: getattr(args, option) for flag, option in (("--fusion", "fusion"), ("--dense-weight", "dense_weight"),
-                                                             ("--rrf-k", "rrf_k"))
-            if getattr(args, option, None) is not None and option not in filled}
+    flags = (("--fusion", "fusion"), ("--dense-weight", "dense_weight"), ("--rrf-k", "rrf_k"))
+    return {flag: getattr(options, option) for flag, option in flags
+            if getattr(options, option) is not None and option not in options.profile_keys}
 
 
-def warn_ineffective_settings(args: argparse.Namespace) -> None:
+def warn_ineffective_settings(options: EvalOptions) -> None:
     """Warn once, before any work, of each fusion flag that does nothing in a planned row (the rows' reports say it
     again in their Notes)."""
-    modes = RETRIEVAL_MODES if args.ablation else dict.fromkeys(row.mode for row in evaluation_rows(args))
-    fusion = args.fusion or args.defaults.retriever["fusion"]
-    notes = (note for mode in modes for note in ineffective_settings(mode, fusion, given_fusion_flags(args)))
+    modes = RETRIEVAL_MODES if options.ablation else dict.fromkeys(row.mode for row in evaluation_rows(options))
+    fusion = options.fusion or options.defaults.retriever["fusion"]
+    notes = (note for mode in modes for note in ineffective_settings(mode, fusion, given_fusion_flags(options)))
     for note in dict.fromkeys(notes):
-        log(args, f"warning: {note}")
+        log(f"warning: {note}", options.quiet)
 
 
-def apply_profile(args: argparse.Namespace) -> None:
-    """Fill the options the command line (its flags and --sweep axes) left out from --profile's preset, then the
-    mode's default; the filled option names are kept in `args.profile_keys` (report names then say the profile,
-    not each setting)."""
-    args.profile_keys = set()
-    swept = {text.partition("=")[0].strip() for text in getattr(args, "sweep", None) or []}
-    for key, value in args.defaults.profiles.get(getattr(args, "profile", None) or "", {}).items():
+def apply_profile(command: CommandLine, profiles: Mapping[str, Mapping[str, Any]],
+                  default_mode: str) -> tuple[CommandLine, frozenset[str]]:
+    """The command line with the options it (its flags and --sweep axes) left out filled from --profile's preset
+    (`profiles`: the presets by name), then the mode's `default_mode`; and the option names the preset filled
+    (report names then say the profile, not each setting)."""
+    swept = {text.partition("=")[0].strip() for text in command.sweep or []}
+    filled: dict[str, Any] = {}
+    for key, value in profiles.get(command.profile or "", {}).items():
         option = PROFILE_OPTIONS.get(key, key)
-        if getattr(args, option, None) is None and option not in swept:
-            setattr(args, option, value)
-            args.profile_keys.add(option)
-    if args.mode is None:
-        args.mode = args.defaults.retriever["retrieval_mode"]
+        if getattr(command, option) is None and option not in swept:
+            filled[option] = value
+    mode = filled.get("mode", command.mode)
+    return dataclasses.replace(command, **{**filled, "mode": default_mode if mode is None else mode}), frozenset(filled)
 
 
 def parse_axis_value(axis: str, text: str) -> Any:
@@ -205,37 +203,38 @@ class Row:
     rerank: bool | None
 
 
-def evaluation_rows(args: argparse.Namespace) -> list[Row]:
+def evaluation_rows(options: EvalOptions) -> list[Row]:
     """The configurations to evaluate: the command line's one, or --sweep's grid (the first axis varies slowest,
     so the first row takes every axis's first value: the row all others are compared with)."""
-    fixed = requested_settings(args)
-    rerank = False if args.no_rerank else None
-    if not args.sweep_axes:
-        return [Row("", tuple(fixed.items()), args.mode, rerank)]
+    fixed = requested_settings(options)
+    rerank = False if options.no_rerank else None
+    if not options.sweep_axes:
+        return [Row("", tuple(fixed.items()), options.mode, rerank)]
     rows = []
-    for values in itertools.product(*(values for _, values in args.sweep_axes)):
-        chosen = dict(zip((axis for axis, _ in args.sweep_axes), values))
+    for values in itertools.product(*(values for _, values in options.sweep_axes)):
+        chosen = dict(zip((axis for axis, _ in options.sweep_axes), values))
         index = {**fixed, **{key: value for key, value in chosen.items() if key in INDEX_SETTINGS}}
         name = " ".join(f"{axis}={format_setting(value)}" for axis, value in chosen.items())
-        rows.append(Row(name, tuple(index.items()), chosen.get("mode", args.mode), chosen.get("rerank", rerank)))
+        rows.append(Row(name, tuple(index.items()), chosen.get("mode", options.mode), chosen.get("rerank", rerank)))
     return rows
 
 
-def check_sweep(args: argparse.Namespace) -> None:
-    """Parse --sweep into args.sweep_axes; EvalError when it contradicts another flag."""
-    args.sweep_axes = parse_sweep(args.sweep or [])
-    if not args.sweep_axes:
-        return
-    given = requested_settings(args)
-    for axis, _ in args.sweep_axes:
+def check_sweep(command: CommandLine) -> list[tuple[str, list[Any]]]:
+    """--sweep parsed into its axes (parse_sweep); EvalError when it contradicts another flag."""
+    axes = parse_sweep(command.sweep or [])
+    if not axes:
+        return axes
+    given = requested_settings(command)
+    for axis, _ in axes:
         if axis in given:
             raise EvalError(f"--{axis.replace('_', '-')} {format_setting(given[axis])} and --sweep {axis}=... both "
                             f"set {axis}; put the value into the sweep or drop the flag")
-    if args.no_rerank and any(axis == "rerank" for axis, _ in args.sweep_axes):
+    if command.no_rerank and any(axis == "rerank" for axis, _ in axes):
         raise EvalError("--no-rerank and --sweep rerank=... both set reranking; drop --no-rerank")
-    if args.dataset and args.index and any(axis in INDEX_SETTINGS for axis, _ in args.sweep_axes):
+    if command.dataset and command.index and any(axis in INDEX_SETTINGS for axis, _ in axes):
         raise EvalError("--sweep over index settings needs the dataset's cached indexes (one per settings); drop "
                         "--index")
+    return axes
 
 
 def index_groups(rows: Sequence[Row]) -> list[list[int]]:
@@ -246,11 +245,11 @@ def index_groups(rows: Sequence[Row]) -> list[list[int]]:
     return list(groups.values())
 
 
-def row_configs(rag: Any, args: argparse.Namespace,
+def row_configs(rag: LocalRAGLike, ablation: bool,
                 rows: Sequence[tuple[int, Row]]) -> tuple[list[tuple[int, str, str, bool]], str]:
     """(row number, name, mode, rerank) of the rows evaluated on `rag`, and why rows are missing ("" if none):
-    --ablation's rows, or the given ones (a row asking for reranking without a reranker is missing)."""
-    if args.ablation:
+    --ablation's rows (`ablation`), or the given ones (a row asking for reranking without a reranker is missing)."""
+    if ablation:
         configs, why = ablation_configs(rag)
         return [(n, "", mode, rerank) for n, (mode, rerank) in enumerate(configs)], why
     out = []
@@ -263,7 +262,7 @@ def row_configs(rag: Any, args: argparse.Namespace,
     return out, why
 
 
-def ablation_configs(rag: Any) -> tuple[list[tuple[str, bool]], str]:
+def ablation_configs(rag: LocalRAGLike) -> tuple[list[tuple[str, bool]], str]:
     """The (mode, rerank) rows of --ablation, and why the reranked rows are missing ("" if they are not)."""
     if rag.reranker is not None:
         return [(mode, rerank) for mode in RETRIEVAL_MODES for rerank in (False, True)], ""
@@ -295,22 +294,22 @@ def resolved_index_settings(wanted: Mapping[str, Any], base: Mapping[str, Any],
         raise EvalError(f"index settings {', '.join(settings_words(wanted))}: {exc}") from None
 
 
-def dataset_index_path(args: argparse.Namespace, wanted: Mapping[str, Any] | None = None) -> Path:
+def dataset_index_path(options: EvalOptions, wanted: Mapping[str, Any] | None = None) -> Path:
     """Cache folder named after the dataset, its sample and the index settings (`wanted`, option names, over the
     defaults; default: the flags'): other settings never reuse it."""
     from localrag import datasets as beir_data
 
-    fingerprint = beir_data.dataset_fingerprint(args.dataset, args.split, args.max_queries, args.max_corpus_docs,
-                                                args.seed)
-    resolved = dataset_settings(args, wanted)
+    fingerprint = beir_data.dataset_fingerprint(options.dataset, options.split, options.max_queries,
+                                                options.max_corpus_docs, options.seed)
+    resolved = dataset_settings(options, wanted)
     settings = {key: resolved[key] for key in ("embedding_model", "embedding_backend", "chunk_size", "chunk_overlap",
                                                "chunk_headers", "page_chunk_limit") if key in resolved}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
-    return Path(args.defaults.dataset_cache) / f"{Path(args.dataset).resolve().name}-{fingerprint}-{digest}"
+    return Path(options.defaults.dataset_cache) / f"{Path(options.dataset).resolve().name}-{fingerprint}-{digest}"
 
 
-def dataset_settings(args: argparse.Namespace, wanted: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def dataset_settings(options: EvalOptions, wanted: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A dataset index's settings (the index's names): `wanted` (option names; default: the flags') over the
     defaults."""
-    return resolved_index_settings(requested_settings(args) if wanted is None else wanted,
-                                   args.defaults.index_settings, args.defaults.page_chunk_limit)
+    return resolved_index_settings(requested_settings(options) if wanted is None else wanted,
+                                   options.defaults.index_settings, options.defaults.page_chunk_limit)

@@ -7,7 +7,6 @@ that share a word with the question.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 import eval_retrieval as er
 from localrag import eval_options, outputs
+from localrag.eval_defaults import EvalOptions
 from localrag.evaluate import metric_keys
 from openai_stub import OpenAIStub
 
@@ -297,11 +297,8 @@ def test_another_goldset_reports_beside_itself_and_leaves_the_baseline_alone(tin
     assert (tmp_path / "eval" / "baseline.txt").read_text(encoding="utf-8") == "kept"
 
 
-def default_args(**changes) -> argparse.Namespace:
-    args = er.build_parser().parse_args([])
-    for key, value in changes.items():
-        setattr(args, key, value)
-    return args
+def default_args(**changes) -> EvalOptions:
+    return EvalOptions(**{**er.parse([]).flags(), **changes}, defaults=er.eval_defaults())
 
 
 def test_default_report_paths():

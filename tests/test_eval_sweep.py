@@ -19,6 +19,8 @@ import pytest
 
 import eval_retrieval as er
 from localrag import run_index, run_plan
+from localrag.eval_defaults import EvalOptions
+from localrag.eval_options import resolve
 import local_rag
 from local_rag import LocalRAG, RAGError
 from conftest import TINY_GOLD
@@ -165,9 +167,7 @@ def test_settings_equal_to_the_evaluated_index_use_it(workdir, capsys):
 
 def test_report_names_say_which_settings_were_given(monkeypatch):
     def path_of(*argv):
-        args = er.build_parser().parse_args(list(argv))
-        args.held = None
-        return er.resolve_args(args).report
+        return resolve(er.parse(list(argv)), er.eval_defaults()).report
 
     assert path_of() == er.REPORT_PATH
     assert path_of("--chunk-size", "800") == "eval/runs/baseline.chunk_size-800.txt"
@@ -193,8 +193,7 @@ def test_dataset_cache_names_are_unchanged_for_the_default_settings(tmp_path, mo
     (tmp_path / "data" / "scifact" / "corpus.jsonl").write_text('{"_id": "d1", "title": "T", "text": "x"}\n')
     (tmp_path / "data" / "scifact" / "queries.jsonl").write_text('{"_id": "q1", "text": "y"}\n')
     (tmp_path / "data" / "scifact" / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
-    args = er.build_parser().parse_args(["--dataset", "data/scifact"])
-    args.held, args.sweep_axes = None, []
+    args = EvalOptions(**er.parse(["--dataset", "data/scifact"]).flags(), defaults=er.eval_defaults())
     digest = hashlib.sha256(json.dumps({
         "embedding_model": local_rag.EMBEDDING_MODEL, "embedding_backend": local_rag.EMBEDDING_BACKEND,
         "chunk_size": local_rag.CHUNK_SIZE, "chunk_overlap": local_rag.CHUNK_OVERLAP,

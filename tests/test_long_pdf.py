@@ -9,6 +9,7 @@ import pytest
 
 import eval_retrieval as er
 import local_rag
+from localrag.eval_options import resolve
 from local_rag import LocalRAG, RAGError
 from localrag.fusion import with_document_prior
 
@@ -112,9 +113,7 @@ def test_manifest_records_identities_and_fills_them_in_for_an_older_index(tiny_i
 
 def test_profile_fills_what_the_command_line_left_out():
     def resolved(*argv):
-        args = er.build_parser().parse_args(list(argv))
-        args.held = None
-        return er.resolve_args(args)
+        return resolve(er.parse(list(argv)), er.eval_defaults())
 
     args = resolved("--profile", "long-pdf")
     assert (args.chunk_size, args.mode, args.fusion, args.dense_weight, args.document_prior) == \

@@ -8,6 +8,7 @@ from conftest import write_pdf
 
 import eval_retrieval as er
 from localrag import outputs
+from localrag.eval_defaults import EvalOptions
 from local_rag import LocalRAG, RAGError
 
 # Page 1 of harbour.pdf is long enough for three 120-character chunks about tides; page 2 and lakes.pdf are short.
@@ -71,7 +72,7 @@ def test_the_report_names_the_ranking_and_chunk_ranking_is_an_ablation(shelf, tm
         er.main(["--rank-by", "pages"] + common)
     assert exited.value.code == 2
     assert "argument --rank-by: invalid choice: 'pages' (choose from 'page', 'chunk')" in capsys.readouterr().err
-    args = er.build_parser().parse_args(["--rank-by", "chunk"])
+    args = EvalOptions(**er.parse(["--rank-by", "chunk"]).flags(), defaults=er.eval_defaults())
     assert outputs.retrieval_suffix(args) == ".rank_by-chunk"
 
 
