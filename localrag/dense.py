@@ -1,5 +1,6 @@
-"""Dense search over an index's stored vectors (`DenseSearch`): exact cosine (`top_k_cosine`) or, on a shelf a sync
-gave one, the IVF's approximate search (localrag/ivf.py), and after a sync the IVF kept in step with the chunks."""
+"""Dense search over an index's stored vectors (`DenseSearch`): exact cosine (vectors.top_k_cosine) or, on a shelf
+a sync gave one, the IVF's approximate search (localrag/ivf.py), and after a sync the IVF kept in step with the
+chunks."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
@@ -7,41 +8,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 from localrag import ivf
 from localrag.errors import RAGError
 from localrag.notes import log
+from localrag.vectors import top_k_cosine
 
 if TYPE_CHECKING:
     from localrag.index import Index
-
-_BLAS: list = []  # the threadpoolctl controller, made at the first search (finding the libraries takes ~0.1 s)
-
-
-def one_blas_thread():
-    """A context in which numpy's BLAS runs one thread. A search is one memory-bound matrix-vector product, and
-    OpenBLAS's other threads kept spinning after it and slowed the next question's embedding (torch): a new chat
-    question on the FinanceBench index took 30.9 ms at p50 with all threads, 17.0 ms with one."""
-    if not _BLAS:
-        import threadpoolctl
-
-        _BLAS.append(threadpoolctl.ThreadpoolController())
-    return _BLAS[0].limit(limits=1, user_api="blas")
-
-
-def top_k_cosine(matrix: Any, vector: Sequence[float], k: int) -> list[tuple[int, float]]:
-    """(row, cosine similarity) of the k rows of `matrix` (unit rows, float32) nearest to `vector`, best first;
-    equal similarities in row order, also at the cut."""
-    import numpy
-
-    n = len(matrix)
-    k = min(k, n)
-    if k <= 0:
-        return []
-    query = numpy.asarray(vector, dtype=numpy.float32)
-    with one_blas_thread():
-        similarities = matrix @ (query / (float(numpy.linalg.norm(query)) or 1.0))
-    cut = numpy.partition(similarities, n - k)[n - k]  # the k-th best similarity
-    top = numpy.flatnonzero(similarities >= cut)  # every row tied at the cut, so the row rule decides there too
-    order = top[numpy.lexsort((top, -similarities[top]))][:k]
-    return [(int(i), float(similarities[i])) for i in order]
-
 
 class DenseSearch:
     """Dense search of one index. `ivf_defaults` / `ivf_requested`: "min_chunks" and "lists" of the approximate

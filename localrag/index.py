@@ -22,7 +22,7 @@ from localrag import embeddings as embedding_backends
 from localrag import models
 from localrag.bm25 import BM25Index
 from localrag.chunk_writer import STORE_WRITE_ROWS, GroupWriter, chunk_id, citation_metadata
-from localrag.dense import DenseSearch, one_blas_thread, top_k_cosine
+from localrag.dense import DenseSearch
 from localrag.errors import RAGError
 from localrag.index_settings import (BM25_SETTINGS, PAGE_CHUNKS, PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS,
                                      collection_name, parse_chunk_size, resolve_settings, significant_settings,
@@ -38,6 +38,7 @@ from localrag.store import (BM25_DIR, COLLECTION_MARKER, STORE_READ_PAGE, IndexP
 from localrag.store_check import IndexCheck, check_store, inconsistency_error
 from localrag.sync import sync_pdfs, sync_records
 from localrag.sync_plan import SourceUnit, SyncReport, pdf_changes, rebuild_reasons, text_rules_reasons
+from localrag.vectors import one_blas_thread, top_k_cosine
 
 # The face: Index, and what its parts define that callers (local_rag.py, add_pdfs.py, the evaluation, bench/,
 # tests/) import from here.
