@@ -18,12 +18,12 @@ import contextlib
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from localrag import embeddings as embedding_backends
 from localrag import models
 from localrag.bm25 import BM25Index
 from localrag.chunk_writer import STORE_WRITE_ROWS, GroupWriter, chunk_id, citation_metadata
-from localrag.dense import DenseSearch
+from localrag.dense import DenseSearch, DenseSource
 from localrag.errors import RAGError
+from localrag.index_model import IndexModel
 from localrag.index_settings import (BM25_SETTINGS, PAGE_CHUNKS, PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS,
                                      collection_name, parse_chunk_size, resolve_settings, significant_settings,
                                      text_splitter)
@@ -71,7 +71,7 @@ class Index:
         self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
         self.place = IndexPlace(self.path, self.chroma_url, cache_dir=Path(cache_dir), low_disk_bytes=low_disk_bytes,
                                 quiet=quiet, listed_chunks=self._listed_chunks)
-        self.dense = DenseSearch(self, ivf_defaults, ivf_requested, ivf_probes)
+        self.dense = DenseSearch(self.place, ivf_defaults, ivf_requested, ivf_probes, quiet)
         self._requested = dict(requested)
         self._defaults = dict(defaults)
         self._load_embeddings = load_embeddings
@@ -85,9 +85,8 @@ class Index:
         self.place.collection_name = collection_name(self.settings) if self.chroma_url else collection
         if self.chroma_url:
             self.manifest = self._load_manifest()
-        # Loaded at the first text to embed: opening an index, a no-op sync and a cached evaluation need no model.
-        self._embeddings = None
         self._expected_export = expected_export or (lambda name, backend: models.expected_export(name, backend))
+        self.model = self._new_model()  # loaded at the first text to embed
         self._bm25 = None
         self._fingerprint: str | None = None
         self._server_lock = None if not self.chroma_url else ServerLock(
@@ -96,44 +95,38 @@ class Index:
 
     # ------------------------------------------------------------------ the embedding model, loaded lazily
 
+    def _new_model(self) -> IndexModel:
+        return IndexModel(self.settings["embedding_model"], self.settings["embedding_backend"],
+                          self._load_embeddings, self._expected_export)
+
     @property
     def embeddings(self):
         """The embedding model (LangChain Embeddings), loaded at the first access."""
-        if self._embeddings is None:
-            self._embeddings = self._load_embeddings(self.settings["embedding_model"],
-                                                     self.settings["embedding_backend"])
-        return self._embeddings
+        return self.model.embeddings
 
     @embeddings.setter
     def embeddings(self, value) -> None:
-        self._embeddings = value
+        self.model.embeddings = value
 
     @property
     def embeddings_loaded(self) -> bool:
         """Whether the embedding model has been loaded (or set) in this object."""
-        return self._embeddings is not None
+        return self.model.loaded
 
     @property
     def embedding_export(self) -> str | None:
-        """The export the model runs ("torch", "onnx-int8-avx2", ...): the loaded model's, else the one loading it
-        would give."""
-        if self._embeddings is not None:
-            return embedding_backends.export_name(self._embeddings)
-        return self._expected_export(self.settings["embedding_model"], self.settings["embedding_backend"])
+        """The export the model runs (IndexModel.export), without loading it."""
+        return self.model.export
 
     @property
     def embedding_prefixes(self) -> dict[str, str]:
-        """The prefixes the model applies (recorded in the manifest): the loaded model's, else by its name."""
-        if self._embeddings is not None:
-            return models.embedding_prefixes(self._embeddings)
-        return models.model_prefixes(self.settings["embedding_model"])
+        """The prefixes the model applies (IndexModel.prefixes), without loading it."""
+        return self.model.prefixes
 
     @property
     def embedding_model_name(self) -> str:
-        """The model's name as reports show it (never a local path): the loaded model's, else by its name."""
-        if self._embeddings is not None:
-            return self._embeddings.model_name
-        return models.display_name(self.settings["embedding_model"])
+        """The model's name as reports show it (IndexModel.display_name), without loading it."""
+        return self.model.display_name
 
     # ------------------------------------------------------------------ manifest and store
 
@@ -272,7 +265,7 @@ class Index:
         settings = resolve_settings(self._requested, self.manifest.settings or {}, self._defaults)
         if settings != self.settings:
             self.settings = settings
-            self._embeddings = None  # the model of the new settings is loaded when a text is embedded
+            self.model = self._new_model()  # the model of the new settings is loaded when a text is embedded
             self._store = None
         self._fingerprint = None
         self._bm25 = None
@@ -403,8 +396,11 @@ class Index:
     def nearest(self, vector: Sequence[float], k: int, exact: bool = False) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) of the k indexed chunks nearest to `vector`, best first (DenseSearch.nearest:
         exact, or the IVF's approximate search where the sync gave the shelf one; `exact` forces exact search)."""
-        return self.dense.nearest(vector, k, exact)
+        return self.dense.nearest(self._dense_source(), vector, k, exact)
 
     def dense_search(self) -> dict:
         """How `nearest` searches this index: {"method": "exact"} or {"method": "ivf", "lists", "probes", "seed"}."""
-        return self.dense.describe()
+        return self.dense.describe(self._dense_source())
+
+    def _dense_source(self) -> DenseSource:
+        return DenseSource(self.manifest, self.fingerprint(), self.indexed_vectors)

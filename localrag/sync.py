@@ -272,7 +272,8 @@ class Sync:
                            f"{manifest.counts['chunks']}; was it written by another program at the same time? "
                            f"Run add_pdfs.py {index.place.index_flag()} again to repair it",
                            reason="index does not match its manifest")
-        index.dense.update()
+        if index.dense.update(index._dense_source()):
+            index.write_manifest()
         if report.changed and not index.chroma_url:
             for name in remove_orphan_segments(index.place.folder):
                 log(f"note: removed the segment folder {name} of the index {index.path}: its database no longer "
