@@ -15,7 +15,7 @@ import sys
 import local_rag
 from local_rag import LocalRAG, RAGError
 from localrag import cli
-from localrag.index import parse_chunk_size
+from localrag.index_settings import parse_chunk_size
 
 
 INDEX_OPTIONS = ("chunk_size", "chunk_overlap", "page_chunk_limit", "chunk_headers", "chunk_context",

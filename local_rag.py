@@ -20,16 +20,23 @@ from langchain_core.documents import Document
 
 from localrag import embeddings as embedding_backends
 from localrag import llm_rerank, models, pdf
+from localrag.chunk_writer import chunk_id  # noqa: F401 - part of this module's face
 from localrag.errors import RAGError
 from localrag.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
-from localrag.index import (COLLECTION_MARKER, INDEX_FORMAT, INDEX_INFO_FILE, LOCK_FILE,  # noqa: F401 - face
-                            Index, IndexCheck, SyncReport, chunk_id, log)
+from localrag.index import Index
+from localrag.locks import LOCK_FILE  # noqa: F401 - part of this module's face
+from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE  # noqa: F401 - part of this module's face
 from localrag.models import resolve_embedding_model  # noqa: F401 - part of this module's face
+from localrag.notes import log
 from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                           source_name)
 from localrag.retriever import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace, check_fusion,  # noqa: F401
                                 check_k, check_mode, check_rank_by)
+from localrag.store import COLLECTION_MARKER  # noqa: F401 - part of this module's face
+from localrag.store_check import IndexCheck
+from localrag.sync import PdfReading, SyncOptions
+from localrag.sync_plan import SyncReport
 
 if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
     from localrag import chat
@@ -318,15 +325,18 @@ class LocalRAG:
         Refused (RAGError) when the index follows other paths (unless `switch_folder` or `rebuild`) and when
         `paths` hold no PDF at all while the index has files (unless `allow_empty`).
         """
-        return self.index.sync(paths, rebuild, docs_root, progress, wait=wait, switch_folder=switch_folder,
-                               allow_empty=allow_empty, group_chunks=INDEX_GROUP_CHUNKS,
-                               embed_batch=EMBEDDING_BATCH_SIZE, extract=iter_extracted, hash_file=file_sha256)
+        options = SyncOptions(rebuild=rebuild, progress=progress, wait=wait, group_chunks=INDEX_GROUP_CHUNKS,
+                              embed_batch=EMBEDDING_BATCH_SIZE)
+        return self.index.sync(paths, options, PdfReading(extract=iter_extracted, hash_file=file_sha256,
+                                                          docs_root=docs_root, switch_folder=switch_folder,
+                                                          allow_empty=allow_empty))
 
     def sync_records(self, records: Iterable[dict], rebuild: bool = False, progress: bool = True, *,
                      wait: bool = WAIT_FOR_LOCK) -> SyncReport:
         """Index dataset documents {doc_id, title, text, metadata}: one source each, title as the chunk header."""
-        return self.index.sync_records(records, rebuild, progress, wait=wait, group_chunks=INDEX_GROUP_CHUNKS,
-                                       embed_batch=EMBEDDING_BATCH_SIZE)
+        return self.index.sync_records(records, SyncOptions(rebuild=rebuild, progress=progress, wait=wait,
+                                                            group_chunks=INDEX_GROUP_CHUNKS,
+                                                            embed_batch=EMBEDDING_BATCH_SIZE))
 
     # ------------------------------------------------------------------ retrieval (localrag/retriever.py)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from localrag.eval_defaults import LocalRAG
-from localrag.index import PAGE_CHUNKS, significant_settings
+from localrag.index_settings import PAGE_CHUNKS, significant_settings
 from localrag.outputs import display_path
 from localrag.report import plural
 from localrag.run_plan import INDEX_SETTINGS, profile_sources, profile_words, slug

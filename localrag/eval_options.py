@@ -11,7 +11,7 @@ from typing import Sequence
 from localrag import llm, llm_rerank
 from localrag.eval_defaults import log
 from localrag.evaluate import EvalError, metric_keys
-from localrag.index import parse_chunk_size
+from localrag.index_settings import parse_chunk_size
 from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, resolve_report_paths
 from localrag.pages import PAGE_OFFSET
 from localrag.query_text import text_problem

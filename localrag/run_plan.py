@@ -20,7 +20,7 @@ from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.errors import RAGError
 from localrag.eval_defaults import log
 from localrag.evaluate import EvalError
-from localrag.index import parse_chunk_size, resolve_settings, significant_settings
+from localrag.index_settings import parse_chunk_size, resolve_settings, significant_settings
 from localrag.pdf import PDF_LOADERS
 from localrag.retriever import RETRIEVAL_MODES
 
