@@ -1,6 +1,7 @@
 """Where an index lives and how it is reached (`IndexPlace`): a local folder, read from a private copy when it is
-read-only, or a collection on a Chroma server; Chroma's client of it, the collection (`LazyStore`), paged reads,
-where its manifest and derived arrays are kept, and storage errors (a full or read-only disk) in a few words.
+read-only, or a collection on a Chroma server; Chroma's client of it, the collection (`LazyStore`), paged reads
+(the chunks and vectors of the files a manifest lists: `indexed_chunks`, `indexed_vectors`), where its manifest and
+derived arrays are kept, and storage errors (a full or read-only disk) in a few words.
 
 chromadb is imported when a client is first needed (a local index's manifest is read without one).
 """
