@@ -18,11 +18,14 @@ from typing import Iterator, Sequence
 
 from localrag import embeddings as embedding_backends
 from localrag import models, pdf, rag
+from localrag.chunk_writer import chunk_id  # noqa: F401 - part of this module's face
 from localrag.errors import RAGError  # noqa: F401 - part of this module's face
 from localrag.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
-from localrag.index import (COLLECTION_MARKER, INDEX_FORMAT, INDEX_INFO_FILE, LOCK_FILE,  # noqa: F401 - face
-                            Index, IndexCheck, SyncReport, chunk_id, log)
+from localrag.index import Index  # noqa: F401 - part of this module's face
+from localrag.locks import LOCK_FILE  # noqa: F401 - part of this module's face
+from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE  # noqa: F401 - part of this module's face
 from localrag.models import resolve_embedding_model  # noqa: F401 - part of this module's face
+from localrag.files import log  # noqa: F401 - part of this module's face
 from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                           source_name)
@@ -30,6 +33,9 @@ from localrag.rag import OpenOptions
 from localrag.retriever import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace, check_fusion,  # noqa: F401
                                 check_k, check_mode, check_rank_by)
 from localrag.settings import IndexSettings, RetrievalSettings
+from localrag.store import COLLECTION_MARKER  # noqa: F401 - part of this module's face
+from localrag.store_check import IndexCheck  # noqa: F401 - part of this module's face
+from localrag.sync_plan import SyncReport  # noqa: F401 - part of this module's face
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 

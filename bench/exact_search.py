@@ -1,4 +1,4 @@
-"""Cost of exact dense search (`localrag.index.top_k_cosine`, what `Index.nearest` runs) on synthetic shelves,
+"""Cost of exact dense search (`localrag.vectors.top_k_cosine`, what `Index.nearest` runs) on synthetic shelves,
 and of the IVF that shelves past IVF_MIN_CHUNKS get (`localrag.ivf`).
 
 For each size (default 100,000 and 1,000,000 chunks of 384 dimensions, float32 unit vectors, seeded) it times
@@ -27,7 +27,7 @@ import numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from localrag.cli import HelpFormatter  # noqa: E402
-from localrag.index import top_k_cosine  # noqa: E402
+from localrag.vectors import top_k_cosine  # noqa: E402
 
 SIZES = "100000,1000000"  # chunks per synthetic shelf
 DIMENSIONS = 384  # all-MiniLM-L6-v2's

@@ -47,6 +47,7 @@ import zipfile
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -219,6 +220,31 @@ def top_k(scores: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
     return candidates[order[:k]]
 
 
+@dataclass(frozen=True)
+class Okapi:
+    """The numbers a BM25Index's weights were computed with: BM25Okapi's ``k1``, ``b`` and ``epsilon``, and the
+    corpus's average document length (``avgdl``) and average idf before the epsilon floor (``average_idf``)."""
+
+    k1: float
+    b: float
+    epsilon: float
+    avgdl: float
+    average_idf: float
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """How the documents were tokenized, and so how queries are (see ``tokenize``): the ``stemmer`` and, for a
+    stemmer of DECOMPOUND_STEMMERS, the corpus's compound ``splitter``."""
+
+    stemmer: str = NO_STEMMER
+    splitter: CompoundSplitter | None = None
+
+    def __post_init__(self) -> None:
+        if self.stemmer in DECOMPOUND_STEMMERS and self.splitter is None:
+            raise ValueError(f"stemmer {self.stemmer!r} needs the corpus's CompoundSplitter")
+
+
 class BM25Index:
     """BM25 (rank-bm25 BM25Okapi scores) over a fixed list of documents; build, query, save, load.
 
@@ -234,32 +260,23 @@ class BM25Index:
         weights: sp.csr_matrix,
         doc_len: np.ndarray,
         idf: np.ndarray,
-        k1: float,
-        b: float,
-        epsilon: float,
-        avgdl: float,
-        average_idf: float,
+        okapi: Okapi,
         fingerprint: str = "",
-        stemmer: str = NO_STEMMER,
-        splitter: CompoundSplitter | None = None,
+        analyzer: Analyzer = Analyzer(),
     ) -> None:
         """Use ``build``, ``build_from_tokens`` or ``load``; this only stores consistent parts.
 
-        ``stemmer``: how documents were tokenized (see ``tokenize``); queries are tokenized the same way, with
-        ``splitter`` (the corpus's, for a stemmer of DECOMPOUND_STEMMERS)."""
+        ``analyzer``: how documents were tokenized; queries are tokenized the same way."""
         self.ids: tuple[str, ...] = tuple(ids)
         self.vocabulary: tuple[str, ...] = tuple(vocabulary)
         self.term_ids: dict[str, int] = {term: i for i, term in enumerate(self.vocabulary)}
         self.weights = weights
         self.doc_len = doc_len
         self.idf = idf
-        self.k1, self.b, self.epsilon = float(k1), float(b), float(epsilon)
-        self.avgdl, self.average_idf = float(avgdl), float(average_idf)
+        self.k1, self.b, self.epsilon = float(okapi.k1), float(okapi.b), float(okapi.epsilon)
+        self.avgdl, self.average_idf = float(okapi.avgdl), float(okapi.average_idf)
         self.fingerprint = fingerprint
-        self.stemmer = stemmer
-        if stemmer in DECOMPOUND_STEMMERS and splitter is None:
-            raise ValueError(f"stemmer {stemmer!r} needs the corpus's CompoundSplitter")
-        self.splitter = splitter
+        self.stemmer, self.splitter = analyzer.stemmer, analyzer.splitter
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -332,8 +349,8 @@ class BM25Index:
         weights = sp.csr_matrix((data, (rows, cols)), shape=(n_terms, n_docs))
         return cls(
             ids=ids, vocabulary=list(vocabulary), weights=weights, doc_len=doc_len, idf=idf,
-            k1=k1, b=b, epsilon=epsilon, avgdl=avgdl, average_idf=average_idf,
-            fingerprint=fingerprint, stemmer=stemmer, splitter=splitter,
+            okapi=Okapi(k1, b, epsilon, avgdl, average_idf), fingerprint=fingerprint,
+            analyzer=Analyzer(stemmer, splitter),
         )
 
     def score_tokens(self, tokens: Iterable[str]) -> np.ndarray:
@@ -468,9 +485,8 @@ class BM25Index:
             splitter = CompoundSplitter(frequencies, DECOMPOUND_STEMMERS[stemmer][1])
         return cls(
             ids=ids, vocabulary=vocabulary, weights=weights, doc_len=doc_len, idf=idf,
-            k1=meta["k1"], b=meta["b"], epsilon=meta["epsilon"], avgdl=meta["avgdl"],
-            average_idf=meta["average_idf"], fingerprint=str(meta["fingerprint"]),
-            stemmer=stemmer, splitter=splitter,
+            okapi=Okapi(meta["k1"], meta["b"], meta["epsilon"], meta["avgdl"], meta["average_idf"]),
+            fingerprint=str(meta["fingerprint"]), analyzer=Analyzer(stemmer, splitter),
         )
 
 

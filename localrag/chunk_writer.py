@@ -6,23 +6,39 @@ from __future__ import annotations
 import collections
 import hashlib
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 from localrag import embeddings as embedding_backends
 from localrag.context import chunk_context
 from localrag.files import log
+from localrag.index_model import IndexModel
+from localrag.manifest import Manifest
 from localrag.settings import text_splitter
 from localrag.pages import chunk_header, shown_page
 from localrag.pdf import TEXT_RULES, sections_by_page
-from localrag.store import delete_ids
+from localrag.store import IndexPlace, delete_ids
 from localrag.sync_plan import SourceUnit, SyncReport
-
-if TYPE_CHECKING:
-    from localrag.index import Index
 
 # Chunks per Chroma write done in OpenVINO's wait (GroupWriter): a call costs ~36 ms besides ~1.2 ms a chunk, so
 # one write per group of 256 (~0.35 s, two batches of 16) costs the least CPU; 32 a call took 1.7x as long.
 STORE_WRITE_ROWS = 256
+
+
+@dataclass(frozen=True)
+class SyncTarget:
+    """The index a sync writes, its store made ready: where it lives (`place`), its manifest and Chroma collection,
+    its settings and embedding model (loaded at the first text to embed). `write_manifest()` writes the manifest
+    (what was derived from the old one is stale); `heartbeat()` refreshes a server index's lock record; `quiet`
+    silences the notes."""
+    place: IndexPlace
+    manifest: Manifest
+    collection: Any
+    settings: dict
+    model: IndexModel
+    write_manifest: Callable[[], None]
+    heartbeat: Callable[[], None]
+    quiet: bool
 
 
 def citation_metadata(meta: dict, section: str | None) -> dict:
@@ -109,11 +125,11 @@ class GroupWriter:
 
 
 class ChunkWriter:
-    """Embeds the chunks of a sync's sources into `index` and stores them, `group_chunks` at a time, embedding
+    """Embeds the chunks of a sync's sources into `target` and stores them, `group_chunks` at a time, embedding
     `embed_batch` texts per model call; what it did goes into `report`."""
 
-    def __init__(self, index: Index, report: SyncReport, *, group_chunks: int, embed_batch: int) -> None:
-        self.index = index
+    def __init__(self, target: SyncTarget, report: SyncReport, *, group_chunks: int, embed_batch: int) -> None:
+        self.target = target
         self.report = report
         self.group_chunks = group_chunks
         self.embed_batch = embed_batch
@@ -134,9 +150,9 @@ class ChunkWriter:
         from tqdm import tqdm
 
         bar = tqdm(desc="Embedding", unit="chunk", file=sys.stderr,
-                   disable=not progress or self.index.quiet or total == 0 or not sys.stderr.isatty())
+                   disable=not progress or self.target.quiet or total == 0 or not sys.stderr.isatty())
         group: list[tuple[str, str, str, dict]] = []  # (source, id, text, metadata)
-        writer = GroupWriter(embedding_backends.wait_work(self.index.embeddings) if total else None)
+        writer = GroupWriter(embedding_backends.wait_work(self.target.model.embeddings) if total else None)
         failed = True
         try:
             for unit in units:
@@ -162,7 +178,7 @@ class ChunkWriter:
 
     def chunks_of(self, unit: SourceUnit) -> tuple[list[str], list[str], list[dict], list[int]]:
         """(ids, texts, metadata) of a unit's chunks, and its pages without text."""
-        settings = self.index.settings
+        settings = self.target.settings
         splitter = text_splitter(settings)
         ids, texts, metas, empty = [], [], [], []
         sections = sections_by_page(unit.outline, [page for page, _, _ in unit.pages])
@@ -181,7 +197,7 @@ class ChunkWriter:
                 texts.append((header if settings["chunk_headers"] else "") + piece)
                 metas.append(citation_metadata({
                     "source": unit.source, "page": page, "page_label": label, "file_hash": unit.file_hash,
-                    "chunk": index, "chunk_id": ids[-1], "embedding_model": self.index.embeddings.model_name,
+                    "chunk": index, "chunk_id": ids[-1], "embedding_model": self.target.model.embeddings.model_name,
                     "extraction_method": unit.extraction_method, **unit.extra_metadata}, sections.get(page)))
         return ids, texts, metas, empty
 
@@ -193,7 +209,7 @@ class ChunkWriter:
 
         From here the source is partial: the manifest lists it again once all its chunks are stored. It is
         written before a listed file loses chunks, so an interrupt leaves no listed file incomplete."""
-        manifest, collection = self.index.manifest, self.index.collection
+        manifest, collection = self.target.manifest, self.target.collection
         found = collection.get(where={"source": unit.source}, include=["documents", "metadatas"])
         wanted = {i: (t, m) for i, t, m in zip(ids, texts, metas)}
         kept = {i for i, text, meta in zip(found["ids"], found["documents"], found["metadatas"])
@@ -204,7 +220,7 @@ class ChunkWriter:
             manifest.partial = {}
         manifest.partial[unit.source] = {"sha256": unit.file_hash}
         if listed and drop:
-            self.index.write_manifest()
+            self.target.write_manifest()
         delete_ids(collection, drop)
         return kept
 
@@ -217,7 +233,7 @@ class ChunkWriter:
             # No clean-up if a write fails: whatever part of the group was stored are valid chunks of a partial
             # file, which the next sync reuses or, for a file the manifest does not name, deletes as orphans. (A
             # clean-up delete on a full disk hangs inside Chroma.)
-            return lambda: self.index.collection.upsert(
+            return lambda: self.target.collection.upsert(
                 ids=[chunk for _, chunk, _, _ in group[rows]], embeddings=vectors[rows],
                 documents=[text for _, _, text, _ in group[rows]], metadatas=[meta for _, _, _, meta in group[rows]])
 
@@ -239,7 +255,7 @@ class ChunkWriter:
         openvino-int8 (bench/README.md). A text's vector may move in the last digits with its batch's padded
         length, as it does with any batching.
         """
-        embeddings = self.index.embeddings
+        embeddings = self.target.model.embeddings
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # stable: ties keep the group's order
         vectors: list[list[float]] = [[] for _ in texts]
         with embedding_backends.runtime_pooling_threads(embeddings):
@@ -252,7 +268,7 @@ class ChunkWriter:
 
     def _complete_sources(self) -> None:
         """Move every source whose chunks are all stored from partial into the manifest's files; write it."""
-        manifest = self.index.manifest
+        manifest = self.target.manifest
         for source in [s for s, (_, left, _, _) in self.pending.items() if left == 0]:
             unit, _, empty, total = self.pending.pop(source)
             manifest.partial.pop(source, None)
@@ -267,6 +283,6 @@ class ChunkWriter:
             if unit.extraction_method != "text":
                 for page in empty:
                     log(f"note: {unit.source} page {shown_page(page)} has no text layer (image only?); it cannot be "
-                        f"retrieved", self.index.quiet)
-        self.index.write_manifest()
-        self.index.heartbeat()
+                        f"retrieved", self.target.quiet)
+        self.target.write_manifest()
+        self.target.heartbeat()

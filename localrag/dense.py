@@ -1,56 +1,36 @@
-"""Dense search over an index's stored vectors (`DenseSearch`): exact cosine (`top_k_cosine`) or, on a shelf a sync
-gave one, the IVF's approximate search (localrag/ivf.py), and after a sync the IVF kept in step with the chunks."""
+"""Dense search over an index's stored vectors (`DenseSearch`): exact cosine (vectors.top_k_cosine) or, on a shelf
+a sync gave one, the IVF's approximate search (localrag/ivf.py), and after a sync the IVF kept in step with the
+chunks."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from localrag import ivf
 from localrag.errors import RAGError
 from localrag.files import log
-
-if TYPE_CHECKING:
-    from localrag.index import Index
-
-_BLAS: list = []  # the threadpoolctl controller, made at the first search (finding the libraries takes ~0.1 s)
+from localrag.manifest import Manifest
+from localrag.store import IndexPlace
+from localrag.vectors import top_k_cosine
 
 
-def one_blas_thread():
-    """A context in which numpy's BLAS runs one thread. A search is one memory-bound matrix-vector product, and
-    OpenBLAS's other threads kept spinning after it and slowed the next question's embedding (torch): a new chat
-    question on the FinanceBench index took 30.9 ms at p50 with all threads, 17.0 ms with one."""
-    if not _BLAS:
-        import threadpoolctl
-
-        _BLAS.append(threadpoolctl.ThreadpoolController())
-    return _BLAS[0].limit(limits=1, user_api="blas")
-
-
-def top_k_cosine(matrix: Any, vector: Sequence[float], k: int) -> list[tuple[int, float]]:
-    """(row, cosine similarity) of the k rows of `matrix` (unit rows, float32) nearest to `vector`, best first;
-    equal similarities in row order, also at the cut."""
-    import numpy
-
-    n = len(matrix)
-    k = min(k, n)
-    if k <= 0:
-        return []
-    query = numpy.asarray(vector, dtype=numpy.float32)
-    with one_blas_thread():
-        similarities = matrix @ (query / (float(numpy.linalg.norm(query)) or 1.0))
-    cut = numpy.partition(similarities, n - k)[n - k]  # the k-th best similarity
-    top = numpy.flatnonzero(similarities >= cut)  # every row tied at the cut, so the row rule decides there too
-    order = top[numpy.lexsort((top, -similarities[top]))][:k]
-    return [(int(i), float(similarities[i])) for i in order]
+@dataclass(frozen=True)
+class DenseSource:
+    """What dense search reads of an index as its manifest stands now: the manifest, the fingerprint of its chunks,
+    and `vectors()`, which reads (ids sorted, unit float32 rows) of its indexed chunks from the store."""
+    manifest: Manifest
+    fingerprint: str
+    vectors: Callable[[], tuple[list[str], Any]]
 
 
 class DenseSearch:
-    """Dense search of one index. `ivf_defaults` / `ivf_requested`: "min_chunks" and "lists" of the approximate
-    search (requested None: as the manifest records, else the default), `ivf_probes` the lists a search reads
-    (0: ivf.default_probes)."""
+    """Dense search of the index at `place`. `ivf_defaults` / `ivf_requested`: "min_chunks" and "lists" of the
+    approximate search (requested None: as the manifest records, else the default), `ivf_probes` the lists a search
+    reads (0: ivf.default_probes); `quiet` silences notes on progress (never warnings)."""
 
-    def __init__(self, index: Index, ivf_defaults: dict[str, int], ivf_requested: dict[str, int | None],
-                 ivf_probes: int):
-        self.index = index
+    def __init__(self, place: IndexPlace, ivf_defaults: dict[str, int], ivf_requested: dict[str, int | None],
+                 ivf_probes: int, quiet: bool):
+        self.place, self.quiet = place, quiet
         self.ivf_defaults, self.ivf_requested, self.ivf_probes = dict(ivf_defaults), dict(ivf_requested), ivf_probes
         self._ivf: tuple[str, Any] | None = None  # (fingerprint, the loaded IVF or None)
         self._vectors: tuple[str, list[str], Any] | None = None  # (fingerprint, ids, unit vectors) for nearest()
@@ -59,7 +39,8 @@ class DenseSearch:
         """Drop the in-memory copy of the stored vectors (the manifest changed)."""
         self._vectors = None
 
-    def nearest(self, vector: Sequence[float], k: int, exact: bool = False) -> list[tuple[str, float]]:
+    def nearest(self, source: DenseSource, vector: Sequence[float], k: int,
+                exact: bool = False) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) of the k indexed chunks nearest to `vector`, best first; equal
         similarities are ordered by chunk id. Exact search over the stored vectors, or, on a shelf the sync gave
         an IVF (`describe`), its approximate search; `exact` forces exact search (to measure the IVF's recall).
@@ -67,21 +48,21 @@ class DenseSearch:
         Not Chroma's HNSW search: Chroma rebuilds that graph from its write-ahead log at every open, and the
         graph is not deterministic; one 912-chunk index gave Hit@20 0.915 to 0.949 from one open to the next.
         Both searches here return the same list for the same index and query on every copy of it."""
-        fingerprint = self.index.fingerprint()
-        if self._vectors is None or self._vectors[0] != fingerprint:
-            self._vectors = (fingerprint, *self.index.indexed_vectors())
+        if self._vectors is None or self._vectors[0] != source.fingerprint:
+            self._vectors = (source.fingerprint, *source.vectors())
         ids, matrix = self._vectors[1], self._vectors[2]
-        index = None if exact else self._loaded_ivf(len(ids))
+        index = None if exact else self._loaded_ivf(source, len(ids))
         found = ivf.search(index, matrix, vector, k, self._probes(index.lists)) if index is not None else \
             top_k_cosine(matrix, vector, k)
         return [(ids[i], similarity) for i, similarity in found]
 
-    def describe(self) -> dict:
+    def describe(self, source: DenseSource) -> dict:
         """How `nearest` searches this index: {"method": "exact"} or {"method": "ivf", "lists", "probes",
         "seed"}; "exact" also where the manifest names an IVF whose file is missing or stale (a warning said so)."""
-        manifest = self.index.manifest
+        manifest = source.manifest
         recorded = manifest.dense_search or {"method": "exact"}
-        if recorded.get("method") != "ivf" or self._loaded_ivf((manifest.counts or {}).get("chunks", 0)) is None:
+        if recorded.get("method") != "ivf" or \
+                self._loaded_ivf(source, (manifest.counts or {}).get("chunks", 0)) is None:
             return {"method": "exact"}
         return {"method": "ivf", "lists": recorded["lists"], "probes": self._probes(recorded["lists"]),
                 "seed": recorded["seed"]}
@@ -89,57 +70,59 @@ class DenseSearch:
     def _probes(self, lists: int) -> int:
         return min(lists, self.ivf_probes or ivf.default_probes(lists))
 
-    def _loaded_ivf(self, rows: int):
+    def _loaded_ivf(self, source: DenseSource, rows: int):
         """The IVF of the indexed chunks when the manifest names one and its file matches them, else None."""
-        if (self.index.manifest.dense_search or {}).get("method") != "ivf":
+        if (source.manifest.dense_search or {}).get("method") != "ivf":
             return None
-        fingerprint = self.index.fingerprint()
+        fingerprint = source.fingerprint
         if self._ivf is None or self._ivf[0] != fingerprint:
             try:
-                loaded = ivf.load(self.index.place.ivf_dir(), fingerprint, rows)
+                loaded = ivf.load(self.place.ivf_dir(), fingerprint, rows)
             except ivf.UnreadableIVF as exc:  # never exact search unasked where the manifest says approximate
-                raise RAGError(f"the IVF file {exc.path} of the index {self.index.location} cannot be read "
-                               f"({exc.why}); run `add_pdfs.py {self.index.place.index_flag()}`: "
+                raise RAGError(f"the IVF file {exc.path} of the index {self.place.location} cannot be read "
+                               f"({exc.why}); run `add_pdfs.py {self.place.index_flag()}`: "
                                f"a sync builds it again", reason="unreadable IVF file") from None
             if loaded is None:
-                log(f"warning: the IVF of the index {self.index.location} ({ivf.IVF_FILE}) is missing or does not "
+                log(f"warning: the IVF of the index {self.place.location} ({ivf.IVF_FILE}) is missing or does not "
                     f"match its chunks; dense search is exact (slower) until `add_pdfs.py "
-                    f"{self.index.place.index_flag()}` builds it again", False)
+                    f"{self.place.index_flag()}` builds it again", False)
             self._ivf = (fingerprint, loaded)
         return self._ivf[1]
 
-    def setting(self, key: str) -> int:
+    def setting(self, manifest: Manifest, key: str) -> int:
         """An IVF setting ("min_chunks", "lists"): as asked for, else as the manifest records it, else the default;
         a later sync without the flag keeps what an earlier one was given."""
-        asked, recorded = self.ivf_requested.get(key), self.index.manifest.ivf_settings or {}
+        asked, recorded = self.ivf_requested.get(key), manifest.ivf_settings or {}
         return asked if asked is not None else recorded.get(key, self.ivf_defaults[key])
 
-    def update(self) -> None:
+    def update(self, source: DenseSource) -> bool:
         """After a sync: give a shelf of setting("min_chunks") chunks or more the IVF of its chunks (rebuilt when
-        the chunks or its settings changed), record it in the manifest; a smaller shelf is searched exactly."""
-        manifest, folder = self.index.manifest, self.index.place.ivf_dir()
+        the chunks or its settings changed), record it in the manifest; a smaller shelf is searched exactly.
+        Whether the manifest's record changed (the caller writes it)."""
+        manifest, folder = source.manifest, self.place.ivf_dir()
         chunks = manifest.counts["chunks"]
         recorded, recorded_settings = manifest.dense_search, manifest.ivf_settings
-        settings = {key: self.setting(key) for key in self.ivf_defaults
-                    if self.setting(key) != self.ivf_defaults[key]} or None
-        if chunks < self.setting("min_chunks"):
+        settings = {key: self.setting(manifest, key) for key in self.ivf_defaults
+                    if self.setting(manifest, key) != self.ivf_defaults[key]} or None
+        if chunks < self.setting(manifest, "min_chunks"):
             wanted = None  # exact search: the manifest names no IVF
             (folder / ivf.IVF_FILE).unlink(missing_ok=True)
         else:
-            lists = self.setting("lists") or ivf.default_lists(chunks)
+            lists = self.setting(manifest, "lists") or ivf.default_lists(chunks)
             wanted = {"method": "ivf", "lists": min(chunks, lists), "seed": 0}
             try:
-                current = ivf.is_current(folder, self.index.fingerprint(), chunks)
+                current = ivf.is_current(folder, source.fingerprint, chunks)
             except ivf.UnreadableIVF as exc:
                 log(f"warning: the IVF file {exc.path} cannot be read ({exc.why}); building it again", False)
                 current = False
             if recorded != wanted or not current:
                 log(f"Building the IVF of {chunks} chunks ({wanted['lists']} lists) for approximate dense search",
-                    self.index.quiet)
-                _, matrix = self.index.indexed_vectors()
+                    self.quiet)
+                _, matrix = source.vectors()
                 folder.mkdir(parents=True, exist_ok=True)
-                ivf.save(ivf.build(matrix, wanted["lists"], wanted["seed"]), folder, self.index.fingerprint())
+                ivf.save(ivf.build(matrix, wanted["lists"], wanted["seed"]), folder, source.fingerprint)
         self._ivf = None
-        if (recorded, recorded_settings) != (wanted, settings):
-            manifest.dense_search, manifest.ivf_settings = wanted, settings
-            self.index.write_manifest()
+        if (recorded, recorded_settings) == (wanted, settings):
+            return False
+        manifest.dense_search, manifest.ivf_settings = wanted, settings
+        return True

@@ -13,8 +13,8 @@ from localrag import llm, llm_rerank
 from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
 from localrag.errors import EvalError
 from localrag.evaluate import metric_keys
-from localrag.index import parse_chunk_size
 from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, with_report_paths
+from localrag.settings import parse_chunk_size
 from localrag.pages import PAGE_OFFSET
 from localrag.query_text import text_problem
 from localrag.retriever import RETRIEVAL_MODES

@@ -1,11 +1,12 @@
 """The index as the rest of localRAG sees it (`Index`): one local folder or server collection, opened with its
 settings, searched (dense and BM25), and synced.
 
-`Index` composes the parts that do the work: where the index lives and Chroma's client (localrag/store.py), its
-manifest (localrag/manifest.py) and settings (localrag/settings.py), the writer locks (localrag/locks.py),
-the store check (localrag/store_check.py), sync (localrag/sync.py, planned by localrag/sync_plan.py, embedded and
-stored by localrag/chunk_writer.py) and dense search (localrag/dense.py); the BM25 arrays are kept here. Their
-names are re-exported: this module stays the package's one name for the index.
+`Index` composes the parts that do the work and hands each the pieces it uses: where the index lives and Chroma's
+client (localrag/store.py), its manifest (localrag/manifest.py) and settings (localrag/settings.py), its
+embedding model (localrag/index_model.py), the writer locks (localrag/locks.py), the store check
+(localrag/store_check.py), sync (localrag/sync.py, planned by localrag/sync_plan.py, embedded and stored by
+localrag/chunk_writer.py) and dense search (localrag/dense.py); the BM25 arrays are kept here. What a part defines
+is imported from that part.
 
 `Index.sync` follows the docs folder by file hash and never re-embeds unchanged files; chunks are embedded and
 committed in groups, and a later sync reuses every stored chunk of an interrupted one. add_pdfs.py builds an index
@@ -15,38 +16,27 @@ through local_rag.py's `LocalRAG`, which hands this module its settings at call 
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from localrag import embeddings as embedding_backends
 from localrag import models
 from localrag.bm25 import BM25Index
-from localrag.chunk_writer import STORE_WRITE_ROWS, GroupWriter, chunk_id, citation_metadata
-from localrag.dense import DenseSearch, one_blas_thread, top_k_cosine
+from localrag.chunk_writer import SyncTarget
+from localrag.dense import DenseSearch, DenseSource
 from localrag.errors import RAGError
+from localrag.index_model import IndexModel
+from localrag.locks import ServerLock, folder_lock
 from localrag.files import log
-from localrag.settings import (BM25_SETTINGS, PAGE_CHUNKS, PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS,
-                                     collection_name, parse_chunk_size, resolve_settings, significant_settings,
-                                     text_splitter)
-from localrag.locks import LOCK_FILE, ServerLock, folder_lock
-from localrag.manifest import (INDEX_FORMAT, INDEX_INFO_FILE, RECORDED_PACKAGES, Manifest, damaged_manifest_error,
-                               followed_paths, manifest_problem, package_versions, read_manifest)
-from localrag.pages import shown_page
-from localrag.pdf import ExtractedPdf
-from localrag.store import (BM25_DIR, COLLECTION_MARKER, STORE_READ_PAGE, IndexPlace, LazyStore, read_store,
-                            remove_tree, storage_error)
-from localrag.store_check import IndexCheck, check_store, inconsistency_error
-from localrag.sync import sync_pdfs, sync_records
-from localrag.sync_plan import SourceUnit, SyncReport, pdf_changes, rebuild_reasons, text_rules_reasons
+from localrag.manifest import Manifest, damaged_manifest_error, followed_paths, read_manifest
+from localrag.pdf import discover_pdfs
+from localrag.settings import collection_name, resolve_settings
+from localrag.store import IndexPlace, LazyStore, indexed_chunks, indexed_vectors
+from localrag.store_check import IndexCheck, check_store, foreign_collection, inconsistency_error
+from localrag.sync import PdfReading, Sync, SyncOptions
+from localrag.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_reasons, refuse_other_folder,
+                                text_rules_reasons)
 
-# The face: Index, and what its parts define that callers (local_rag.py, add_pdfs.py, the evaluation, bench/,
-# tests/) import from here.
-__all__ = ["BM25_DIR", "BM25_SETTINGS", "COLLECTION_MARKER", "INDEX_FORMAT", "INDEX_INFO_FILE", "LOCK_FILE",
-           "PAGE_CHUNKS", "PAGE_SETTINGS", "REBUILD_SETTINGS", "RECORDED_PACKAGES", "STORE_READ_PAGE",
-           "STORE_WRITE_ROWS", "UNRECORDED_SETTINGS", "GroupWriter", "Index", "IndexCheck", "LazyStore", "SourceUnit",
-           "SyncReport", "chunk_id", "citation_metadata", "collection_name", "log", "manifest_problem",
-           "one_blas_thread", "package_versions", "parse_chunk_size", "read_store", "remove_tree", "resolve_settings",
-           "significant_settings", "storage_error", "text_splitter", "top_k_cosine"]
 
 class Index:
     """One index folder or server collection. Settings left as None come from the index, then from `defaults`."""
@@ -70,7 +60,7 @@ class Index:
         self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
         self.place = IndexPlace(self.path, self.chroma_url, cache_dir=Path(cache_dir), low_disk_bytes=low_disk_bytes,
                                 quiet=quiet, listed_chunks=self._listed_chunks)
-        self.dense = DenseSearch(self, ivf_defaults, ivf_requested, ivf_probes)
+        self.dense = DenseSearch(self.place, ivf_defaults, ivf_requested, ivf_probes, quiet)
         self._requested = dict(requested)
         self._defaults = dict(defaults)
         self._load_embeddings = load_embeddings
@@ -84,9 +74,8 @@ class Index:
         self.place.collection_name = collection_name(self.settings) if self.chroma_url else collection
         if self.chroma_url:
             self.manifest = self._load_manifest()
-        # Loaded at the first text to embed: opening an index, a no-op sync and a cached evaluation need no model.
-        self._embeddings = None
         self._expected_export = expected_export or (lambda name, backend: models.expected_export(name, backend))
+        self.model = self._new_model()  # loaded at the first text to embed
         self._bm25 = None
         self._fingerprint: str | None = None
         self._server_lock = None if not self.chroma_url else ServerLock(
@@ -95,44 +84,33 @@ class Index:
 
     # ------------------------------------------------------------------ the embedding model, loaded lazily
 
+    def _new_model(self) -> IndexModel:
+        return IndexModel(self.settings["embedding_model"], self.settings["embedding_backend"],
+                          self._load_embeddings, self._expected_export)
+
     @property
     def embeddings(self):
         """The embedding model (LangChain Embeddings), loaded at the first access."""
-        if self._embeddings is None:
-            self._embeddings = self._load_embeddings(self.settings["embedding_model"],
-                                                     self.settings["embedding_backend"])
-        return self._embeddings
+        return self.model.embeddings
 
     @embeddings.setter
     def embeddings(self, value) -> None:
-        self._embeddings = value
-
-    @property
-    def embeddings_loaded(self) -> bool:
-        """Whether the embedding model has been loaded (or set) in this object."""
-        return self._embeddings is not None
+        self.model.embeddings = value
 
     @property
     def embedding_export(self) -> str | None:
-        """The export the model runs ("torch", "onnx-int8-avx2", ...): the loaded model's, else the one loading it
-        would give."""
-        if self._embeddings is not None:
-            return embedding_backends.export_name(self._embeddings)
-        return self._expected_export(self.settings["embedding_model"], self.settings["embedding_backend"])
+        """The export the model runs (IndexModel.export), without loading it."""
+        return self.model.export
 
     @property
     def embedding_prefixes(self) -> dict[str, str]:
-        """The prefixes the model applies (recorded in the manifest): the loaded model's, else by its name."""
-        if self._embeddings is not None:
-            return models.embedding_prefixes(self._embeddings)
-        return models.model_prefixes(self.settings["embedding_model"])
+        """The prefixes the model applies (IndexModel.prefixes), without loading it."""
+        return self.model.prefixes
 
     @property
     def embedding_model_name(self) -> str:
-        """The model's name as reports show it (never a local path): the loaded model's, else by its name."""
-        if self._embeddings is not None:
-            return self._embeddings.model_name
-        return models.display_name(self.settings["embedding_model"])
+        """The model's name as reports show it (IndexModel.display_name), without loading it."""
+        return self.model.display_name
 
     # ------------------------------------------------------------------ manifest and store
 
@@ -230,7 +208,7 @@ class Index:
 
     def stale_reasons(self) -> list[str]:
         """Why the stored index does not match this object's settings (empty when it does)."""
-        return rebuild_reasons(self) + text_rules_reasons(self.manifest)
+        return rebuild_reasons(self.manifest, self.settings, self.model) + text_rules_reasons(self.manifest)
 
     def file_text_rules(self, entry: dict) -> int:
         """The page text rules version a manifest entry's file was read with."""
@@ -271,7 +249,7 @@ class Index:
         settings = resolve_settings(self._requested, self.manifest.settings or {}, self._defaults)
         if settings != self.settings:
             self.settings = settings
-            self._embeddings = None  # the model of the new settings is loaded when a text is embedded
+            self.model = self._new_model()  # the model of the new settings is loaded when a text is embedded
             self._store = None
         self._fingerprint = None
         self._bm25 = None
@@ -315,28 +293,68 @@ class Index:
 
     # ------------------------------------------------------------------ indexing (localrag/sync.py)
 
-    def sync(self, paths: Sequence[str | Path], rebuild: bool, docs_root: str | Path | None, progress: bool, *,
-             wait: bool, switch_folder: bool, allow_empty: bool, group_chunks: int, embed_batch: int,
-             extract: Callable[[Sequence[Path], str], Iterator[ExtractedPdf]],
-             hash_file: Callable[[Path], str]) -> SyncReport:
+    def sync(self, paths: Sequence[str | Path], options: SyncOptions, reading: PdfReading) -> SyncReport:
         """Make the index hold exactly the PDFs under `paths`: add new, re-add changed, drop removed files.
 
-        Refused (RAGError) when the index follows other paths (unless `switch_folder` or `rebuild`) and when
-        `paths` hold no PDF at all while the index has files (unless `allow_empty`). Chunks are embedded
-        `embed_batch` at a time and committed in groups of `group_chunks`; `extract(paths, loader)` reads the
-        PDFs and `hash_file` tells changed files from unchanged ones.
+        Refused (RAGError) when the index follows other paths (unless `reading.switch_folder` or `options.rebuild`)
+        and when `paths` hold no PDF at all while the index has files (unless `reading.allow_empty`). Chunks are
+        embedded and committed as `options` say; `reading` says how the PDFs are read and hashed.
         """
-        return sync_pdfs(self, paths, rebuild, docs_root, progress, wait=wait, switch_folder=switch_folder,
-                         allow_empty=allow_empty, group_chunks=group_chunks, embed_batch=embed_batch, extract=extract,
-                         hash_file=hash_file)
+        discovery = discover_pdfs(paths, reading.docs_root)  # a missing path is refused before the index is touched
+        with self.writing(options.wait), self.place.storage_errors(), self.place.creating_store():
+            started, older = time.perf_counter(), older_format(self.manifest)
+            refuse_other_folder(self.manifest, self.followed_paths, self.location, paths, discovery.found,
+                                switch=reading.switch_folder or options.rebuild, allow_empty=reading.allow_empty)
+            run = self._start_sync(options.rebuild, started)
+            run.report.skipped = discovery.skipped  # named once, by the caller (add_pdfs.py's output, the report)
+            run.write_pdfs(paths, discovery.found, older, options, reading)
+            self._finish_sync(run)
+        return run.report
 
-    def sync_records(self, records: Iterable[dict], rebuild: bool, progress: bool, *, wait: bool,
-                     group_chunks: int, embed_batch: int) -> SyncReport:
+    def sync_records(self, records: Iterable[dict], options: SyncOptions) -> SyncReport:
         """Index dataset documents {doc_id, title, text, metadata}: one source each, title as the chunk header.
 
         Embedded and committed as `sync` does."""
-        return sync_records(self, records, rebuild, progress, wait=wait, group_chunks=group_chunks,
-                            embed_batch=embed_batch)
+        with self.writing(options.wait), self.place.storage_errors():
+            started, older = time.perf_counter(), older_format(self.manifest)
+            run = self._start_sync(options.rebuild, started)
+            run.write_records(records, older, options)
+            self._finish_sync(run)
+        return run.report
+
+    def _start_sync(self, rebuild: bool, started: float) -> Sync:
+        """Under the writer lock: ready the store for a sync (rebuild when asked or stale; refuse a foreign one);
+        the Sync that writes it, once it refused mismatched vectors and repaired what the store lost."""
+        report = SyncReport()
+        if self.info_problem:
+            if not rebuild:
+                raise self.manifest_error()
+            self.move_manifest_aside()
+        # A manifest (even a damaged one) says localRAG built this index.
+        if not (self.manifest.settings or self.info_problem or self.manifest_moved):
+            foreign = foreign_collection(self.place)
+            if foreign:
+                raise RAGError(foreign, reason="foreign Chroma collection")
+        reasons = rebuild_reasons(self.manifest, self.settings, self.model) if self.manifest.settings else []
+        if rebuild or reasons:
+            report.rebuilt_because = "--rebuild was given" if rebuild else "settings changed: " + "; ".join(reasons)
+            log(f"Rebuilding the whole index ({report.rebuilt_because})", self.quiet)
+            self.drop_everything()
+        if self.collection is None:
+            self.open_store()
+        run = Sync(SyncTarget(self.place, self.manifest, self.collection, self.settings, self.model,
+                              self.write_manifest, self.heartbeat, self.quiet), report, started)
+        run.prepare(rebuild, rebuilding=bool(rebuild or reasons))
+        return run
+
+    def _finish_sync(self, run: Sync) -> None:
+        """Finish the sync's manifest, then bring the IVF and BM25 arrays up to date with the chunks."""
+        run.finish()
+        if self.dense.update(self._dense_source()):
+            self.write_manifest()
+        run.drop_orphan_segments()
+        self.renew_bm25()
+        run.report.seconds = time.perf_counter() - run.started
 
     # ------------------------------------------------------------------ derived from the indexed chunks
 
@@ -369,41 +387,25 @@ class Index:
         if not BM25Index.is_saved(self.place.bm25_dir(), self.fingerprint(), self.settings["bm25_stemmer"]):
             self.bm25()
 
-    def _indexed(self, meta: dict | None) -> bool:
-        """Whether a stored chunk belongs to a fully indexed file (orphans of interrupted runs never do)."""
-        entry = self.files.get((meta or {}).get("source"))
-        return bool(entry) and meta.get("file_hash") == entry["sha256"]
-
     def indexed_chunks(self) -> list[tuple[str, str, dict]]:
         """(id, text, metadata) of every chunk of a fully indexed file, sorted by id; one read of the store."""
-        if self.vectorstore is None:
-            return []
-        data = read_store(self.vectorstore._collection, ["documents", "metadatas"])
-        # Chunks of an older format (synced since by no version that writes page_number) get page_number here,
-        # derived exactly from `page`; their section stays unknown until a sync upgrades them (Sync.upgrade_chunks).
-        return sorted((i, t, m if "page_number" in m else dict(m, page_number=shown_page(int(m["page"]))))
-                      for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if self._indexed(m))
+        return indexed_chunks(self._stored_collection(), self.manifest)
 
-    def indexed_vectors(self) -> tuple[list[str], "numpy.ndarray"]:
+    def indexed_vectors(self) -> tuple[list[str], Any]:
         """(ids sorted, their stored vectors scaled to unit length as float32 rows) of every fully indexed chunk."""
-        import numpy
+        return indexed_vectors(self._stored_collection(), self.manifest)
 
-        if self.vectorstore is None:
-            return [], numpy.zeros((0, 0), dtype=numpy.float32)
-        data = read_store(self.vectorstore._collection, ["embeddings", "metadatas"])
-        kept = sorted((i, v) for i, v, m in zip(data["ids"], data["embeddings"], data["metadatas"])
-                      if self._indexed(m))
-        if not kept:
-            return [], numpy.zeros((0, 0), dtype=numpy.float32)
-        matrix = numpy.asarray([v for _, v in kept], dtype=numpy.float32)
-        norms = numpy.linalg.norm(matrix, axis=1, keepdims=True)
-        return [i for i, _ in kept], matrix / numpy.where(norms == 0, 1.0, norms)
+    def _stored_collection(self):
+        return None if self.vectorstore is None else self.vectorstore._collection
 
     def nearest(self, vector: Sequence[float], k: int, exact: bool = False) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) of the k indexed chunks nearest to `vector`, best first (DenseSearch.nearest:
         exact, or the IVF's approximate search where the sync gave the shelf one; `exact` forces exact search)."""
-        return self.dense.nearest(vector, k, exact)
+        return self.dense.nearest(self._dense_source(), vector, k, exact)
 
     def dense_search(self) -> dict:
         """How `nearest` searches this index: {"method": "exact"} or {"method": "ivf", "lists", "probes", "seed"}."""
-        return self.dense.describe()
+        return self.dense.describe(self._dense_source())
+
+    def _dense_source(self) -> DenseSource:
+        return DenseSource(self.manifest, self.fingerprint(), self.indexed_vectors)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from localrag.vectors import one_blas_thread
+
 IVF_FILE = "ivf.npz"  # in the index folder, beside index_info.json
 TRAIN_ROWS_PER_LIST = 64  # k-means trains on at most this many sampled rows per list (the rest are assigned)
 ITERATIONS = 12  # Lloyd iterations of the training
@@ -86,16 +88,14 @@ def build(matrix: Any, lists: int, seed: int = 0) -> IVF:
 
 def search(ivf: IVF, matrix: Any, vector: Sequence[float], k: int, probes: int) -> list[tuple[int, float]]:
     """(row, cosine) of the k best rows of the `probes` lists nearest to `vector`, best first; equal similarities
-    in row order, as index.top_k_cosine orders them (probing every list gives its list)."""
+    in row order, as vectors.top_k_cosine orders them (probing every list gives its list)."""
     import numpy
 
     query = numpy.asarray(vector, dtype=numpy.float32)
     query = query / (float(numpy.linalg.norm(query)) or 1.0)
     if ivf.grouped is None:
         ivf.grouped = numpy.ascontiguousarray(matrix[ivf.order])
-    from localrag.index import one_blas_thread
-
-    with one_blas_thread():  # why: index.one_blas_thread
+    with one_blas_thread():  # why: vectors.one_blas_thread
         near = ivf.centroids @ query
         probed = numpy.lexsort((numpy.arange(ivf.lists), -near))[:max(1, min(probes, ivf.lists))]
         blocks = [(ivf.offsets[j], ivf.offsets[j + 1]) for j in probed]
@@ -106,7 +106,7 @@ def search(ivf: IVF, matrix: Any, vector: Sequence[float], k: int, probes: int) 
 
 
 def top_k_cosine_of(similarities: Any, rows: Any, k: int) -> Any:
-    """Positions of the k best similarities, equal ones in ascending row order (index.top_k_cosine's rule)."""
+    """Positions of the k best similarities, equal ones in ascending row order (vectors.top_k_cosine's rule)."""
     import numpy
 
     n, k = len(similarities), min(k, len(similarities))

@@ -22,6 +22,7 @@ from localrag.pdf import ExtractedPdf
 from localrag.retriever import Retriever, Trace, check_k, check_mode
 from localrag.settings import IndexSettings, RetrievalSettings
 from localrag.store_check import IndexCheck
+from localrag.sync import PdfReading, SyncOptions
 from localrag.sync_plan import SyncReport
 
 if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
@@ -217,18 +218,20 @@ class LocalRAG:
         `paths` hold no PDF at all while the index has files (unless `allow_empty`).
         """
         face = self.face
-        return self.index.sync((face.DOCS_PATH,) if paths is None else paths, rebuild, docs_root, progress,
-                               wait=face.WAIT_FOR_LOCK if wait is None else wait, switch_folder=switch_folder,
-                               allow_empty=allow_empty, group_chunks=face.INDEX_GROUP_CHUNKS,
-                               embed_batch=face.EMBEDDING_BATCH_SIZE, extract=face.iter_extracted,
-                               hash_file=face.file_sha256)
+        options = SyncOptions(rebuild=rebuild, progress=progress, wait=face.WAIT_FOR_LOCK if wait is None else wait,
+                              group_chunks=face.INDEX_GROUP_CHUNKS, embed_batch=face.EMBEDDING_BATCH_SIZE)
+        return self.index.sync((face.DOCS_PATH,) if paths is None else paths, options,
+                               PdfReading(extract=face.iter_extracted, hash_file=face.file_sha256, docs_root=docs_root,
+                                          switch_folder=switch_folder, allow_empty=allow_empty))
 
     def sync_records(self, records: Iterable[dict], rebuild: bool = False, progress: bool = True, *,
                      wait: bool | None = None) -> SyncReport:
         """Index dataset documents {doc_id, title, text, metadata}: one source each, title as the chunk header."""
         face = self.face
-        return self.index.sync_records(records, rebuild, progress, wait=face.WAIT_FOR_LOCK if wait is None else wait,
-                                       group_chunks=face.INDEX_GROUP_CHUNKS, embed_batch=face.EMBEDDING_BATCH_SIZE)
+        return self.index.sync_records(records, SyncOptions(rebuild=rebuild, progress=progress,
+                                                            wait=face.WAIT_FOR_LOCK if wait is None else wait,
+                                                            group_chunks=face.INDEX_GROUP_CHUNKS,
+                                                            embed_batch=face.EMBEDDING_BATCH_SIZE))
 
     # ------------------------------------------------------------------ retrieval (localrag/retriever.py)
 

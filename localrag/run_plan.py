@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.errors import EvalError, RAGError
 from localrag.eval_defaults import CommandLine, EvalOptions, LocalRAGLike, log
-from localrag.index import parse_chunk_size, resolve_settings, significant_settings
+from localrag.settings import parse_chunk_size, resolve_settings, significant_settings
 from localrag.pdf import PDF_LOADERS
 from localrag.retriever import RETRIEVAL_MODES
 from localrag.settings import OPTION_NAMES

@@ -1,6 +1,7 @@
 """Where an index lives and how it is reached (`IndexPlace`): a local folder, read from a private copy when it is
-read-only, or a collection on a Chroma server; Chroma's client of it, the collection (`LazyStore`), paged reads,
-where its manifest and derived arrays are kept, and storage errors (a full or read-only disk) in a few words.
+read-only, or a collection on a Chroma server; Chroma's client of it, the collection (`LazyStore`), paged reads
+(the chunks and vectors of the files a manifest lists: `indexed_chunks`, `indexed_vectors`), where its manifest and
+derived arrays are kept, and storage errors (a full or read-only disk) in a few words.
 
 chromadb is imported when a client is first needed (a local index's manifest is read without one).
 """
@@ -13,12 +14,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from localrag.errors import RAGError
 from localrag.files import log
 from localrag.locks import LOCK_FILE
 from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE, Manifest
+from localrag.pages import shown_page
 
 # Chroma phones home unless told not to; set before chromadb is imported (this module imports it when used).
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -60,6 +62,41 @@ def read_store(collection, include: list[str]) -> dict[str, list]:
         for key in out:
             out[key] += list(data[key])  # embeddings come as one array
     return out
+
+
+def _indexed(manifest: Manifest, meta: dict | None) -> bool:
+    """Whether a stored chunk belongs to a fully indexed file (orphans of interrupted runs never do)."""
+    entry = manifest.files.get((meta or {}).get("source"))
+    return bool(entry) and meta.get("file_hash") == entry["sha256"]
+
+
+def indexed_chunks(collection, manifest: Manifest) -> list[tuple[str, str, dict]]:
+    """(id, text, metadata) of every chunk of a file `manifest` lists as fully indexed, sorted by id; one read of
+    the collection (None, no store yet: none)."""
+    if collection is None:
+        return []
+    data = read_store(collection, ["documents", "metadatas"])
+    # Chunks of an older format (synced since by no version that writes page_number) get page_number here,
+    # derived exactly from `page`; their section stays unknown until a sync upgrades them (Sync.upgrade_chunks).
+    return sorted((i, t, m if "page_number" in m else dict(m, page_number=shown_page(int(m["page"]))))
+                  for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if _indexed(manifest, m))
+
+
+def indexed_vectors(collection, manifest: Manifest) -> tuple[list[str], Any]:
+    """(ids sorted, their stored vectors scaled to unit length as float32 rows) of every chunk of a file `manifest`
+    lists as fully indexed (None, no store yet: none)."""
+    import numpy
+
+    if collection is None:
+        return [], numpy.zeros((0, 0), dtype=numpy.float32)
+    data = read_store(collection, ["embeddings", "metadatas"])
+    kept = sorted((i, v) for i, v, m in zip(data["ids"], data["embeddings"], data["metadatas"])
+                  if _indexed(manifest, m))
+    if not kept:
+        return [], numpy.zeros((0, 0), dtype=numpy.float32)
+    matrix = numpy.asarray([v for _, v in kept], dtype=numpy.float32)
+    norms = numpy.linalg.norm(matrix, axis=1, keepdims=True)
+    return [i for i, _ in kept], matrix / numpy.where(norms == 0, 1.0, norms)
 
 
 def delete_ids(collection, ids: Sequence[str]) -> None:

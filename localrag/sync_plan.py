@@ -17,7 +17,7 @@ from localrag.manifest import INDEX_FORMAT, Manifest
 from localrag.pdf import TEXT_RULES, discover_pdfs
 
 if TYPE_CHECKING:
-    from localrag.index import Index
+    from localrag.index_model import IndexModel
 
 
 @dataclass
@@ -145,21 +145,22 @@ def older_format(manifest: Manifest) -> int | None:
     return stored if manifest.settings and stored < INDEX_FORMAT else None
 
 
-def refuse_other_folder(index: Index, paths: Sequence[str | Path], found: dict[str, Path], *, switch: bool,
-                        allow_empty: bool) -> None:
-    """RAGError when the index follows other paths (unless `switch`), and when `paths` hold no PDF at all while the
-    index has files (unless `allow_empty`)."""
+def refuse_other_folder(manifest: Manifest, recorded: list[str], location: str, paths: Sequence[str | Path],
+                        found: dict[str, Path], *, switch: bool, allow_empty: bool) -> None:
+    """RAGError when the index at `location` follows other paths than `paths` (`recorded`: those it follows,
+    absolute) unless `switch`, and when `paths` hold no PDF at all while the index has files (unless
+    `allow_empty`)."""
     followed = sorted(str(Path(p).resolve()) for p in paths)
-    recorded = sorted(index.followed_paths)
-    if recorded and recorded != followed and index.files and not switch:
-        raise RAGError(f"the index {index.location} follows {', '.join(recorded)}, not {', '.join(followed)}; "
+    recorded = sorted(recorded)
+    if recorded and recorded != followed and manifest.files and not switch:
+        raise RAGError(f"the index {location} follows {', '.join(recorded)}, not {', '.join(followed)}; "
                        f"syncing it with another folder would replace its files. Give the folder it follows, "
                        f"or add --switch-folder (or --rebuild) to make it follow {', '.join(followed)}",
                        reason="index follows another folder")
-    known = set(index.files) | set(index.manifest.failed or {})
+    known = set(manifest.files) | set(manifest.failed or {})
     if not found and known and not allow_empty:  # --rebuild too: a typo must not empty it
         raise RAGError(f"{', '.join(map(str, paths))} holds no PDF files; syncing would remove all "
-                       f"{len(known)} files from the index {index.location}. Check the path, or add "
+                       f"{len(known)} files from the index {location}. Check the path, or add "
                        f"--allow-empty to empty the index", reason="no PDF files")
 
 
@@ -179,25 +180,26 @@ def pdf_changes(manifest: Manifest, docs_path: str | Path, hash_file: Callable[[
     return changes
 
 
-def rebuild_reasons(index: Index) -> list[str]:
-    """Settings of the stored index that differ from the Index object's: each one means a whole rebuild."""
-    stored = index.manifest.settings
+def rebuild_reasons(manifest: Manifest, settings: dict, model: IndexModel) -> list[str]:
+    """Settings of the stored index (its `manifest`) that differ from the requested `settings` and `model`: each one
+    means a whole rebuild. The model is described, never loaded."""
+    stored = manifest.settings
     if not stored:
         return ["no index has been built yet"]
     stored = {**UNRECORDED_SETTINGS, **stored}
-    keys = REBUILD_SETTINGS + tuple(k for k in PAGE_SETTINGS if k in stored or k in index.settings)
-    reasons = [f"{key}: index has {stored.get(key)!r}, requested {index.settings.get(key)!r}"
-               for key in keys if stored.get(key) != index.settings.get(key)]
+    keys = REBUILD_SETTINGS + tuple(k for k in PAGE_SETTINGS if k in stored or k in settings)
+    reasons = [f"{key}: index has {stored.get(key)!r}, requested {settings.get(key)!r}"
+               for key in keys if stored.get(key) != settings.get(key)]
     # Indexes older than the prefix record were embedded without prefixes (no model had any then).
-    built_prefixes = index.manifest.embedding_prefixes
+    built_prefixes = manifest.embedding_prefixes
     built_prefixes = models.NO_PREFIXES if built_prefixes is None else built_prefixes
-    if built_prefixes != index.embedding_prefixes:
+    if built_prefixes != model.prefixes:
         def shown(p: dict) -> str:
             return f"query {p.get('query', '')!r} passage {p.get('passage', '')!r}"
 
-        reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {index.embedding_model_name} uses "
-                       f"{shown(index.embedding_prefixes)}")
-    built_with, runs = index.manifest.embedding_export, index.embedding_export
+        reasons.append(f"embedding prefixes: index has {shown(built_prefixes)}, {model.display_name} uses "
+                       f"{shown(model.prefixes)}")
+    built_with, runs = manifest.embedding_export, model.export
     if not reasons and built_with and runs and built_with != runs:
         # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
         reasons.append(f"embedding export: index was embedded by {built_with!r}, this machine runs {runs!r}")

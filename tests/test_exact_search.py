@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 from local_rag import LocalRAG
-from localrag.index import top_k_cosine
+from localrag.vectors import top_k_cosine
 
 WORDS = ("option volatility pricing rainfall harvest espresso grinder castle trial clerk ledger dividend glacier "
          "volcano tyre bicycle aqueduct honey pollen jazz trumpet caffeine river bridge").split()
