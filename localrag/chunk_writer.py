@@ -12,13 +12,12 @@ from typing import Any, Callable, Iterator, Sequence
 from localrag import embeddings as embedding_backends
 from localrag.context import chunk_context
 from localrag.files import log
-from localrag.index_model import IndexModel
 from localrag.manifest import Manifest
 from localrag.settings import text_splitter
 from localrag.pages import chunk_header, shown_page
 from localrag.pdf import TEXT_RULES, sections_by_page
 from localrag.store import IndexPlace, delete_ids
-from localrag.sync_plan import SourceUnit, SyncReport
+from localrag.sync_report import EmbeddingModel, SourceUnit, SyncReport
 
 # Chunks per Chroma write done in OpenVINO's wait (GroupWriter): a call costs ~36 ms besides ~1.2 ms a chunk, so
 # one write per group of 256 (~0.35 s, two batches of 16) costs the least CPU; 32 a call took 1.7x as long.
@@ -35,7 +34,7 @@ class SyncTarget:
     manifest: Manifest
     collection: Any
     settings: dict
-    model: IndexModel
+    model: EmbeddingModel
     write_manifest: Callable[[], None]
     heartbeat: Callable[[], None]
     quiet: bool

@@ -14,10 +14,9 @@ from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions, Gates
 from localrag.errors import EvalError
 from localrag.evaluate import metric_keys
 from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, with_report_paths
-from localrag.settings import parse_chunk_size
+from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
 from localrag.pages import PAGE_OFFSET
 from localrag.query_text import text_problem
-from localrag.retriever import RETRIEVAL_MODES
 from localrag.run_plan import apply_profile, check_sweep, warn_ineffective_settings
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from localrag.errors import EvalError
 from localrag.files import display_path
-from localrag.goldset import GoldsetRow, write_goldset_csv
+from localrag.goldset import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, GoldsetRow, write_goldset_csv  # noqa: F401
 from localrag.language import guess_language
 from localrag.llm_questions import build_llm_prompt, parse_llm_reply
 from localrag.noise import analysis_text, build_noise_context, filter_chunks, fraction, page_noise
@@ -50,10 +50,6 @@ LLM_MAX_CONSECUTIVE_FAILURES = 5
 # --- Quality gates --------------------------------------------------------------------------------
 # Highest share of a question's content words that may occur verbatim in its chunk.
 MAX_COPIED_SHARE = 0.5
-# Token Jaccard similarity from which two questions count as near-duplicates.
-NEAR_DUPLICATE_JACCARD = 0.8
-# Fewest words a question may have (generation gate and lint warning).
-MIN_QUESTION_WORDS = 3
 
 # Quality gates in the order they are applied.
 GATES = ("too_short", "noise_page", "copied", "duplicate")

@@ -157,6 +157,12 @@ class _Row:
 # Small pure helpers
 
 
+# Token Jaccard similarity from which two questions count as near-duplicates.
+NEAR_DUPLICATE_JACCARD = 0.8
+
+# Fewest words a question may have (generation gate and lint warning).
+MIN_QUESTION_WORDS = 3
+
 def normalize_question(text: str) -> str:
     """Collapse all whitespace runs to one space, trim, and apply Unicode NFC."""
     return unicodedata.normalize("NFC", " ".join(text.split()))

@@ -28,8 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from localrag.generate import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD
-from localrag.goldset import normalize_source
+from localrag.goldset import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, normalize_source
 from localrag.pages import PAGE_OFFSET
 from localrag.words import jaccard, set_jaccard, tokens, word_count
 

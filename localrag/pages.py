@@ -11,9 +11,13 @@ document identity and section) before its line break; chunk_header writes it and
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # People count pages from 1 (what a PDF viewer shows); the loaders count from 0.
 PAGE_OFFSET = 1
+# Version of the page text rules (pdf.normalize_pages; 1: the raw text of LangChain's loaders): recorded per file in
+# the manifest, so that a change of the rules re-reads the files.
+TEXT_RULES = 2
 # The header chunk_header writes, as a pattern: anchored at the start, one line, the page a whole number.
 _CHUNK_HEADER = re.compile(r"\A\[[^\n]*?, page \d+\](?: [^\n]*)?\n")
 
@@ -33,3 +37,8 @@ def chunk_header(source: str, page: int, context: str = "") -> str:
 def strip_chunk_header(text: str) -> str:
     """The chunk text without its first line if that is a header chunk_header wrote."""
     return _CHUNK_HEADER.sub("", text, count=1)
+
+
+def page_key(doc: Any) -> tuple[str, int]:
+    """The page a chunk (a LangChain Document) stands on: (file, 0-based page)."""
+    return doc.metadata["source"], int(doc.metadata["page"])

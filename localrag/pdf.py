@@ -45,10 +45,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from localrag.errors import RAGError
-from localrag.pages import shown_page
+from localrag.pages import TEXT_RULES, shown_page  # noqa: F401 - TEXT_RULES: the version of normalize_pages' rules
 from localrag.settings import PDF_LOADERS  # noqa: F401 - the text extractors `extract_pdf` knows
 
-TEXT_RULES = 2  # version of the page text rules of `normalize_pages` (1: the raw text of LangChain's loaders)
 OUTLINE_MAX_DEPTH = 15  # outline (bookmark) levels read; pdfium's own default, deeper than any real document
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from langchain_core.documents import Document
 
@@ -17,11 +17,28 @@ from localrag.errors import RAGError
 from localrag import context, llm_rerank
 from localrag.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing, union_ids,
                              with_document_prior)
-from localrag.index import Index
+from localrag.pages import page_key  # noqa: F401 - where retrieval ranks by page
 from localrag.query_text import text_problem
 from localrag.settings import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, RetrievalSettings,  # noqa: F401 - face
                                check_fusion, check_mode, check_rank_by)
 
+
+
+class Index(Protocol):
+    """What retrieval uses of an index (index.Index): its chunks, vectors, BM25 arrays and state."""
+
+    embeddings: Any  # the embedding model, loaded at the first access
+    embedding_export: str | None
+    settings: dict
+    files: dict[str, dict]
+    vectorstore: Any
+    revision: int
+
+    def fingerprint(self) -> str: ...
+    def bm25(self) -> Any: ...
+    def indexed_chunks(self) -> list[tuple[str, str, dict]]: ...
+    def nearest(self, vector: Sequence[float], k: int, exact: bool = False) -> list[tuple[str, float]]: ...
+    def require_built(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -58,10 +75,6 @@ def check_k(k: object) -> None:
         raise RAGError(f"k must be a whole number of at least 1 chunk, got {k!r}")
 
 
-
-def page_key(doc: Document) -> tuple[str, int]:
-    """The page a chunk stands on: (file, 0-based page)."""
-    return doc.metadata["source"], int(doc.metadata["page"])
 
 
 

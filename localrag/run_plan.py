@@ -15,13 +15,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from localrag.embeddings import BACKENDS as EMBEDDING_BACKENDS
 from localrag.errors import EvalError, RAGError
 from localrag.eval_defaults import CommandLine, EvalOptions, LocalRAGLike, log
-from localrag.settings import parse_chunk_size, resolve_settings, significant_settings
-from localrag.pdf import PDF_LOADERS
-from localrag.retriever import RETRIEVAL_MODES
-from localrag.settings import OPTION_NAMES
+from localrag.settings import (EMBEDDING_BACKENDS, OPTION_NAMES, PDF_LOADERS, RETRIEVAL_MODES, parse_chunk_size,
+                               resolve_settings, significant_settings)
 
 
 # Index settings the evaluation takes, by option name (flag and sweep axis), with the index's name for each.

@@ -1,76 +1,21 @@
 """What a sync will do, decided from the manifest and the docs folder (or the dataset records) before it writes
 anything: which sources are new, changed, unchanged, failed before, gone or to be read again under newer page
 text rules (`plan_pdfs`, `plan_records`), why the whole index must be rebuilt (`rebuild_reasons`), and what a
-sync must refuse. The report of a sync (`SyncReport`) starts as its plan's file lists."""
+sync must refuse. The report of a sync (sync_report.SyncReport) starts as its plan's file lists."""
 from __future__ import annotations
 
 import collections
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from localrag import models
+from localrag import model_names
 from localrag.errors import RAGError
 from localrag.settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS
 from localrag.manifest import INDEX_FORMAT, Manifest
 from localrag.pdf import TEXT_RULES, discover_pdfs
-
-if TYPE_CHECKING:
-    from localrag.index_model import IndexModel
-
-
-@dataclass
-class SyncReport:
-    """What one sync did; printed by add_pdfs.py and the evaluation."""
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    reread: list[str] = field(default_factory=list)  # unchanged files read again under newer page text rules
-    removed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # folder entries not read (links), with why
-    repaired: list[tuple[str, str]] = field(default_factory=list)  # sources re-embedded because the store lost chunks
-    orphans_removed: int = 0  # stored chunks of no indexed file (left by an interrupted or concurrent run)
-    empty_pages: list[tuple[str, int]] = field(default_factory=list)  # (source, 0-based page) without text
-    pages: int = 0  # pages of the files this sync completed
-    chunks: int = 0  # chunks embedded and stored by this sync (not those of an interrupted run it reused)
-    kept: int = 0  # stored chunks of re-read or resumed files whose text and metadata were unchanged (not embedded)
-    seconds: float = 0.0
-    rebuilt_because: str | None = None
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed or self.reread or self.rebuilt_because
-                    or self.repaired or self.orphans_removed)
-
-    def file_lines(self) -> list[tuple[str, str]]:
-        """(what happened, file) for each file added, updated, removed or re-read, as the CLIs print them."""
-        return [(label, name) for label, names in (("added", self.added), ("updated", self.updated),
-                                                    ("removed", self.removed), ("re-read", self.reread))
-                for name in names]
-
-    def summary(self) -> str:
-        repaired = f" / repaired {len(self.repaired)}" if self.repaired else ""
-        reread = f" / re-read {len(self.reread)}" if self.reread else ""
-        kept = f" ({self.kept} stored chunks kept as they were)" if self.kept else ""
-        skipped = f" / skipped {len(self.skipped)}" if self.skipped else ""
-        return (f"files added {len(self.added)} / updated {len(self.updated)} / removed {len(self.removed)} / "
-                f"unchanged {len(self.unchanged)} / failed {len(self.failed)}{skipped}{repaired}{reread}; "
-                f"{self.pages} pages and {self.chunks} chunks embedded{kept}; {self.seconds:.1f} s")
-
-
-@dataclass
-class SourceUnit:
-    """One indexable source: a PDF file or a dataset document, with its pages' texts."""
-    source: str
-    file_hash: str
-    pages: list[tuple[int, str, str]]  # (0-based page, label, text)
-    header: str | None = None  # chunk header; None means chunk_header(source, page, context line)
-    context: str = ""  # the document's identity (localrag/context.py), for the context lines of its chunks
-    extra_metadata: dict = field(default_factory=dict)
-    extraction_method: str = ""
-    outline: list[tuple[int, str]] = field(default_factory=list)  # (0-based start page, title) of the PDF's outline
+from localrag.sync_report import EmbeddingModel, SourceUnit, SyncReport
 
 
 @dataclass
@@ -180,7 +125,7 @@ def pdf_changes(manifest: Manifest, docs_path: str | Path, hash_file: Callable[[
     return changes
 
 
-def rebuild_reasons(manifest: Manifest, settings: dict, model: IndexModel) -> list[str]:
+def rebuild_reasons(manifest: Manifest, settings: dict, model: EmbeddingModel) -> list[str]:
     """Settings of the stored index (its `manifest`) that differ from the requested `settings` and `model`: each one
     means a whole rebuild. The model is described, never loaded."""
     stored = manifest.settings
@@ -192,7 +137,7 @@ def rebuild_reasons(manifest: Manifest, settings: dict, model: IndexModel) -> li
                for key in keys if stored.get(key) != settings.get(key)]
     # Indexes older than the prefix record were embedded without prefixes (no model had any then).
     built_prefixes = manifest.embedding_prefixes
-    built_prefixes = models.NO_PREFIXES if built_prefixes is None else built_prefixes
+    built_prefixes = model_names.NO_PREFIXES if built_prefixes is None else built_prefixes
     if built_prefixes != model.prefixes:
         def shown(p: dict) -> str:
             return f"query {p.get('query', '')!r} passage {p.get('passage', '')!r}"
