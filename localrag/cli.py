@@ -57,7 +57,7 @@ def add_index_setting_flags(group: argparse._ArgumentGroup, defaults: Mapping[st
         flag = f"--{(meta['option'] or setting.name).replace('_', '-')}"
         help = f"{meta['help']}{extra_help.get(setting.name, '')} " \
                f"(default: the index's, else {defaults[meta['constant']]})"
-        if meta["switch"]:
+        if meta["parse"] is bool:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
         else:
             group.add_argument(flag, default=None, choices=meta["choices"],

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -30,7 +31,7 @@ from localrag.locks import ServerLock, folder_lock
 from localrag.files import log
 from localrag.manifest import Manifest, damaged_manifest_error, followed_paths, read_manifest
 from localrag.pdf import discover_pdfs
-from localrag.settings import collection_name, resolve_settings
+from localrag.settings import IndexSettings, IvfSettings, collection_name, resolve_settings
 from localrag.store import IndexPlace, LazyStore, indexed_chunks, indexed_vectors
 from localrag.store_check import IndexCheck, check_store, foreign_collection, inconsistency_error
 from localrag.sync import PdfReading, Sync, SyncOptions
@@ -38,32 +39,49 @@ from localrag.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_r
                                 text_rules_reasons)
 
 
+@dataclass(frozen=True)
+class StoreOptions:
+    """Where an index is stored and how its writes are guarded: a shared Chroma server (`chroma_url`, None: the local
+    folder), the `collection` inside a local folder, where a server index keeps its BM25 arrays (`cache_dir`), the
+    free bytes under which a write error is a full disk (`low_disk_bytes`, see store.storage_error), and the age of a
+    server lock record without a heartbeat that marks its writer as dead (`lock_stale_seconds`)."""
+
+    chroma_url: str | None
+    collection: str
+    cache_dir: str | Path
+    low_disk_bytes: int
+    lock_stale_seconds: float
+
+
+@dataclass(frozen=True)
+class ModelLoading:
+    """How an index's embedding model is loaded, `load(name, backend)`, and the export that loading would run,
+    `expected_export(name, backend)` (None: models.expected_export without calibration texts), so that the manifest
+    can be checked without loading the model."""
+
+    load: Callable[[str, str], Any]
+    expected_export: Callable[[str, str], str | None] | None = None
+
+
 class Index:
     """One index folder or server collection. Settings left as None come from the index, then from `defaults`."""
 
-    def __init__(self, path: str | Path, requested: dict, defaults: dict,
-                 load_embeddings: Callable[[str, str], Any], *, chroma_url: str | None, collection: str,
-                 cache_dir: str | Path, low_disk_bytes: int, lock_stale_seconds: float, quiet: bool = False,
-                 expected_export: Callable[[str, str], str | None] | None = None,
-                 ivf_defaults: dict[str, int], ivf_requested: dict[str, int | None], ivf_probes: int):
-        """`requested`/`defaults`: the REBUILD_SETTINGS as the caller chose them (None: not chosen) and their
-        defaults; `load_embeddings(name, backend)` loads the model, at its first use (`embeddings`);
-        `expected_export(name, backend)`: the export that loading would run (default: models.expected_export
-        without calibration texts), so that the manifest can be checked without loading the model;
-        `collection`: the collection inside a local folder; `cache_dir`: where a server index keeps its BM25
-        arrays; `low_disk_bytes`: see `storage_error`; `lock_stale_seconds`: age of a server lock record without
-        a heartbeat that marks its writer as dead. `ivf_defaults` / `ivf_requested`: "min_chunks" and "lists" of
-        the approximate dense search (localrag/ivf.py; requested None: as the manifest records, else the default),
-        `ivf_probes` the lists a search reads (0: ivf.default_probes)."""
+    def __init__(self, path: str | Path, settings: IndexSettings, store: StoreOptions, *, defaults: IndexSettings,
+                 model: ModelLoading, ivf: IvfSettings, quiet: bool = False):
+        """`settings`: the index settings the caller chose (None fields: the index's, else `defaults`'s); `store`:
+        where the index is stored and how its writes are guarded; `model`: how its embedding model is loaded, at
+        its first use (`embeddings`), and described without loading it; `ivf`: the approximate dense search's
+        settings (IvfSettings)."""
         self.path = Path(path)
         self.quiet = quiet
-        self.chroma_url = chroma_url.rstrip("/") if chroma_url else None
-        self.place = IndexPlace(self.path, self.chroma_url, cache_dir=Path(cache_dir), low_disk_bytes=low_disk_bytes,
-                                quiet=quiet, listed_chunks=self._listed_chunks)
-        self.dense = DenseSearch(self.place, ivf_defaults, ivf_requested, ivf_probes, quiet)
-        self._requested = dict(requested)
-        self._defaults = dict(defaults)
-        self._load_embeddings = load_embeddings
+        self.chroma_url = store.chroma_url.rstrip("/") if store.chroma_url else None
+        self.place = IndexPlace(self.path, self.chroma_url, cache_dir=Path(store.cache_dir),
+                                low_disk_bytes=store.low_disk_bytes, quiet=quiet, listed_chunks=self._listed_chunks)
+        self.dense = DenseSearch(self.place, {"min_chunks": ivf.default_min_chunks, "lists": ivf.default_lists},
+                                 {"min_chunks": ivf.min_chunks, "lists": ivf.lists}, ivf.probes, quiet)
+        self._requested = settings.chosen()
+        self._defaults = defaults.chosen()
+        self._load_embeddings = model.load
         self._store: LazyStore | None = None
         self.revision = 0  # counts manifest writes and reloads: what was derived from an older manifest is stale
         self.info_problem: str | None = None  # why index_info.json cannot be trusted; None when it can
@@ -71,16 +89,16 @@ class Index:
         # On a server the collection name is derived from the settings, so stored settings cannot be read first.
         self.manifest = Manifest() if self.chroma_url else self._load_manifest()
         self.settings = resolve_settings(self._requested, self.manifest.settings or {}, self._defaults)
-        self.place.collection_name = collection_name(self.settings) if self.chroma_url else collection
+        self.place.collection_name = collection_name(self.settings) if self.chroma_url else store.collection
         if self.chroma_url:
             self.manifest = self._load_manifest()
-        self._expected_export = expected_export or (lambda name, backend: models.expected_export(name, backend))
+        self._expected_export = model.expected_export or (lambda name, backend: models.expected_export(name, backend))
         self.model = self._new_model()  # loaded at the first text to embed
         self._bm25 = None
         self._fingerprint: str | None = None
         self._server_lock = None if not self.chroma_url else ServerLock(
             self.place.info_collection, self.location, key=f"{self.chroma_url} {self.collection_name}",
-            stale_seconds=lock_stale_seconds, quiet=quiet)
+            stale_seconds=store.lock_stale_seconds, quiet=quiet)
 
     # ------------------------------------------------------------------ the embedding model, loaded lazily
 

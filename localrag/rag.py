@@ -16,11 +16,11 @@ from langchain_core.documents import Document
 
 from localrag import llm_rerank
 from localrag.errors import RAGError
-from localrag.index import Index
+from localrag.index import Index, ModelLoading, StoreOptions
 from localrag.files import log
 from localrag.pdf import ExtractedPdf
 from localrag.retriever import Retriever, Trace, check_k, check_mode
-from localrag.settings import IndexSettings, RetrievalSettings
+from localrag.settings import IndexSettings, IvfSettings, RetrievalSettings
 from localrag.store_check import IndexCheck
 from localrag.sync import PdfReading, SyncOptions
 from localrag.sync_plan import SyncReport
@@ -116,15 +116,15 @@ class LocalRAG:
         self.allow_downloads = face.ALLOW_DOWNLOADS if options.allow_downloads is None else bool(options.allow_downloads)
         allow = self.allow_downloads
         # The embedding model is loaded when a text must be embedded (Index.embeddings), not here.
-        self.index = Index(path, index.chosen(), IndexSettings.from_constants(constants).chosen(),
-                           lambda name, backend: face.load_embeddings_for(name, backend, allow),
-                           chroma_url=face.CHROMA_URL if options.chroma_url is DEFAULT else options.chroma_url,
-                           collection=face.COLLECTION_NAME, cache_dir=face.CACHE_DIR,
-                           low_disk_bytes=face.LOW_DISK_BYTES, lock_stale_seconds=face.SERVER_LOCK_STALE_SECONDS,
-                           quiet=options.quiet, expected_export=face.expected_export,
-                           ivf_defaults={"min_chunks": face.IVF_MIN_CHUNKS, "lists": face.IVF_LISTS},
-                           ivf_requested={"min_chunks": options.ivf_min_chunks, "lists": options.ivf_lists},
-                           ivf_probes=retrieval.ivf_probes)
+        self.index = Index(path, index, StoreOptions(
+            chroma_url=face.CHROMA_URL if options.chroma_url is DEFAULT else options.chroma_url,
+            collection=face.COLLECTION_NAME, cache_dir=face.CACHE_DIR, low_disk_bytes=face.LOW_DISK_BYTES,
+            lock_stale_seconds=face.SERVER_LOCK_STALE_SECONDS),
+            defaults=IndexSettings.from_constants(constants),
+            model=ModelLoading(lambda name, backend: face.load_embeddings_for(name, backend, allow), face.expected_export),
+            ivf=IvfSettings(options.ivf_min_chunks, options.ivf_lists, retrieval.ivf_probes,
+                            face.IVF_MIN_CHUNKS, face.IVF_LISTS),
+            quiet=options.quiet)
         # an "openai:MODEL" reranker's cache and call limit
         self.rerank_cache = face.LLM_RERANK_CACHE if options.rerank_cache is None else options.rerank_cache
         self.rerank_max_calls = face.LLM_RERANK_MAX_CALLS if options.rerank_max_calls is DEFAULT \

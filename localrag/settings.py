@@ -66,16 +66,16 @@ def parse_chunk_size(text: str) -> int | str:
 
 def setting(kind: str, constant: str, rank: int | tuple[int, int], help: str, *, option: str | None = None,
             choices: tuple[str, ...] | None = None, parse: Callable[[str], Any] | None = None,
-            switch: bool = False, unrecorded: Any = None) -> Any:
+            unrecorded: Any = None) -> Any:
     """A settings field (default None: not chosen). `kind`: what its change costs (REBUILD, BM25, PAGE, or "" for
     retrieval settings); `constant`: local_rag.py's constant with its default; `rank`: its place among the flags
     (and, where that differs, among the sweep axes: (flag's, axis's)); `help`: its flag's help, without the default; `option`: its flag's and sweep axis's name when
-    that is not the field's; `switch`: an on/off flag; `unrecorded`: the value indexes built before the setting
+    that is not the field's; `parse`: how its flag's text is read (bool: an on/off flag); `unrecorded`: the value indexes built before the setting
     was recorded had."""
     flag_rank, axis_rank = rank if isinstance(rank, tuple) else (rank, rank)
     return field(default=None, metadata={"kind": kind, "constant": constant, "rank": flag_rank, "axis": axis_rank,
                                          "help": help,
-                                         "option": option, "choices": choices, "parse": parse, "switch": switch,
+                                         "option": option, "choices": choices, "parse": parse,
                                          "unrecorded": unrecorded})
 
 
@@ -95,10 +95,10 @@ class IndexSettings:
     pdf_loader: str | None = setting(REBUILD, "PDF_LOADER", (0, 3), "PDF text extractor", option="loader",
                                      choices=PDF_LOADERS)
     chunk_headers: bool | None = setting(REBUILD, "CHUNK_HEADERS", 4, "prefix chunks with '[file, page N]'",
-                                         switch=True)
+                                         parse=bool)
     chunk_context: bool | None = setting(
         REBUILD, "CHUNK_CONTEXT", 5, "with chunk headers: put each chunk's context line in its header: the file's "
-        "title, form, period, registrant and the chunk's section", switch=True, unrecorded=False)
+        "title, form, period, registrant and the chunk's section", parse=bool, unrecorded=False)
     bm25_stemmer: str | None = setting(
         BM25, "BM25_STEMMER", 8, "Snowball stemmer of the BM25 side: none, german, english, ... any language of "
         "PyStemmer, or german+decompound, which also splits German compounds into words of the corpus")
@@ -166,6 +166,18 @@ class RetrievalSettings:
         if isinstance(self.ivf_probes, bool) or not isinstance(self.ivf_probes, int) or self.ivf_probes < 0:
             raise RAGError(f"ivf_probes must be a whole number of at least 0, got {self.ivf_probes!r}")
         return self
+
+
+@dataclass(frozen=True)
+class IvfSettings:
+    """The approximate dense search (IVF): shelves of `min_chunks` chunks or more get one with `lists` lists (None:
+    as the index records, else the defaults), a search reads `probes` of them (0: an eighth)."""
+
+    min_chunks: int | None
+    lists: int | None
+    probes: int
+    default_min_chunks: int
+    default_lists: int
 
 
 def profile_settings(preset: Mapping[str, Any]) -> tuple[IndexSettings, RetrievalSettings]:
