@@ -400,7 +400,7 @@ def test_the_rule_checks_can_fail(tmp_path):
     assert longest_chain(graph) == [f"localrag.text.t{i}" for i in range(9)]
     assert chain_length(longest_chain(graph)) == 9 > MAX_CHAIN
     assert upward_imports(graph) == ["localrag.errors -> localrag.files", "localrag.search.bm25 -> localrag.runs.suite"]
-    assert upward_imports({"localrag.text.a": {"localrag.models.b"}}) == ["localrag.text.a -> localrag.models.b"]
+    assert upward_imports({"localrag.text.a": {"localrag.search.b"}}) == ["localrag.text.a -> localrag.search.b"]
     assert retriever_side_reaching_evaluation(graph, root) == ["localrag.search.bm25 reaches localrag.runs.suite"]
     assert undeclared_modules(root) == ["localrag.search.deep.x", "localrag.stray"]
     assert busy_inits(root) == ["localrag.text"]
