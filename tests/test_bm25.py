@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from localrag import bm25 as bm25_index  # noqa: E402
-from localrag.bm25 import ARRAYS_FILE, META_FILE, BM25Index, tokenize, top_k  # noqa: E402
+from localrag import bm25 as bm25_index
+from localrag.bm25 import ARRAYS_FILE, META_FILE, BM25Index, tokenize, top_k
 
 LN_5_3 = math.log(5 / 3)
 

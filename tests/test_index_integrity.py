@@ -56,11 +56,12 @@ def stored_sources(index: Path) -> list[str]:
 
 
 def script(code: str) -> list[str]:
-    """argv running `code` in this Python with the project on sys.path and no hub access."""
-    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + textwrap.dedent(code)]
+    """argv running `code` (sys imported) in this Python; run it with ENV, which makes the project importable."""
+    return [sys.executable, "-c", "import sys\n" + textwrap.dedent(code)]
 
 
-ENV = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+# The project importable from any working folder, as after `pip install -e .`, and no hub access.
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
 
 
 @pytest.fixture
@@ -380,8 +381,7 @@ def slow_env(tmp_path) -> dict:
     folder = tmp_path / "slow"
     (folder / "started").mkdir(parents=True)
     (folder / "sitecustomize.py").write_text(textwrap.dedent(f"""
-        import os, sys, time
-        sys.path.insert(0, {str(ROOT)!r})
+        import os, time
         from localrag import pdf
         real = pdf.extract_pdf
         def slow(path, loader):
@@ -390,7 +390,7 @@ def slow_env(tmp_path) -> dict:
             return real(path, loader)
         pdf.extract_pdf = slow
     """), encoding="utf-8")
-    return dict(ENV, PYTHONPATH=str(folder))
+    return dict(ENV, PYTHONPATH=os.pathsep.join([str(folder), str(ROOT)]))
 
 
 REPORT_WORKERS = """
@@ -407,7 +407,7 @@ REPORT_WORKERS = """
 
 def started_folder(env: dict) -> Path:
     """Where slow_env's processes note that they are extracting (their initializer has run by then)."""
-    return Path(env["PYTHONPATH"]) / "started"
+    return Path(env["PYTHONPATH"].split(os.pathsep)[0]) / "started"  # the folder of sitecustomize.py
 
 
 def _alive(pid: int) -> bool:

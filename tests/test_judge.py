@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from localrag import judge, llm  # noqa: E402
-from localrag.judge import (  # noqa: E402
+from localrag import judge, llm
+from localrag.judge import (
     CALL_LIMIT,
     NOT_JUDGED,
     OK,
@@ -33,9 +28,9 @@ from localrag.judge import (  # noqa: E402
     run_judge,
     summarize_judge,
 )
-from localrag.llm import ReplyCache, UnreadableReply, cache_key  # noqa: E402
-from localrag.report import render_judge  # noqa: E402
-from openai_stub import OpenAIStub, error_body  # noqa: E402
+from localrag.llm import ReplyCache, UnreadableReply, cache_key
+from localrag.report import render_judge
+from openai_stub import OpenAIStub, error_body
 
 MODEL = "stub-judge"
 

@@ -35,7 +35,6 @@ def run_isolated(tmp_path: Path, body: str, *, forbid_model: bool = True, forbid
     Hugging Face cache; returns {"result": ..., "heavy": [heavy modules imported], "modules": [all of them]}."""
     guard = textwrap.dedent(f"""
         import json, sys
-        sys.path.insert(0, {str(ROOT)!r})
         import local_rag
         from localrag import models
 

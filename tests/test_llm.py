@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from localrag import llm  # noqa: E402
-from localrag.llm import (  # noqa: E402
+from localrag import llm
+from localrag.llm import (
     CachedChat,
     CallLimitReached,
     ChatError,
@@ -28,7 +24,7 @@ from localrag.llm import (  # noqa: E402
     check_environment,
     reply_text,
 )
-from openai_stub import OpenAIStub, closed_port, error_body  # noqa: E402
+from openai_stub import OpenAIStub, closed_port, error_body
 
 MODEL = "stub-model"
 WHO, FLAG = "asker", "--ask"

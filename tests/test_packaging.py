@@ -1,5 +1,5 @@
-"""The project from outside its folder: `pip install -e .` (pyproject.toml) makes local_rag and localrag
-importable anywhere, README's Python example runs from another folder, and the scripts started elsewhere with a
+"""The project from outside its folder: `pip install -e .` (pyproject.toml) makes local_rag and localrag (with
+its sub-packages) importable anywhere, the CLIs stay scripts of the project folder, README's Python example runs from another folder, and the scripts started elsewhere with a
 default path stop with "run from the project folder X" instead of a wrong "not found"."""
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from test_chat import readme_example
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_pyproject_installs_the_root_scripts_and_the_package_with_the_pinned_requirements():
+def test_pyproject_installs_the_face_and_the_package_with_the_pinned_requirements():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     setuptools = project["tool"]["setuptools"]
-    assert sorted(setuptools["py-modules"]) == sorted(p.stem for p in ROOT.glob("*.py"))
-    assert setuptools["packages"] == ["localrag"]  # one level deep: no subpackage to list
+    assert setuptools["py-modules"] == ["local_rag"]  # eval_retrieval and add_pdfs are no modules to import
+    assert setuptools["packages"] == {"find": {"include": ["localrag*"]}}  # every sub-package, nothing else
     assert project["project"]["dynamic"] == ["dependencies"]
     assert project["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["requirements.txt"]}
     assert project["build-system"]["build-backend"] == "setuptools.build_meta"

@@ -141,8 +141,7 @@ def test_an_interrupted_transaction_leaves_the_old_rows(tmp_path):
     cache.put(MINILM, {"old": VECTOR})
     # A writer killed between its inserts and its commit (SIGKILL: no clean-up of any kind).
     script = textwrap.dedent(f"""
-        import os, signal, sys
-        sys.path.insert(0, {str(ROOT)!r})
+        import os, signal
         from localrag.query_vectors import QueryVectorCache
         cache = QueryVectorCache({str(cache.path)!r})
         def work(db):
@@ -153,7 +152,7 @@ def test_an_interrupted_transaction_leaves_the_old_rows(tmp_path):
             os.kill(os.getpid(), signal.SIGKILL)
         cache._run(work)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True)
     assert done.returncode == -signal.SIGKILL
     assert cache.get(MINILM, ["old"]) == {"old": VECTOR}
     assert len(cache) == 1
@@ -164,7 +163,6 @@ def test_two_writers_at_once_keep_every_vector(tmp_path):
     path = tmp_path / "qv.sqlite3"
     script = textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {str(ROOT)!r})
         from localrag.query_vectors import Embedder, QueryVectorCache
         embedder = Embedder("m", "r", "torch", "torch", "")
         cache = QueryVectorCache({str(path)!r}, warn=lambda m: sys.exit("warning: " + m))
@@ -178,7 +176,8 @@ def test_two_writers_at_once_keep_every_vector(tmp_path):
     import time
 
     start = str(time.time() + 1.5)
-    writers = [subprocess.Popen([sys.executable, "-c", script, name, start], stderr=subprocess.PIPE, text=True)
+    writers = [subprocess.Popen([sys.executable, "-c", script, name, start], cwd=ROOT, stderr=subprocess.PIPE,
+                                text=True)
                for name in ("A", "B")]
     assert [(w.wait(timeout=120), w.stderr.read()) for w in writers] == [(0, ""), (0, "")]
     cache = QueryVectorCache(path)
