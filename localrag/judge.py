@@ -31,7 +31,10 @@ from localrag.llm import (
     CachedChat,
     CallLimitReached,
     ChatStopped,
+    Limits,
     Progress,
+    Retrying,
+    Server,
     UnreadableReply,
     cache_key,
     collapse_whitespace,
@@ -325,9 +328,8 @@ def run_judge(
     if cache_warning:
         (warn or report)(cache_warning)
     client = CachedChat(
-        model, cache, who="judge", flag=flag, chat=chat, environ=environ,
-        max_new_calls=max_new_calls, max_retries=max_retries, backoff_seconds=backoff_seconds,
-        sleep=sleep, progress=report,
+        model, cache, who="judge", flag=flag, server=Server(environ, chat),
+        retrying=Retrying(max_retries, backoff_seconds, sleep), limits=Limits(max_new_calls), progress=report,
     )
     run = JudgeRun(model=model, verdicts=[], cache_warning=cache_warning)
     items = list(items)
