@@ -20,9 +20,10 @@ from localrag import language, models
 from localrag import report as eval_report
 from localrag.configuration import config_block, settings_json
 from localrag import lint as goldset_lint
-from localrag.eval_defaults import EvalOptions, Gates, Judging, LocalRAGLike, log
+from localrag.eval_defaults import EvalOptions, Gates, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
+from localrag.judge import Judging
 from localrag.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
                               write_row_reports)
 from localrag.pages import PAGE_OFFSET, shown_page
@@ -219,8 +220,7 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
         asked = judge.items_to_ask(items, judging.model, cache_path=cache, k=k, domain=judging.domain)
         if asked:
             require_judge_server(judging, len(asked), len(items))
-    run = judge.run_judge(items, judging.model, cache_path=cache,
-                          max_new_calls=judging.max_calls, k=k, domain=judging.domain,
+    run = judge.run_judge(items, dataclasses.replace(judging, k=k),
                           progress=None if quiet else lambda message: print(message, file=sys.stderr, flush=True),
                           warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
                           flag="--judge")
