@@ -28,7 +28,7 @@ from localrag import report as eval_report
 from localrag import suite as eval_suite
 from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions
 from localrag.eval_options import resolve
-from localrag.eval_runs import evaluate, print_outcome, print_summary, stage_cutoff
+from localrag.eval_runs import evaluate, goldset_scoring, print_outcome, print_summary
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path
 from localrag.outputs import (QRELS_SUFFIX, check_output_paths, input_paths, load_json_report,
@@ -338,9 +338,7 @@ def run_explain(options: EvalOptions, held: contextlib.ExitStack) -> int:
     if o.mode != "bm25":  # a cached vector spares loading the model; a new one is embedded, not stored
         query_vectors.fill(rag.retriever, query_vector_cache(o), [rag.prepare_query(text)], embed=False,
                            batch_size=1)
-    block = ev.explain_question(rag, question, text, mode=o.mode, rerank=rerank, depth=o.diagnostic_depth,
-                                retrieve_k=max(o.k_values), k=stage_cutoff(o.k_values, o.defaults.retrieval_k),
-                                page_offset=o.page_offset, tolerance=o.page_tolerance)
+    block = ev.explain_question(rag, question, text, goldset_scoring(o), mode=o.mode, rerank=rerank)
     print(f"{rag.location if rag.chroma_url else display_path(rag.path)}: {rag.describe_order(o.mode, rerank)}, "
           f"{o.mode} mode, {rag.candidate_depth(max(o.k_values))} candidates per retriever, lists searched "
           f"{o.diagnostic_depth} deep" + ("" if question else f"; not a question or query id of "

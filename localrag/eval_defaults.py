@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, AbstractSet, Callable, ContextManager, Mapping, Protocol, Sequence
 
 from localrag import files
+from localrag.judge import Judging
 from localrag.pages import PAGE_OFFSET
 
 
@@ -227,17 +228,6 @@ class Gates:
 
 
 @dataclass(frozen=True)
-class Judging:
-    """The LLM judge of a run (--judge MODEL) and its flags, the cache resolved."""
-
-    model: str
-    k: int | None  # passages shown to the judge (None: judge.JUDGE_K)
-    max_calls: int | None  # new (uncached) calls allowed in this run (None: no limit)
-    cache: str  # --judge-cache, else the default cache
-    domain: str | None  # the documents' field, to sharpen the prompt
-
-
-@dataclass(frozen=True)
 class EvalOptions(CommandLine):
     """An evaluation's options, checked and completed once (eval_options.resolve) before any index is opened: the
     flags (the profile's preset filled in, the mode set, the chunk size parsed, a named dataset downloaded, the
@@ -262,8 +252,8 @@ class EvalOptions(CommandLine):
         """The LLM judge of this run, or None without --judge."""
         if not self.judge:
             return None
-        return Judging(self.judge, self.judge_k, self.judge_max_calls, self.judge_cache or self.defaults.judge_cache,
-                       self.judge_domain)
+        return Judging(self.judge, self.judge_cache or self.defaults.judge_cache, k=self.judge_k,
+                       max_calls=self.judge_max_calls, domain=self.judge_domain)
 
 
 def log(message: str, quiet: bool) -> None:

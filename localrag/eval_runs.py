@@ -20,9 +20,10 @@ from localrag import language, models
 from localrag import report as eval_report
 from localrag.configuration import config_block, settings_json
 from localrag import lint as goldset_lint
-from localrag.eval_defaults import EvalOptions, Gates, Judging, LocalRAGLike, log
+from localrag.eval_defaults import EvalOptions, Gates, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
+from localrag.judge import Judging
 from localrag.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
                               write_row_reports)
 from localrag.pages import PAGE_OFFSET, shown_page
@@ -167,13 +168,10 @@ def lint_warnings(questions: Sequence[gs.GoldQuestion], findings: Sequence[golds
 def score_goldset_row(options: EvalOptions, rag: LocalRAGLike, checked: CheckedGoldset, identity: str, name: str,
                       mode: str, rerank: bool) -> tuple[EvalResult, Mapping[str, Sequence[ev.Hit]]]:
     """One row of a goldset run: its result (configuration included) and the passages retrieved per question."""
-    hits, traced = ev.retrieve_goldset(rag, checked.scored, max(options.k_values), mode, rerank,
-                                       progress=not options.quiet, diagnostic_depth=options.diagnostic_depth,
-                                       page_offset=options.page_offset, tolerance=options.page_tolerance)
-    result = ev.evaluate_goldset(checked.scored, hits, checked.indexed, options.k_values,
-                                 name=name or ev.config_name(mode, rerank), title=identity,
-                                 page_offset=options.page_offset, tolerance=options.page_tolerance,
-                                 traced=traced, stage_k=stage_cutoff(options.k_values, options.defaults.retrieval_k))
+    scoring = goldset_scoring(options)
+    hits, traced = ev.retrieve_goldset(rag, checked.scored, scoring, mode, rerank, progress=not options.quiet)
+    result = ev.evaluate_goldset(checked.scored, hits, checked.indexed, scoring,
+                                 name=name or ev.config_name(mode, rerank), title=identity, traced=traced)
     config = config_block(rag, options, mode, rerank, checked.header, [q.question for q in checked.scored],
                           k=max(options.k_values))
     if mode == "union" and not rerank and all(t.dense_order for t in traced.values()):  # it scores as dense
@@ -219,8 +217,7 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
         asked = judge.items_to_ask(items, judging.model, cache_path=cache, k=k, domain=judging.domain)
         if asked:
             require_judge_server(judging, len(asked), len(items))
-    run = judge.run_judge(items, judging.model, cache_path=cache,
-                          max_new_calls=judging.max_calls, k=k, domain=judging.domain,
+    run = judge.run_judge(items, dataclasses.replace(judging, k=k),
                           progress=None if quiet else lambda message: print(message, file=sys.stderr, flush=True),
                           warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
                           flag="--judge")
@@ -430,6 +427,14 @@ def language_note(rag: LocalRAGLike, questions: Sequence[str], indexed: Callable
         return []
     hint = language.language_hint(model, questions, indexed(), what)
     return [hint] if hint else []
+
+
+def goldset_scoring(options: EvalOptions) -> ev.Scoring:
+    """How a goldset run of `options` is scored: its cutoffs, page offset and tolerance, diagnostic depth and the
+    stage cutoff (stage_cutoff)."""
+    return ev.Scoring(tuple(options.k_values), options.page_offset, options.page_tolerance,
+                      diagnostic_depth=options.diagnostic_depth,
+                      stage_k=stage_cutoff(options.k_values, options.defaults.retrieval_k))
 
 
 def stage_cutoff(ks: Sequence[int], retrieval_k: int) -> int:

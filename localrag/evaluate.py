@@ -56,6 +56,18 @@ class Traced:
     dense_order: bool = False  # the final list is the first entries of the dense candidates, in their order
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """How a goldset run is scored: its cutoffs, when a retrieved page counts for an expected one, and how far the
+    diagnosis of a question looks."""
+
+    ks: tuple[int, ...]  # the Hit@k cutoffs; the deepest is how many chunks are retrieved per question
+    page_offset: int  # a 0-based stored page + page_offset = the page a goldset names
+    tolerance: int  # pages either side of an expected page that still count as found
+    diagnostic_depth: int = 0  # how deep the dense and BM25 lists are searched for the expected location
+    stage_k: int = 0  # passages of each stage kept for a question not at rank 1 (the details file)
+
+
 # The stage whose chunk the details file shows as the expected passage: the final list first, then the latest
 # stage that held it; between the dense and BM25 lists the one that ranked it higher.
 GOLD_STAGE_ORDER = ("final", "rerank", "prior", "rrf", "convex", "union")
@@ -93,18 +105,19 @@ def goldset_metrics(ranks: dict[str, int | None], ks: Sequence[int]) -> tuple[di
     return means, counts, per_query
 
 
-def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], depth: int, mode: str, rerank: bool,
-                     progress: bool, *, diagnostic_depth: int, page_offset: int,
-                     tolerance: int) -> tuple[dict[str, list[Hit]], dict[str, Traced]]:
-    """(query_id -> the first `depth` chunks retrieved for the question, best first; query_id -> where its
-    expected location ranked at every stage, the dense and BM25 lists searched `diagnostic_depth` deep)."""
+def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], scoring: Scoring, mode: str, rerank: bool,
+                     progress: bool) -> tuple[dict[str, list[Hit]], dict[str, Traced]]:
+    """(query_id -> the first max(`scoring.ks`) chunks retrieved for the question, best first; query_id -> where
+    its expected location ranked at every stage, the dense and BM25 lists searched `scoring.diagnostic_depth`
+    deep)."""
     if mode != "bm25":  # BM25 needs no query vector: no model is loaded for it
         rag.embed_queries([rag.prepare_query(q.question) for q in questions])
     hits, traced = {}, {}
     for q in progress_bar(questions, progress, f"Questions ({mode}{', rerank' if rerank else ''})"):
-        trace = rag.retrieve_traced(q.question, k=depth, mode=mode, rerank=rerank, depth=diagnostic_depth)
+        trace = rag.retrieve_traced(q.question, k=max(scoring.ks), mode=mode, rerank=rerank,
+                                    depth=scoring.diagnostic_depth)
         hits[q.query_id] = trace.final
-        traced[q.query_id] = trace_goldset(trace, q.locations, page_offset, tolerance, rag.rank_by)
+        traced[q.query_id] = trace_goldset(trace, q.locations, scoring.page_offset, scoring.tolerance, rag.rank_by)
     return hits, traced
 
 
@@ -171,12 +184,13 @@ def passage(hit: Hit, rank: int, question: str, page_offset: int, stage: str = "
 
 
 def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Sequence[Hit]],
-                     indexed: Mapping[str, dict], ks: Sequence[int], *, name: str, title: str, page_offset: int,
-                     tolerance: int, traced: Mapping[str, Traced] | None = None, stage_k: int = 0) -> EvalResult:
+                     indexed: Mapping[str, dict], scoring: Scoring, *, name: str, title: str,
+                     traced: Mapping[str, Traced] | None = None) -> EvalResult:
     """Score every question's hits by file and page; `indexed` (file -> list_documents entry) explains misses.
 
     With `traced` (from retrieve_goldset) every question carries its stage ranks, and each one not at rank 1
-    its first `stage_k` passages and expected passage for the details file."""
+    its first `scoring.stage_k` passages and expected passage for the details file."""
+    ks, page_offset, tolerance, stage_k = scoring.ks, scoring.page_offset, scoring.tolerance, scoring.stage_k
     retrieved = {qid: [(d.metadata["source"], int(d.metadata["page"])) for d, _ in chunks]
                  for qid, chunks in hits.items()}
     ranks = {q.query_id: gs.first_match_rank([(src, [page]) for src, page in retrieved[q.query_id]], q.locations,
@@ -611,12 +625,13 @@ def degraded_reasons(missing: Sequence[str], lint_errors: int, left_out: int) ->
     return reasons
 
 
-def explain_question(rag: Retriever, question: gs.GoldQuestion | None, text: str, *, mode: str, rerank: bool,
-                     depth: int, retrieve_k: int, k: int, page_offset: int, tolerance: int) -> list[str]:
+def explain_question(rag: Retriever, question: gs.GoldQuestion | None, text: str, scoring: Scoring, *, mode: str,
+                     rerank: bool) -> list[str]:
     """The details block of one question (`question` of the goldset, or None for any other `text`): where its
     expected location ranked at each stage, and the first entries of each stage's list in the run's unit (pages
     when ranking by page), the acceptable ones marked (for --explain)."""
-    trace = rag.retrieve_traced(text, k=retrieve_k, mode=mode, rerank=rerank, depth=depth)
+    page_offset, tolerance, k = scoring.page_offset, scoring.tolerance, scoring.stage_k
+    trace = rag.retrieve_traced(text, k=max(scoring.ks), mode=mode, rerank=rerank, depth=scoring.diagnostic_depth)
     locations = question.locations if question is not None else ()
     if question is not None:
         traced = trace_goldset(trace, locations, page_offset, tolerance, rag.rank_by)

@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,10 @@ from localrag.llm import (
     CachedChat,
     CallLimitReached,
     ChatStopped,
+    Limits,
     Progress,
+    Retrying,
+    Server,
     UnreadableReply,
     cache_key,
     collapse_whitespace,
@@ -76,6 +78,18 @@ REASON_KEYS = ("reason", "reasoning", "explanation")
 OK, UNREADABLE, NOT_JUDGED = "ok", "unreadable", "not judged"
 # Why a question was not judged.
 CALL_LIMIT, SERVER_STOPPED = "call limit", "server stopped"
+
+
+@dataclass(frozen=True)
+class Judging:
+    """The judge of a run (--judge MODEL) and its options: where its verdicts are cached, how many passages it
+    reads, how many new calls it may make and the documents' field."""
+
+    model: str
+    cache: str | os.PathLike[str]  # the verdict cache (--judge-cache, else the evaluation's default cache)
+    k: int | None = None  # passages shown to the judge (None: JUDGE_K)
+    max_calls: int | None = None  # new (uncached) calls allowed in this run (None: no limit)
+    domain: str | None = None  # the documents' field, to sharpen the prompt
 
 
 @dataclass(frozen=True)
@@ -296,38 +310,31 @@ def verdict_from_entry(query_id: str, entry: Mapping[str, Any], cached: bool) ->
 
 def run_judge(
     items: Iterable[JudgeItem],
-    model: str,
+    judging: Judging,
     *,
-    cache_path: str | os.PathLike[str],
-    max_new_calls: int | None = None,
-    chat: Any = None,
+    server: Server = Server(),
+    retrying: Retrying = Retrying(),
     progress: Progress | None = None,
-    k: int | None = None,
-    domain: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    max_retries: int | None = None,
-    backoff_seconds: float | None = None,
-    sleep: Callable[[float], None] = time.sleep,
     warn: Progress | None = None,
     flag: str = "the judge",
 ) -> JudgeRun:
-    """Judge the first `k` passages of every item with `model`, in item order.
+    """Judge the first `judging.k` passages of every item with `judging.model`, in item order.
 
     Never raises for server trouble: a server that stays down or refuses stops new calls
     (`JudgeRun.stopped` says why) while cached verdicts are still used; unjudged questions
-    get status NOT_JUDGED. `chat` replaces the ChatOpenAI client (anything with `invoke`).
+    get status NOT_JUDGED. `server.chat` replaces the ChatOpenAI client (anything with `invoke`).
     A corrupt cache moved aside goes to `warn` (default: `progress`), so a caller can show it without progress.
     `flag` names what needs the server when the environment has none (the CLI passes "--judge").
     """
     report = progress or (lambda _message: None)
-    k = JUDGE_K if k is None else k
-    cache, cache_warning = open_cache(cache_path)
+    model, domain = judging.model, judging.domain
+    k = JUDGE_K if judging.k is None else judging.k
+    cache, cache_warning = open_cache(judging.cache)
     if cache_warning:
         (warn or report)(cache_warning)
     client = CachedChat(
-        model, cache, who="judge", flag=flag, chat=chat, environ=environ,
-        max_new_calls=max_new_calls, max_retries=max_retries, backoff_seconds=backoff_seconds,
-        sleep=sleep, progress=report,
+        model, cache, who="judge", flag=flag, server=server, retrying=retrying,
+        limits=Limits(judging.max_calls), progress=report,
     )
     run = JudgeRun(model=model, verdicts=[], cache_warning=cache_warning)
     items = list(items)

@@ -22,6 +22,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -301,15 +302,45 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {message or 'no message'}"
 
 
+@dataclass(frozen=True)
+class Retrying:
+    """How a client retries a transient failure: `max_retries` times after the first try, waiting
+    `backoff_seconds` doubled for each further retry, through `sleep` (a test passes a recorder)."""
+
+    max_retries: int | None = None  # None: MAX_RETRIES
+    backoff_seconds: float | None = None  # None: BACKOFF_SECONDS
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a client may spend: at most `max_new_calls` new calls (None: no limit), each one at most
+    `timeout_seconds` (None: TIMEOUT_SECONDS)."""
+
+    max_new_calls: int | None = None
+    timeout_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Server:
+    """Where a client's calls go: the environment naming the server (None: os.environ), or `chat`, a client
+    that replaces ChatOpenAI (anything with `invoke`); with `check_first` the server is checked before the first
+    new call."""
+
+    environ: Mapping[str, str] | None = None
+    chat: Any = None
+    check_first: bool = False
+
+
 class CachedChat:
     """Ask a chat model through a ReplyCache: cached prompts cost nothing, new ones are retried.
 
     `ask` serves a cached entry or makes one new call; transient failures are retried
-    `max_retries` times with doubling backoff, after which the chat stops (ChatStopped) and
-    later uncached prompts fail at once. Other 4xx answers stop at once. At most
-    `max_new_calls` new calls are made (then CallLimitReached). Messages call the asker
+    as `retrying` says, after which the chat stops (ChatStopped) and later uncached
+    prompts fail at once. Other 4xx answers stop at once. At most `limits.max_new_calls`
+    new calls are made (then CallLimitReached). Messages call the asker
     `who` ("The <who> server ...") and name `flag` when the environment lacks a server.
-    With `check_first`, the server is checked (`check_server`) before the first new call,
+    With `server.check_first`, the server is checked (`check_server`) before the first new call,
     so a server that is not running stops the chat at once instead of after the retries;
     a run whose every prompt is cached never reaches it.
     """
@@ -321,30 +352,25 @@ class CachedChat:
         *,
         who: str,
         flag: str,
-        chat: Any = None,
-        environ: Mapping[str, str] | None = None,
-        max_new_calls: int | None = None,
-        max_retries: int | None = None,
-        backoff_seconds: float | None = None,
-        timeout_seconds: float | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        server: Server = Server(),
+        retrying: Retrying = Retrying(),
+        limits: Limits = Limits(),
         progress: Progress | None = None,
-        check_first: bool = False,
     ) -> None:
         self.model = model
-        self.check_first = check_first
+        self.check_first = server.check_first
         self.cache = cache
         self.who = who
         self.flag = flag
-        self.max_new_calls = max_new_calls
-        self.max_retries = MAX_RETRIES if max_retries is None else max_retries
-        self.backoff_seconds = BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
-        self.timeout_seconds = timeout_seconds
+        self.max_new_calls = limits.max_new_calls
+        self.max_retries = MAX_RETRIES if retrying.max_retries is None else retrying.max_retries
+        self.backoff_seconds = BACKOFF_SECONDS if retrying.backoff_seconds is None else retrying.backoff_seconds
+        self.timeout_seconds = limits.timeout_seconds
         self.new_calls = 0
         self.stopped: str | None = None
-        self._chat = chat
-        self._environ = environ
-        self._sleep = sleep
+        self._chat = server.chat
+        self._environ = server.environ
+        self._sleep = retrying.sleep
         self._progress = progress or (lambda _message: None)
 
     def lookup(

@@ -97,9 +97,10 @@ class LLMReranker:
             f"{cache.corrupt_backup} and grading starts with an empty cache")
         # The server is checked before the first new grade: one that is not running stops the run at once, not
         # after the retries, and a run whose grades are all cached needs none.
-        self.client = llm.CachedChat(self.model, cache, who="reranker", flag=FLAG, chat=chat, environ=environ,
-                                     max_new_calls=max_new_calls, max_retries=max_retries,
-                                     backoff_seconds=backoff_seconds, progress=progress, check_first=True)
+        self.client = llm.CachedChat(self.model, cache, who="reranker", flag=FLAG,
+                                     server=llm.Server(environ, chat, check_first=True),
+                                     retrying=llm.Retrying(max_retries, backoff_seconds),
+                                     limits=llm.Limits(max_new_calls), progress=progress)
         self.cached_calls = 0
 
     def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int | None = None,

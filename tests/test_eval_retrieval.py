@@ -394,7 +394,7 @@ def exact_result(tolerance: int):
                  for n, (qid, (loc, _)) in enumerate(EXACT_LISTS.items())]
     return ev.evaluate_goldset(questions, {qid: hits for qid, (_, hits) in EXACT_LISTS.items()},
                                {"a.pdf": {"pages": 9, "empty_pages": []}, "b.pdf": {"pages": 1, "empty_pages": []}},
-                               [1, 2, 3], name="hybrid", title="t", page_offset=1, tolerance=tolerance)
+                               ev.Scoring((1, 2, 3), page_offset=1, tolerance=tolerance), name="hybrid", title="t")
 
 
 def test_exact_and_tolerant_are_scored_from_the_same_lists():

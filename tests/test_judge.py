@@ -20,6 +20,7 @@ from localrag.judge import (
     UNREADABLE,
     JudgeItem,
     JudgeRun,
+    Judging,
     Passage,
     Verdict,
     build_prompt,
@@ -28,7 +29,7 @@ from localrag.judge import (
     run_judge,
     summarize_judge,
 )
-from localrag.llm import ReplyCache, UnreadableReply, cache_key
+from localrag.llm import ReplyCache, Retrying, Server, UnreadableReply, cache_key
 from localrag.report import render_judge
 from openai_stub import OpenAIStub, error_body
 
@@ -216,7 +217,7 @@ def test_parse_reply_cuts_long_reasons(monkeypatch):
 def test_run_judge_parses_caches_and_reruns_for_free(stub, cache_path):
     items = make_items()
     script_good_replies(stub)
-    run = run_judge(items, MODEL, cache_path=cache_path, backoff_seconds=0)
+    run = run_judge(items, Judging(MODEL, cache_path), retrying=Retrying(backoff_seconds=0))
 
     assert run.stopped is None
     assert [(v.query_id, v.status, v.answering, v.cached) for v in run.verdicts] == [
@@ -246,7 +247,7 @@ def test_run_judge_parses_caches_and_reruns_for_free(stub, cache_path):
     assert text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
     assert sorted(p.name for p in cache_path.parent.iterdir()) == ["judge_cache.json"]
 
-    rerun = run_judge(items, MODEL, cache_path=cache_path, backoff_seconds=0)
+    rerun = run_judge(items, Judging(MODEL, cache_path), retrying=Retrying(backoff_seconds=0))
     assert len(stub.requests) == 3  # zero new requests
     assert [(v.answering, v.reason, v.cached) for v in rerun.verdicts] == [
         (v.answering, v.reason, True) for v in run.verdicts
@@ -263,8 +264,8 @@ def test_another_model_is_asked_anew(stub, cache_path):
     items = make_items()[:1]
     stub.add_content('{"answering": [1], "reason": "a"}')
     stub.add_content('{"answering": [], "reason": "b"}')
-    run_judge(items, "model-a", cache_path=cache_path)
-    run = run_judge(items, "model-b", cache_path=cache_path)
+    run_judge(items, Judging("model-a", cache_path))
+    run = run_judge(items, Judging("model-b", cache_path))
     assert len(stub.requests) == 2
     assert run.verdicts[0].answering == [] and not run.verdicts[0].cached
     assert len(json.loads(cache_path.read_text())) == 2
@@ -274,7 +275,7 @@ def test_unreadable_reply_is_recorded_not_cached_and_asked_again(stub, cache_pat
     items = make_items()[:2]
     stub.add_content("Passage 1 answers it.")  # q1: prose, no JSON
     stub.add(200, "this is not a chat completion")  # q2: a body the client cannot read
-    run = run_judge(items, MODEL, cache_path=cache_path)
+    run = run_judge(items, Judging(MODEL, cache_path))
 
     assert [v.status for v in run.verdicts] == [UNREADABLE, UNREADABLE]
     assert "Passage 1 answers it." in run.verdicts[0].error
@@ -284,7 +285,7 @@ def test_unreadable_reply_is_recorded_not_cached_and_asked_again(stub, cache_pat
 
     stub.add_content('{"answering": [1], "reason": "ok now"}')
     stub.add_content('{"answering": [2], "reason": "ok now"}')
-    rerun = run_judge(items, MODEL, cache_path=cache_path)
+    rerun = run_judge(items, Judging(MODEL, cache_path))
     assert len(stub.requests) == 4
     assert [(v.status, v.answering) for v in rerun.verdicts] == [(OK, [1]), (OK, [2])]
 
@@ -294,8 +295,8 @@ def test_500_then_success_is_retried(stub, cache_path):
     stub.add_content('{"answering": [1], "reason": "r"}')
     messages, sleeps = [], []
     run = run_judge(
-        make_items()[:1], MODEL, cache_path=cache_path, backoff_seconds=0.5,
-        sleep=sleeps.append, progress=messages.append,
+        make_items()[:1], Judging(MODEL, cache_path), retrying=Retrying(backoff_seconds=0.5, sleep=sleeps.append),
+        progress=messages.append,
     )
     assert run.verdicts[0].status == OK and run.stopped is None
     assert len(stub.requests) == 2
@@ -309,12 +310,12 @@ def test_server_that_stays_down_stops_but_cached_verdicts_still_count(stub, cach
     items = make_items()
     # First run caches q3 only.
     stub.add_content('{"answering": [1], "reason": "cached"}')
-    run_judge(items[2:], MODEL, cache_path=cache_path)
+    run_judge(items[2:], Judging(MODEL, cache_path))
     stub.requests.clear()
 
     for _ in range(3):
         stub.add(502, error_body("bad gateway"))
-    run = run_judge(items, MODEL, cache_path=cache_path, max_retries=2, backoff_seconds=0)
+    run = run_judge(items, Judging(MODEL, cache_path), retrying=Retrying(max_retries=2, backoff_seconds=0))
 
     assert len(stub.requests) == 3  # q1: first try and 2 retries; q2 is not tried at all
     assert [(v.status, v.error, v.cached) for v in run.verdicts] == [
@@ -330,22 +331,22 @@ def test_server_that_stays_down_stops_but_cached_verdicts_still_count(stub, cach
 def test_missing_environment_stops_instead_of_raising(monkeypatch, cache_path):
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    run = run_judge(make_items()[:1], MODEL, cache_path=cache_path)
+    run = run_judge(make_items()[:1], Judging(MODEL, cache_path))
     assert run.verdicts[0].error == SERVER_STOPPED
     assert run.stopped.startswith("the judge needs a language model server, but neither OPENAI_API_KEY nor "
                                   "OPENAI_BASE_URL is set.")
     # The CLI names its flag.
-    run = run_judge(make_items()[:1], MODEL, cache_path=cache_path, flag="--judge")
+    run = run_judge(make_items()[:1], Judging(MODEL, cache_path), flag="--judge")
     assert run.stopped.startswith("--judge needs a language model server")
 
 
 def test_max_new_calls_counts_only_new_calls(stub, cache_path):
     items = make_items()
     stub.add_content('{"answering": [1], "reason": "first"}')
-    run_judge(items[:1], MODEL, cache_path=cache_path)  # q1 now cached
+    run_judge(items[:1], Judging(MODEL, cache_path))  # q1 now cached
 
     stub.add_content('{"answering": [2], "reason": "second"}')
-    run = run_judge(items, MODEL, cache_path=cache_path, max_new_calls=1)
+    run = run_judge(items, Judging(MODEL, cache_path, max_calls=1))
     # q1 from the cache (free), q2 the one new call, q3 over the limit.
     assert [(v.query_id, v.status, v.error, v.cached) for v in run.verdicts] == [
         ("q1", OK, "", True),
@@ -358,7 +359,7 @@ def test_max_new_calls_counts_only_new_calls(stub, cache_path):
 
 
 def test_question_without_passages_needs_no_call(stub, cache_path):
-    run = run_judge([JudgeItem("q9", "Anything?", [])], MODEL, cache_path=cache_path)
+    run = run_judge([JudgeItem("q9", "Anything?", [])], Judging(MODEL, cache_path))
     assert run.verdicts == [Verdict("q9", OK, [], "no passages were retrieved")]
     assert stub.requests == []
 
@@ -366,7 +367,7 @@ def test_question_without_passages_needs_no_call(stub, cache_path):
 def test_only_first_k_passages_are_shown(stub, cache_path):
     item = make_items()[0]
     stub.add_content('{"answering": [2, 3], "reason": "3 is out of range for k=2"}')
-    run = run_judge([item], MODEL, cache_path=cache_path, k=2)
+    run = run_judge([item], Judging(MODEL, cache_path, k=2))
     assert stub.requests[0].prompt() == build_prompt(item.question, item.passages[:2])
     assert run.verdicts[0].answering == [2]
     assert run.verdicts[0].reason.endswith("[ignored passage numbers outside 1-2: 3]")
@@ -381,7 +382,7 @@ def test_corrupt_cache_is_kept_aside_not_overwritten(stub, cache_path):
     (cache_path.parent / "judge_cache.json.corrupt-1").write_text("older", encoding="utf-8")
     stub.add_content('{"answering": [1], "reason": "r"}')
     messages = []
-    run = run_judge(make_items()[:1], MODEL, cache_path=cache_path, progress=messages.append)
+    run = run_judge(make_items()[:1], Judging(MODEL, cache_path), progress=messages.append)
 
     backup = cache_path.parent / "judge_cache.json.corrupt-2"
     assert backup.read_text(encoding="utf-8") == '{"abc": {"answering": [1]'
@@ -396,7 +397,7 @@ def test_hand_edited_invalid_entry_is_asked_again(stub, cache_path):
     key = cache_key(MODEL, build_prompt(item.question, item.passages))
     ReplyCache(cache_path).put(key, {"answering": [9], "reason": "typo", "model": MODEL})
     stub.add_content('{"answering": [1], "reason": "fresh"}')
-    run = run_judge([item], MODEL, cache_path=cache_path)
+    run = run_judge([item], Judging(MODEL, cache_path))
     assert len(stub.requests) == 1
     assert (run.verdicts[0].answering, run.verdicts[0].cached) == ([1], False)
     assert ReplyCache(cache_path).get(key)["reason"] == "fresh"
@@ -502,6 +503,6 @@ def test_injected_chat_needs_no_environment(monkeypatch, cache_path):
             return type("Message", (), {"content": '{"answering": [3], "reason": "fake"}'})()
 
     fake = FakeChat()
-    run = run_judge(make_items()[:2], MODEL, cache_path=cache_path, chat=fake)
+    run = run_judge(make_items()[:2], Judging(MODEL, cache_path), server=Server(chat=fake))
     assert fake.prompts == prompts(make_items()[:2])
     assert [(v.status, v.answering) for v in run.verdicts] == [(OK, [3]), (OK, [3])]

@@ -18,13 +18,16 @@ from localrag.llm import (
     CallLimitReached,
     ChatError,
     ChatStopped,
+    Limits,
     ReplyCache,
+    Retrying,
+    Server,
     UnreadableReply,
     backoff_delay,
     check_environment,
     reply_text,
 )
-from openai_stub import OpenAIStub, closed_port, error_body
+from openai_stub import closed_port, error_body
 
 MODEL = "stub-model"
 WHO, FLAG = "asker", "--ask"
@@ -102,7 +105,7 @@ def test_reply_text_of_another_type_is_unreadable():
 
 def test_cached_chat_asks_once_caches_with_meta_and_sends_our_settings(stub, tmp_path):
     cache = ReplyCache(tmp_path / "goldset_cache.json")
-    chat = CachedChat("gen", cache, who=WHO, flag=FLAG, backoff_seconds=0)
+    chat = CachedChat("gen", cache, who=WHO, flag=FLAG, retrying=Retrying(backoff_seconds=0))
 
     def parse(text: str) -> dict:
         return {"questions": json.loads(text)}
@@ -127,7 +130,7 @@ def test_500_then_success_is_retried_and_reported_by_who(stub, tmp_path):
     stub.add(500, error_body("model is loading"))
     stub.add_content("fine")
     messages, sleeps = [], []
-    chat = make_chat(tmp_path, backoff_seconds=0.5, sleep=sleeps.append, progress=messages.append)
+    chat = make_chat(tmp_path, retrying=Retrying(backoff_seconds=0.5, sleep=sleeps.append), progress=messages.append)
     assert chat.ask("Q?", keep) == ({"reply": "fine", "model": MODEL}, False)
     assert chat.stopped is None and len(stub.requests) == 2
     assert sleeps == [0.5]
@@ -143,7 +146,7 @@ def test_backoff_doubles_and_honours_retry_after(stub, tmp_path):
     stub.add(429, error_body("slow down"), {"Retry-After": "7"})
     stub.add_content("ok")
     sleeps = []
-    chat = make_chat(tmp_path, max_retries=3, backoff_seconds=1, sleep=sleeps.append)
+    chat = make_chat(tmp_path, retrying=Retrying(max_retries=3, backoff_seconds=1, sleep=sleeps.append))
     assert chat.ask("Q?", keep)[0]["reply"] == "ok"
     # Waits 1, 2, then max(4, Retry-After 7) = 7.
     assert sleeps == [1, 2, 7]
@@ -159,7 +162,7 @@ def test_backoff_delay_by_hand(monkeypatch):
 
 def test_server_that_stays_down_stops_every_later_uncached_prompt(stub, tmp_path):
     stub.add_content("cached")
-    chat = make_chat(tmp_path, max_retries=2, backoff_seconds=0)
+    chat = make_chat(tmp_path, retrying=Retrying(max_retries=2, backoff_seconds=0))
     chat.ask("cached prompt", keep)
     for _ in range(3):
         stub.add(502, error_body("bad gateway"))
@@ -181,7 +184,7 @@ def test_closed_port_gives_clear_message_and_no_crash(monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     url = f"http://127.0.0.1:{closed_port()}/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", url)
-    chat = make_chat(tmp_path, max_retries=1, backoff_seconds=0)
+    chat = make_chat(tmp_path, retrying=Retrying(max_retries=1, backoff_seconds=0))
     with pytest.raises(ChatStopped):
         chat.ask("Q?", keep)
     assert url in chat.stopped and "Connection error" in chat.stopped
@@ -191,7 +194,7 @@ def test_closed_port_gives_clear_message_and_no_crash(monkeypatch, tmp_path):
 
 def test_bad_model_name_stops_at_once_with_the_servers_message(stub, tmp_path):
     stub.add(404, error_body("model 'nope' not found, try pulling it first"))
-    chat = CachedChat("nope", ReplyCache(tmp_path / "cache.json"), who=WHO, flag=FLAG, backoff_seconds=0)
+    chat = CachedChat("nope", ReplyCache(tmp_path / "cache.json"), who=WHO, flag=FLAG, retrying=Retrying(backoff_seconds=0))
     with pytest.raises(ChatStopped):
         chat.ask("Q?", keep)
     assert len(stub.requests) == 1  # no retries for a 4xx other than 429
@@ -213,7 +216,7 @@ def test_a_body_that_is_no_chat_completion_is_unreadable_and_not_cached(stub, tm
 
 def test_call_limit_counts_only_new_calls(stub, tmp_path):
     stub.add_content("first")
-    chat = make_chat(tmp_path, max_new_calls=1)
+    chat = make_chat(tmp_path, limits=Limits(max_new_calls=1))
     chat.ask("Q1?", keep)
     assert chat.ask("Q1?", keep)[1]  # cached: free
     with pytest.raises(CallLimitReached):
@@ -231,7 +234,7 @@ def test_injected_chat_needs_no_environment(monkeypatch, tmp_path):
         def invoke(self, prompt):
             return type("Message", (), {"content": "yes"})()
 
-    chat = make_chat(tmp_path, chat=FakeChat())
+    chat = make_chat(tmp_path, server=Server(chat=FakeChat()))
     assert chat.ask("Q?", keep) == ({"reply": "yes", "model": MODEL}, False)
 
 
@@ -302,10 +305,10 @@ def test_check_server_of_a_closed_port_says_which_url(monkeypatch):
 
 def test_check_first_checks_before_the_first_new_call_only(stub, tmp_path):
     stub.add_content("one")
-    chat = make_chat(tmp_path, check_first=True)
+    chat = make_chat(tmp_path, server=Server(check_first=True))
     assert chat.ask("p1", keep) == ({"reply": "one", "model": MODEL}, False)
     assert chat.ask("p1", keep)[1] is True  # cached
     assert (len(stub.listings), len(stub.requests)) == (1, 1)
-    cached = make_chat(tmp_path, check_first=True)
+    cached = make_chat(tmp_path, server=Server(check_first=True))
     assert cached.ask("p1", keep)[1] is True
     assert len(stub.listings) == 1  # every prompt cached: the server is never reached
