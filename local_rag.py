@@ -16,15 +16,16 @@ import sys
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from localrag import embeddings as embedding_backends
-from localrag import models, pdf, rag
+from localrag.models import backends as embedding_backends
+from localrag.models import loading as models
+from localrag import pdf, rag
 from localrag.chunk_writer import chunk_id  # noqa: F401 - part of this module's face
 from localrag.errors import RAGError  # noqa: F401 - part of this module's face
 from localrag.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
 from localrag.index import Index  # noqa: F401 - part of this module's face
 from localrag.locks import LOCK_FILE  # noqa: F401 - part of this module's face
 from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE  # noqa: F401 - part of this module's face
-from localrag.models import resolve_embedding_model  # noqa: F401 - part of this module's face
+from localrag.models.loading import resolve_embedding_model  # noqa: F401 - part of this module's face
 from localrag.files import log  # noqa: F401 - part of this module's face
 from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
@@ -112,7 +113,7 @@ SHIPPED_RERANKER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 
 @functools.lru_cache(maxsize=4)
 def load_embeddings(name: str, backend: str = EMBEDDING_BACKEND, allow_downloads: bool = False):
-    """The embedding model (localrag/models.py), loaded once per process: every LocalRAG over it shares one copy.
+    """The embedding model (localrag/models/loading.py), loaded once per process: every LocalRAG over it shares one copy.
     A model that is not on this machine is downloaded only with `allow_downloads`, else it is a RAGError."""
     calibration = calibration_for(backend)  # before the model loads: a missing corpus fails fast
     return models.load_embeddings(name, backend, encode_batch_size(backend), NETWORK_PROBE_SECONDS, calibration,
@@ -162,7 +163,7 @@ def load_embeddings_for(name: str, backend: str, allow_downloads: bool = False):
 
 @functools.lru_cache(maxsize=4)
 def load_reranker(name: str, allow_downloads: bool = False):
-    """The cross-encoder (localrag/models.py), loaded once per process; downloaded only with `allow_downloads`."""
+    """The cross-encoder (localrag/models/loading.py), loaded once per process; downloaded only with `allow_downloads`."""
     return models.load_reranker(name, NETWORK_PROBE_SECONDS, allow_downloads)
 
 

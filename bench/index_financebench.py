@@ -142,9 +142,9 @@ def bare_embed(texts: Sequence[str], backend: str) -> list:
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from localrag import embeddings as backends, models
+    from localrag.models import backends, loading
 
-    path, name = models.resolve_embedding_model(local_rag.EMBEDDING_MODEL)
+    path, name = loading.resolve_embedding_model(local_rag.EMBEDDING_MODEL)
     model = SentenceTransformer(path, device="cpu")
     if backend == "torch":
         return list(model.encode(list(texts), batch_size=BARE_BATCH, normalize_embeddings=True))

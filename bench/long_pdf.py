@@ -131,9 +131,9 @@ def dense_lists(matrix, queries: Sequence[str], model: str, backend: str, depth:
     import numpy
 
     import local_rag
-    from localrag import models
+    from localrag.models import loading
 
-    vectors = numpy.asarray(models.embed_queries(local_rag.load_embeddings(model, backend), list(queries)),
+    vectors = numpy.asarray(loading.embed_queries(local_rag.load_embeddings(model, backend), list(queries)),
                             dtype=numpy.float32)
     vectors /= numpy.linalg.norm(vectors, axis=1, keepdims=True)
     out = []

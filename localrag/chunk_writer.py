@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from localrag import embeddings as embedding_backends
+from localrag.models import backends as embedding_backends
 from localrag.context import chunk_context
 from localrag.files import log
 from localrag.manifest import Manifest

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from localrag import llm, llm_rerank
+from localrag.models import llm
+from localrag import llm_rerank
 from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
 from localrag.errors import EvalError
 from localrag.evaluate import metric_keys

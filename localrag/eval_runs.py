@@ -16,7 +16,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from localrag import evaluate as ev
 from localrag import goldset as gs
-from localrag import language, models
+from localrag import language
+from localrag.models import loading
 from localrag import report as eval_report
 from localrag.configuration import config_block, settings_json
 from localrag import lint as goldset_lint
@@ -261,7 +262,7 @@ def check_judge_server(judging: Judging, questions: Sequence[str]) -> bool:
 def require_judge_server(judging: Judging, needed: int, total: int) -> None:
     """EvalError (exit 2) when the judge's server does not answer one cheap request (llm.check_server), naming
     its URL, what failed and how to fix it; `needed` of `total` questions need a new verdict. Checked once a run."""
-    from localrag import llm
+    from localrag.models import llm
 
     try:
         llm.check_server(llm.make_chat(judging.model, "--judge"), "judge")
@@ -423,7 +424,7 @@ def language_note(rag: LocalRAGLike, questions: Sequence[str], indexed: Callable
 
     `indexed` gives the indexed texts; it reads the whole store, so it is called only for an English-only model."""
     model = rag.display_settings["embedding_model"]
-    if not models.english_only(model):
+    if not loading.english_only(model):
         return []
     hint = language.language_hint(model, questions, indexed(), what)
     return [hint] if hint else []

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from localrag import models
+from localrag.models import loading
 from localrag.bm25 import BM25Index
 from localrag.chunk_writer import SyncTarget
 from localrag.dense import DenseSearch, DenseSource
@@ -92,7 +92,7 @@ class Index:
         self.place.collection_name = collection_name(self.settings) if self.chroma_url else store.collection
         if self.chroma_url:
             self.manifest = self._load_manifest()
-        self._expected_export = model.expected_export or (lambda name, backend: models.expected_export(name, backend))
+        self._expected_export = model.expected_export or (lambda name, backend: loading.expected_export(name, backend))
         self.model = self._new_model()  # loaded at the first text to embed
         self._bm25 = None
         self._fingerprint: str | None = None
@@ -188,7 +188,7 @@ class Index:
         return self._store
 
     def open_store(self) -> None:
-        self._store = self.place.open_store(models.LazyEmbeddings(self))
+        self._store = self.place.open_store(loading.LazyEmbeddings(self))
 
     @property
     def collection(self):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from localrag import embeddings as embedding_backends
-from localrag import models
+from localrag.models import backends as embedding_backends
+from localrag.models import loading
 
 
 class IndexModel:
@@ -47,12 +47,12 @@ class IndexModel:
     def prefixes(self) -> dict[str, str]:
         """The prefixes the model applies (recorded in the manifest): the loaded model's, else by its name."""
         if self._embeddings is not None:
-            return models.embedding_prefixes(self._embeddings)
-        return models.model_prefixes(self.name)
+            return loading.embedding_prefixes(self._embeddings)
+        return loading.model_prefixes(self.name)
 
     @property
     def display_name(self) -> str:
         """The model's name as reports show it (never a local path): the loaded model's, else by its name."""
         if self._embeddings is not None:
             return self._embeddings.model_name
-        return models.display_name(self.name)
+        return loading.display_name(self.name)

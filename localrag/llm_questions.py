@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from localrag import llm
+from localrag.models import llm
 
 # Chunk text longer than this is cut before it goes into the model prompt.
 LLM_MAX_CHUNK_CHARS = 4000

@@ -4,7 +4,7 @@ Pointwise relevance generation, as in RankGPT's and UPR's baselines (Sun et al.,
 2022): the model reads one question and one passage and answers with a grade from 0 (unrelated) to 10 (answers
 the question); candidates are ordered by it, equal grades keeping the first stage's order. Pointwise grades cost
 one call a candidate but can be cached pair by pair, so a rerun or another mode asks only for new pairs: the
-replies go through localrag/llm.py's ReplyCache (the judge's cache file in the evaluation) and its call limit.
+replies go through localrag/models/llm.py's ReplyCache (the judge's cache file in the evaluation) and its call limit.
 
 A reply without a grade, a server that stops answering and a spent call limit are errors (RAGError), never a
 grade of 0: a list reranked with made-up grades would be measured as if the model had read it.
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from localrag import llm
+from localrag.models import llm
 from localrag.errors import RAGError
 from localrag.pages import strip_chunk_header
 

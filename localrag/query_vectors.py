@@ -59,10 +59,10 @@ class Embedder:
 def embedder_of(index) -> Embedder:
     """The embedder of an Index (localrag/index.py), without loading its model: the loaded model's export and
     prefix when it is loaded, else the ones loading it would give."""
-    from localrag import models
+    from localrag.models import loading
 
     name = index.settings["embedding_model"]
-    return Embedder(model=index.embedding_model_name, revision=models.model_revision(name),
+    return Embedder(model=index.embedding_model_name, revision=loading.model_revision(name),
                     backend=index.settings["embedding_backend"], export=index.embedding_export or "",
                     prefix=index.embedding_prefixes["query"])
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from langchain_core.documents import Document
 
-from localrag import models
+from localrag.models import loading
 from localrag.errors import RAGError
 from localrag import context, llm_rerank
 from localrag.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing, union_ids,
@@ -156,7 +156,7 @@ class Retriever:
         for start in range(0, len(todo), batch_size):
             batch = todo[start:start + batch_size]
             # Queries in one call, with the model's query prefix (embed_documents would give them the passage one).
-            for query, vector in zip(batch, models.embed_queries(self.index.embeddings, batch)):
+            for query, vector in zip(batch, loading.embed_queries(self.index.embeddings, batch)):
                 self._query_vectors[query] = vector
             self.stats["query_embeddings"] += len(batch)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from localrag import model_names
+from localrag.models import names
 from localrag.errors import RAGError
 from localrag.settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS
 from localrag.manifest import INDEX_FORMAT, Manifest
@@ -137,7 +137,7 @@ def rebuild_reasons(manifest: Manifest, settings: dict, model: EmbeddingModel) -
                for key in keys if stored.get(key) != settings.get(key)]
     # Indexes older than the prefix record were embedded without prefixes (no model had any then).
     built_prefixes = manifest.embedding_prefixes
-    built_prefixes = model_names.NO_PREFIXES if built_prefixes is None else built_prefixes
+    built_prefixes = names.NO_PREFIXES if built_prefixes is None else built_prefixes
     if built_prefixes != model.prefixes:
         def shown(p: dict) -> str:
             return f"query {p.get('query', '')!r} passage {p.get('passage', '')!r}"

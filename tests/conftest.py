@@ -184,7 +184,7 @@ def put_in_hf_cache(hub: Path, repo: str, folder: Path) -> Path:
 
 @pytest.fixture
 def hf_cache(tmp_path, monkeypatch) -> Path:
-    """An empty Hugging Face hub cache of this test's own: the presence check (localrag.models.in_hf_cache) and
+    """An empty Hugging Face hub cache of this test's own: the presence check (localrag.models.loading.in_hf_cache) and
     the loaders (transformers reads huggingface_hub's constant when it loads) both look there; models loaded from
     another cache in this process are forgotten before and after."""
     import local_rag

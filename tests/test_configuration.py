@@ -22,7 +22,7 @@ from conftest import put_in_hf_cache
 
 import eval_retrieval as er
 import local_rag
-from localrag import llm
+from localrag.models import llm
 from localrag.configuration import baseline_refusal, difference_name
 from openai_stub import OpenAIStub, closed_port
 

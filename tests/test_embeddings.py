@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import local_rag
-from localrag import embeddings as eb
+from localrag.models import backends as eb
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -522,7 +522,7 @@ def test_openvino_and_nncf_send_no_telemetry(tmp_path):
     # In a fresh interpreter (nncf turns its telemetry off by itself under pytest), with HOME in a temp folder:
     # openvino writes ~/intel/openvino_ga_cid when imported plainly (the control, so this test can fail), and
     # nothing when imported through import_without_telemetry, which leaves both packages on their stubs.
-    script = ("import sys; from localrag import embeddings as eb; "
+    script = ("import sys; from localrag.models import backends as eb; "
               "eb.import_without_telemetry('nncf'); import openvino.tools.ovc.telemetry_utils as t; "
               "import nncf.telemetry.wrapper as w; print(t.tm.__name__, type(w.telemetry).__name__, "
               "'openvino_telemetry' in sys.modules)")

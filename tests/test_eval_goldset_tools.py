@@ -16,7 +16,7 @@ from conftest import write_corpus, write_pdf
 
 import eval_retrieval as er
 from localrag import goldset as gs
-from localrag import llm
+from localrag.models import llm
 from openai_stub import OpenAIStub, error_body
 
 # Every text page defines one term at its start, so the model-free generator makes exactly one defined-term

@@ -30,7 +30,7 @@ from conftest import ROOT, TINY_CORPUS, write_corpus, write_pdf
 
 import eval_retrieval as er
 from localrag import goldset as gs
-from localrag import llm
+from localrag.models import llm
 from openai_stub import OpenAIStub, closed_port
 
 NFD_LITERATUR = unicodedata.normalize("NFD", "Literatur_Übersicht.pdf")

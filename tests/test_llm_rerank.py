@@ -8,7 +8,7 @@ import pytest
 
 import eval_retrieval as er
 from local_rag import LocalRAG, RAGError
-from localrag.llm import UnreadableReply
+from localrag.models.llm import UnreadableReply
 from localrag.llm_rerank import parse_grade, prompt_for
 from openai_stub import closed_port
 
@@ -94,7 +94,7 @@ def test_call_limit_and_unreadable_reply_are_errors_that_keep_the_grades(tiny_in
 
 def test_a_reranker_server_that_is_not_running_stops_at_once(tiny_index, tmp_path, monkeypatch):
     """The server is checked before the first new grade: no retries for a server that is not there."""
-    from localrag import llm
+    from localrag.models import llm
 
     monkeypatch.setattr(llm, "BACKOFF_SECONDS", 0.0)  # the old code retried (30 s) before it said so
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

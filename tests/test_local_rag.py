@@ -675,7 +675,7 @@ def test_a_group_is_stored_while_the_next_one_is_embedded(tmp_path, monkeypatch)
     import chromadb.api.models.Collection as collection_module
     from langchain_huggingface import HuggingFaceEmbeddings
 
-    from localrag import embeddings as embedding_backends
+    from localrag.models import backends as embedding_backends
 
     docs = write_corpus(tmp_path / "docs", SMALL_CORPUS)
     monkeypatch.setattr(local_rag, "EMBEDDING_BATCH_SIZE", 1)

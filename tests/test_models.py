@@ -1,4 +1,4 @@
-"""Which models load, from where, and when anything is downloaded (localrag/models.py, LocalRAG's reranker).
+"""Which models load, from where, and when anything is downloaded (localrag/models/loading.py, LocalRAG's reranker).
 
 Nothing is downloaded unless the caller allows it (--allow-downloads, LocalRAG(allow_downloads=True),
 ALLOW_DOWNLOADS), and nothing asks huggingface.co whether it could be: a model that is not on this machine (a
@@ -16,7 +16,7 @@ from conftest import put_in_hf_cache
 import add_pdfs
 import local_rag
 from local_rag import LocalRAG, RAGError
-from localrag import models
+from localrag.models import loading
 
 DEFAULT = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 NOT_DOWNLOADED = ("Reranker 'nobody/reranker' is not downloaded: there is no such folder and it is not in the local "
@@ -56,7 +56,7 @@ class Factory:
 
 
 def load(factory: Factory, name: str, allow: bool) -> object:
-    return models._load_hf_model(factory, name, "Reranker", allow, 0.5)
+    return loading._load_hf_model(factory, name, "Reranker", allow, 0.5)
 
 
 # ----------------------------------------------------------------------------- the loader's rule
@@ -78,9 +78,9 @@ def test_a_folder_and_the_hf_cache_load_without_a_connection(hf_cache, tmp_path,
     (folder / "config.json").write_text("{}", encoding="utf-8")
     factory = Factory()
     assert load(factory, str(folder), allow=False) == f"model {folder}"
-    assert not models.in_hf_cache(DEFAULT)
+    assert not loading.in_hf_cache(DEFAULT)
     put_in_hf_cache(hf_cache, DEFAULT, folder)
-    assert models.in_hf_cache(DEFAULT)  # known by the layout, without the loader (torch)
+    assert loading.in_hf_cache(DEFAULT)  # known by the layout, without the loader (torch)
     assert load(factory, DEFAULT, allow=False) == f"model {DEFAULT}"
     assert factory.calls == [(str(folder), False), (DEFAULT, True)] and no_socket == []
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from localrag import models
+from localrag.models import loading
 from localrag.query_vectors import FORMAT, Embedder, QueryVectorCache, embedder_of, fill
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,7 +276,7 @@ def test_the_embedder_of_an_index_is_known_without_loading_its_model(tiny_index,
     monkeypatch.setattr(local_rag, "load_embeddings", lambda *a: pytest.fail("the model was loaded"))
     rag = local_rag.LocalRAG(tiny_index[1], reranker_model=None, quiet=True)
     embedder = embedder_of(rag.index)
-    assert embedder == Embedder("all-MiniLM-L6-v2", models.model_revision("all-MiniLM-L6-v2"), "torch", "torch", "")
+    assert embedder == Embedder("all-MiniLM-L6-v2", loading.model_revision("all-MiniLM-L6-v2"), "torch", "torch", "")
     assert embedder.revision.startswith("files ") and len(embedder.revision) == 22
     e5 = local_rag.LocalRAG(tiny_index[1], reranker_model=None, quiet=True, embedding_model="multilingual-e5-small")
     assert (embedder_of(e5.index).model, embedder_of(e5.index).export, embedder_of(e5.index).prefix) == \
@@ -289,8 +289,8 @@ def test_a_changed_model_folder_gets_another_revision(tmp_path):
     (folder / "1_Pooling").mkdir(parents=True)
     (folder / "config.json").write_text("{}")
     (folder / "1_Pooling" / "config.json").write_text("{}")
-    before = models.model_revision(str(folder))
-    assert before == models.model_revision(str(folder))  # stable while nothing changes
+    before = loading.model_revision(str(folder))
+    assert before == loading.model_revision(str(folder))  # stable while nothing changes
     (folder / "model.safetensors").write_bytes(b"new weights")
-    assert models.model_revision(str(folder)) != before
-    assert models.model_revision("some-org/not-downloaded-model") == "not cached"
+    assert loading.model_revision(str(folder)) != before
+    assert loading.model_revision("some-org/not-downloaded-model") == "not cached"

