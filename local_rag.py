@@ -21,7 +21,7 @@ from localrag.models import loading as models
 from localrag import pdf, rag
 from localrag.chunk_writer import chunk_id  # noqa: F401 - part of this module's face
 from localrag.errors import RAGError  # noqa: F401 - part of this module's face
-from localrag.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
+from localrag.search.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
 from localrag.index import Index  # noqa: F401 - part of this module's face
 from localrag.locks import LOCK_FILE  # noqa: F401 - part of this module's face
 from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE  # noqa: F401 - part of this module's face
@@ -70,7 +70,7 @@ RETRIEVAL_MODE = "hybrid"  # "dense", "bm25", "hybrid" (RRF of both) or "union" 
 RETRIEVAL_K = 5  # chunks returned to the chat
 CANDIDATE_K = 30  # candidates each retriever contributes before fusion or reranking
 IVF_MIN_CHUNKS = 1_000_000  # shelves of this many chunks or more get an IVF (approximate dense search); smaller: exact
-IVF_LISTS = 0  # lists of that IVF (localrag/ivf.py); 0 = 4 x sqrt(chunks)
+IVF_LISTS = 0  # lists of that IVF (localrag/search/ivf.py); 0 = 4 x sqrt(chunks)
 IVF_PROBES = 0  # IVF lists one dense search reads; 0 = an eighth of them (README, "The same list every time")
 RANK_BY = "page"  # "page": each page once, by its best chunk (citations name pages); "chunk": every chunk
 FUSION = "rrf"  # how hybrid joins dense and BM25: "rrf" (reciprocal ranks) or "convex" (normalised scores)

@@ -26,7 +26,7 @@ from rank_bm25 import BM25Okapi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
-from localrag.bm25 import ARRAYS_FILE, META_FILE, BM25Index, tokenize  # noqa: E402
+from localrag.search.bm25 import ARRAYS_FILE, META_FILE, BM25Index, tokenize  # noqa: E402
 
 # SciFact corpus and claims, beside the project root (optional).
 SCIFACT_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"

@@ -99,7 +99,7 @@ class Bare:
         import numpy as np
         from chromadb.config import Settings
 
-        from localrag.bm25 import tokenize
+        from localrag.search.bm25 import tokenize
 
         self.np, self.stemmer, self.tokenize = np, stemmer, tokenize
         client = chromadb.PersistentClient(path=str(index), settings=Settings(anonymized_telemetry=False))

@@ -1,5 +1,5 @@
-"""Cost of exact dense search (`localrag.vectors.top_k_cosine`, what `Index.nearest` runs) on synthetic shelves,
-and of the IVF that shelves past IVF_MIN_CHUNKS get (`localrag.ivf`).
+"""Cost of exact dense search (`localrag.search.vectors.top_k_cosine`, what `Index.nearest` runs) on synthetic shelves,
+and of the IVF that shelves past IVF_MIN_CHUNKS get (`localrag.search.ivf`).
 
 For each size (default 100,000 and 1,000,000 chunks of 384 dimensions, float32 unit vectors, seeded) it times
 `--queries` searches of `--k` results beside a bare numpy loop doing the same core work in the same run
@@ -27,7 +27,7 @@ import numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from localrag.cli import HelpFormatter  # noqa: E402
-from localrag.vectors import top_k_cosine  # noqa: E402
+from localrag.search.vectors import top_k_cosine  # noqa: E402
 
 SIZES = "100000,1000000"  # chunks per synthetic shelf
 DIMENSIONS = 384  # all-MiniLM-L6-v2's
@@ -55,7 +55,7 @@ def clustered_rows(rng: numpy.random.Generator, n: int) -> numpy.ndarray:
 
 def ivf_rows(sizes: list[int], args) -> None:
     import local_rag
-    from localrag import ivf
+    from localrag.search import ivf
 
     rng = numpy.random.default_rng(SEED + 1)
     print("\nIVF (4 x sqrt(n) lists, an eighth of them probed; clustered vectors)")

@@ -12,7 +12,7 @@ queries (paired randomization test). A figure chosen and reported on the same qu
 "in-sample" and is never an estimate.
 
 Tokenizations (`--bm25`): none (casefolded words), fold (umlauts folded: ä->a, ö->o, ü->u, ß->ss), german
-(Snowball, which folds umlauts and ae/oe/ue itself), german+split (localrag.bm25's "german+decompound": words
+(Snowball, which folds umlauts and ae/oe/ue itself), german+split (localrag.search.bm25's "german+decompound": words
 first split at compound joints found in the corpus vocabulary, Koehn & Knight 2003, see CompoundSplitter). Run from the repository root:
 
     python bench/fusion_cv.py --dataset ../shared/data/germanquad --split dev --index eval/.cache/datasets/NAME
@@ -48,7 +48,7 @@ def fold_of(query_id: str, seed: str = FOLD_SEED) -> int:
 
 def tokenizer(choice: str, texts: Sequence[str]):
     """tokens(text) for a BM25 tokenization of BM25_CHOICES (the corpus `texts` give german+split's vocabulary)."""
-    from localrag.bm25 import tokenize
+    from localrag.search.bm25 import tokenize
 
     if choice == "none":
         return lambda text: tokenize(text)
@@ -56,7 +56,7 @@ def tokenizer(choice: str, texts: Sequence[str]):
         return lambda text: [t.translate(UMLAUTS) for t in tokenize(text)]
     if choice == "german":
         return lambda text: tokenize(text, "german")
-    from localrag.bm25 import DECOMPOUND_STEMMERS, CompoundSplitter
+    from localrag.search.bm25 import DECOMPOUND_STEMMERS, CompoundSplitter
 
     splitter = CompoundSplitter.from_texts(texts, DECOMPOUND_STEMMERS["german+decompound"][1])
     return lambda text: tokenize(text, "german+decompound", splitter)
@@ -65,7 +65,7 @@ def tokenizer(choice: str, texts: Sequence[str]):
 def bm25_lists(chunk_ids: Sequence[str], texts: Sequence[str], questions: Sequence[str], choice: str,
                depth: int) -> list[list[str]]:
     """Each question's BM25 chunk list (`depth` deep, chunks sharing a token), tokenized by `choice`."""
-    from localrag.bm25 import BM25Index, top_k
+    from localrag.search.bm25 import BM25Index, top_k
 
     tokens = tokenizer(choice, texts)
     index = BM25Index.build_from_tokens(list(chunk_ids), [tokens(t) for t in texts])

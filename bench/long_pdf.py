@@ -4,7 +4,7 @@ Screens the choices of issue 31 on the FinanceBench filings and dev goldset with
 per choice: the pages are read once by localrag/pdf.py (cached), cut as the index cuts them
 (`localrag.index_settings.text_splitter`), given either the file header the index wrote so far (``[file, page N]``) or
 the context line of localrag/context.py, embedded with the product's model (vectors cached per text list), and
-searched exactly (cosine) and with BM25 (`localrag.bm25.BM25Index`, each tokenization). Lists are ranked by page
+searched exactly (cosine) and with BM25 (`localrag.search.bm25.BM25Index`, each tokenization). Lists are ranked by page
 as the evaluation ranks them (each page once, by its best chunk; ±1 page counts, `localrag.goldset`), and for
 each configuration the script prints page Hit@5 / Hit@10 / MRR@20 and file Hit@5 (is the right filing among the
 first five pages at all).
@@ -145,14 +145,14 @@ def dense_lists(matrix, queries: Sequence[str], model: str, backend: str, depth:
 
 def split_tokens(text: str, stemmer: str = "none") -> list[str]:
     """The BM25 tokenization with words split at underscores and letter-digit words followed by their runs."""
-    from localrag.bm25 import tokenize
+    from localrag.search.bm25 import tokenize
 
     return tokenize(text, stemmer, split_joined=True)
 
 
 def bm25_lists(texts: Sequence[str], queries: Sequence[str], tokens: Callable[[str], list[str]],
                depth: int) -> list[list[tuple[int, float]]]:
-    from localrag.bm25 import BM25Index, top_k
+    from localrag.search.bm25 import BM25Index, top_k
 
     index = BM25Index.build_from_tokens([str(i) for i in range(len(texts))], [tokens(t) for t in texts])
     out = []
@@ -164,8 +164,8 @@ def bm25_lists(texts: Sequence[str], queries: Sequence[str], tokens: Callable[[s
 
 def convex(dense: Sequence[tuple[int, float]], bm25: Sequence[tuple[int, float]], weight: float,
            prior: dict[str, float], prior_weight: float, keys: Sequence[tuple[str, int]]) -> list[int]:
-    """localrag.fusion's convex fusion of both lists, then the document prior, as the retriever does it."""
-    from localrag.fusion import convex_fuse, with_document_prior
+    """localrag.search.fusion's convex fusion of both lists, then the document prior, as the retriever does it."""
+    from localrag.search.fusion import convex_fuse, with_document_prior
 
     fused = convex_fuse([(str(i), s) for i, s in dense], [(str(i), s) for i, s in bm25], weight)
     if prior and prior_weight > 0:
@@ -187,7 +187,7 @@ def priors(shelf: dict, queries: Sequence[str]) -> list[dict[str, float]]:
 
 
 def rrf(dense: Sequence[tuple[int, float]], bm25: Sequence[tuple[int, float]], k: int) -> list[int]:
-    from localrag.fusion import rrf_fuse
+    from localrag.search.fusion import rrf_fuse
 
     return [int(i) for i, _ in rrf_fuse([[str(i) for i, _ in dense], [str(i) for i, _ in bm25]], k)]
 
@@ -195,7 +195,7 @@ def rrf(dense: Sequence[tuple[int, float]], bm25: Sequence[tuple[int, float]], k
 def page_rank(order: Sequence[int], keys: Sequence[tuple[str, int]], locations) -> tuple[int | None, bool]:
     """(1-based page rank of the first acceptable page within MRR_DEPTH pages, right file among the first 5)."""
     from localrag import goldset as gs
-    from localrag.fusion import first_per_key
+    from localrag.search.fusion import first_per_key
 
     pages = [keys[i] for i, _ in first_per_key([(i, 0.0) for i in order], lambda i: keys[i])][:MRR_DEPTH]
     rank = gs.first_match_rank([(source, [page]) for source, page in pages], locations)
@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from fusion_cv import fold_of
 
     from localrag import goldset as gs
-    from localrag.bm25 import tokenize
+    from localrag.search.bm25 import tokenize
 
     if not PDF_DIR.is_dir():
         print(f"error: {PDF_DIR} not found (the shared FinanceBench data)", file=sys.stderr)

@@ -297,7 +297,7 @@ def run_bm25(scifact_dir: Path, n_chunks: int, n_queries: int, seed: int) -> lis
     from bm25_speed import cut_chunks, latencies_ms, load_scifact, rank_bm25_search
     from rank_bm25 import BM25Okapi
 
-    from localrag.bm25 import BM25Index, tokenize
+    from localrag.search.bm25 import BM25Index, tokenize
 
     rng = random.Random(seed)
     source, claims = load_scifact(scifact_dir)

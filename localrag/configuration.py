@@ -19,8 +19,8 @@ from localrag.run_plan import INDEX_SETTINGS, profile_sources, profile_words, sl
 
 def dense_search_text(rag: LocalRAGLike, questions: Sequence[str], depth: int | None = None) -> str:
     """How the dense list was searched: exactly, or by the index's IVF with its recall against exact search,
-    measured here on the run's questions at the candidate depth (`depth`, else `candidate_k`; localrag/ivf.py)."""
-    from localrag import ivf
+    measured here on the run's questions at the candidate depth (`depth`, else `candidate_k`; localrag/search/ivf.py)."""
+    from localrag.search import ivf
 
     search = rag.index.dense_search()
     if search["method"] == "exact":

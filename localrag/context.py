@@ -97,14 +97,14 @@ def chunk_context(document: str, section: str | None) -> str:
 def identity_tokens(text: str) -> list[str]:
     """BM25 tokens of an identity line or a question: words, with file-name joins and letter-digit runs split
     (``3M_2018_10K`` and ``FY2018`` both meet ``2018``)."""
-    from localrag.bm25 import tokenize
+    from localrag.search.bm25 import tokenize
 
     return tokenize(text, split_joined=True)
 
 
 def identity_index(identities: dict[str, str]):
     """A BM25 index over the documents' identity lines (file name -> line), for `document_prior`."""
-    from localrag.bm25 import BM25Index
+    from localrag.search.bm25 import BM25Index
 
     names = sorted(identities)
     return BM25Index.build_from_tokens(names, [identity_tokens(identities[name]) for name in names])

@@ -1,17 +1,17 @@
 """Dense search over an index's stored vectors (`DenseSearch`): exact cosine (vectors.top_k_cosine) or, on a shelf
-a sync gave one, the IVF's approximate search (localrag/ivf.py), and after a sync the IVF kept in step with the
+a sync gave one, the IVF's approximate search (localrag/search/ivf.py), and after a sync the IVF kept in step with the
 chunks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from localrag import ivf
+from localrag.search import ivf
 from localrag.errors import RAGError
 from localrag.files import log
 from localrag.manifest import Manifest
 from localrag.store import IndexPlace
-from localrag.vectors import top_k_cosine
+from localrag.search.vectors import top_k_cosine
 
 
 @dataclass(frozen=True)

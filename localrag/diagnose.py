@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from localrag.bm25 import TOKEN_PATTERN, normalize
+from localrag.search.bm25 import TOKEN_PATTERN, normalize
 from localrag.pages import strip_chunk_header
 from localrag.result import EvalResult, Passage, QuestionResult, StageRanks
 

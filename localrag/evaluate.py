@@ -18,7 +18,7 @@ from localrag import goldset as gs
 from localrag import metrics as rm
 from localrag import diagnose, stats
 from localrag.errors import EvalError
-from localrag.fusion import first_per_key, strictly_decreasing
+from localrag.search.fusion import first_per_key, strictly_decreasing
 from localrag.report import ci_label, fmt_p, metric_label, plural
 from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank, MetricComparison,
                              NotFound, Passage, QuestionResult, RankMove, StageRanks, Status)

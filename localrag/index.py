@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from localrag.models import loading
-from localrag.bm25 import BM25Index
+from localrag.search.bm25 import BM25Index
 from localrag.chunk_writer import SyncTarget
 from localrag.dense import DenseSearch, DenseSource
 from localrag.errors import RAGError

@@ -15,8 +15,8 @@ from langchain_core.documents import Document
 from localrag.models import loading
 from localrag.errors import RAGError
 from localrag import context, llm_rerank
-from localrag.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing, union_ids,
-                             with_document_prior)
+from localrag.search.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing,
+                                    union_ids, with_document_prior)
 from localrag.pages import page_key  # noqa: F401 - where retrieval ranks by page
 from localrag.query_text import text_problem
 from localrag.settings import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, RetrievalSettings,  # noqa: F401 - face

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from localrag.bm25 import BM25Index
-from localrag.fusion import rrf_fuse
+from localrag.search.bm25 import BM25Index
+from localrag.search.fusion import rrf_fuse
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("chat_latency", ROOT / "bench" / "chat_latency.py")
@@ -50,7 +50,7 @@ def test_bare_bm25_ranks_like_bm25index(tmp_path):
     index.save(tmp_path / "bm25", fingerprint="f")
     bare = object.__new__(chat_latency.Bare)  # its BM25 half only: no Chroma store needed
     bare.np, bare.stemmer = np, "none"
-    bare.tokenize = __import__("localrag.bm25", fromlist=["tokenize"]).tokenize
+    bare.tokenize = __import__("localrag.search.bm25", fromlist=["tokenize"]).tokenize
     meta = json.loads((tmp_path / "bm25" / "bm25.json").read_text(encoding="utf-8"))
     with np.load(tmp_path / "bm25" / "bm25.npz") as arrays:
         bare.data, bare.indices, bare.indptr = arrays["data"], arrays["indices"], arrays["indptr"]

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from localrag import bm25 as bm25_index
-from localrag.bm25 import ARRAYS_FILE, META_FILE, BM25Index, tokenize, top_k
+from localrag.search import bm25 as bm25_index
+from localrag.search.bm25 import ARRAYS_FILE, META_FILE, BM25Index, tokenize, top_k
 
 LN_5_3 = math.log(5 / 3)
 

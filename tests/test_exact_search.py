@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 from local_rag import LocalRAG
-from localrag.vectors import top_k_cosine
+from localrag.search.vectors import top_k_cosine
 
 WORDS = ("option volatility pricing rainfall harvest espresso grinder castle trial clerk ledger dividend glacier "
          "volcano tyre bicycle aqueduct honey pollen jazz trumpet caffeine river bridge").split()
@@ -99,7 +99,7 @@ def test_every_fresh_process_and_copy_returns_exact_search(store, tmp_path):
 def test_an_ivf_recorded_in_the_manifest_is_searched_the_same_everywhere_and_all_probes_are_exact(store, tmp_path,
                                                                                                   capsys):
     from localrag import configuration
-    from localrag import ivf
+    from localrag.search import ivf
 
     base, rag, vectors = store
     records = [{"doc_id": f"d{n}", "title": "", "text": text(n), "metadata": {}} for n in range(N_RECORDS)]

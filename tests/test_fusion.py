@@ -1,11 +1,12 @@
-"""Tests of localrag/fusion.py: reciprocal rank fusion worked by hand, exact ties, and the union of two lists."""
+"""Tests of localrag/search/fusion.py: reciprocal rank fusion worked by hand, exact ties, and the union of two lists."""
 from __future__ import annotations
 
 import pytest
 
 import numpy
 
-from localrag.fusion import convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing, union_ids
+from localrag.search.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing,
+                                    union_ids)
 from localrag.metrics import rank_run
 
 

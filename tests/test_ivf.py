@@ -1,4 +1,4 @@
-"""localrag/ivf.py: the approximate dense search of shelves past exact search's reach.
+"""localrag/search/ivf.py: the approximate dense search of shelves past exact search's reach.
 
 Probing every list gives exact search's list (vectors.top_k_cosine), ties included; a build is a function of the
 vectors and the seed; a saved IVF is used only for the chunks it was built from.
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy
 import pytest
 
-from localrag import ivf
-from localrag.vectors import top_k_cosine
+from localrag.search import ivf
+from localrag.search.vectors import top_k_cosine
 
 
 def unit_rows(n: int, d: int = 16, seed: int = 0, clusters: int = 8) -> numpy.ndarray:

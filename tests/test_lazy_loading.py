@@ -48,7 +48,7 @@ def run_isolated(tmp_path: Path, body: str, *, forbid_model: bool = True, forbid
         if {forbid_reranker!r}:
             models.load_reranker = refuse("load_reranker")
         if {forbid_bm25!r}:
-            from localrag.bm25 import BM25Index
+            from localrag.search.bm25 import BM25Index
             BM25Index.load = staticmethod(refuse("BM25Index.load"))
             BM25Index.build = staticmethod(refuse("BM25Index.build"))
         result = None

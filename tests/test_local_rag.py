@@ -454,7 +454,7 @@ def test_invalid_chunk_settings_are_refused_before_touching_the_index(tmp_path):
 
 
 def test_saved_bm25_is_reused_by_a_fresh_object(tiny_index, monkeypatch):
-    from localrag import bm25 as bm25_index
+    from localrag.search import bm25 as bm25_index
 
     def no_rebuild(*args, **kwargs):
         raise AssertionError("BM25 was rebuilt although the index did not change")

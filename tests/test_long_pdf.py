@@ -11,7 +11,7 @@ import eval_retrieval as er
 import local_rag
 from localrag.eval_options import resolve
 from local_rag import LocalRAG, RAGError
-from localrag.fusion import with_document_prior
+from localrag.search.fusion import with_document_prior
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"
 # Stage scores of VEGA_QUERY on the tiny index (tests/test_local_rag.py: test_dense_order, test_bm25_order).

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from localrag.vectors import one_blas_thread
+from localrag.search.vectors import one_blas_thread
 
 IVF_FILE = "ivf.npz"  # in the index folder, beside index_info.json
 TRAIN_ROWS_PER_LIST = 64  # k-means trains on at most this many sampled rows per list (the rest are assigned)
