@@ -18,7 +18,8 @@ from typing import Iterator, Sequence
 
 from localrag.models import backends as embedding_backends
 from localrag.models import loading as models
-from localrag import pdf, rag
+from localrag.text import pdf
+from localrag import rag
 from localrag.chunk_writer import chunk_id  # noqa: F401 - part of this module's face
 from localrag.errors import RAGError  # noqa: F401 - part of this module's face
 from localrag.search.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
@@ -27,9 +28,9 @@ from localrag.locks import LOCK_FILE  # noqa: F401 - part of this module's face
 from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE  # noqa: F401 - part of this module's face
 from localrag.models.loading import resolve_embedding_model  # noqa: F401 - part of this module's face
 from localrag.files import log  # noqa: F401 - part of this module's face
-from localrag.pages import chunk_header  # noqa: F401 - part of this module's face
-from localrag.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
-                          source_name)
+from localrag.text.pages import chunk_header  # noqa: F401 - part of this module's face
+from localrag.text.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
+                               source_name)
 from localrag.rag import OpenOptions
 from localrag.retriever import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace, check_fusion,  # noqa: F401
                                 check_k, check_mode, check_rank_by)
@@ -63,7 +64,7 @@ PAGE_CHUNK_LIMIT = 8000  # with CHUNK_SIZE "page" (one chunk per page): a longer
 PDF_LOADER = "pypdfium2"  # "pypdf" or "pypdfium2" (twenty times faster on real filings; see README)
 BM25_STEMMER = "none"  # BM25 side: "none", a Snowball stemmer ("german", "english", ...) or "german+decompound"
 CHUNK_HEADERS = True  # prefix each chunk with "[file, page N]" so BM25 and embeddings see the document name
-# ...followed by the chunk's context line: file title, form, period, registrant, section (localrag/context.py); off:
+# ...followed by the chunk's context line: file title, form, period, registrant, section (localrag/text/identity.py); off:
 # on FinanceBench it found the right filing more often but not the right page (README, "Long PDFs")
 CHUNK_CONTEXT = False
 RETRIEVAL_MODE = "hybrid"  # "dense", "bm25", "hybrid" (RRF of both) or "union" (dense, then new BM25 hits)
@@ -76,7 +77,7 @@ RANK_BY = "page"  # "page": each page once, by its best chunk (citations name pa
 FUSION = "rrf"  # how hybrid joins dense and BM25: "rrf" (reciprocal ranks) or "convex" (normalised scores)
 DENSE_WEIGHT = 0.5  # convex fusion: weight of the dense scores, BM25 gets 1 - it (long-pdf's 0.8: cross-validated)
 # Weight of the document prior: a page's score gains this times how well its file's identity (name, title, form,
-# period, registrant) matches the question (localrag/context.py); 0 = off
+# period, registrant) matches the question (localrag/text/identity.py); 0 = off
 DOCUMENT_PRIOR = 0.0
 # Named presets for one kind of shelf, each a set of LocalRAG arguments; --profile NAME (eval_retrieval.py,
 # add_pdfs.py) or LocalRAG(path, **PROFILES[NAME]). "long-pdf": whole pages, convex fusion and the document prior
@@ -173,7 +174,7 @@ def load_reranker_for(name: str, allow_downloads: bool = False):
 
 
 def iter_extracted(paths: Sequence[Path], loader: str, workers: int | None = None) -> Iterator[ExtractedPdf]:
-    """Each file's pages (localrag/pdf.py), in order, read in EXTRACT_WORKERS processes unless `workers` is given."""
+    """Each file's pages (localrag/text/pdf.py), in order, read in EXTRACT_WORKERS processes unless `workers` is given."""
     return pdf.iter_extracted(paths, loader, EXTRACT_WORKERS if workers is None else workers)
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
 
 from localrag import goldset as gs  # noqa: E402
-from localrag.pages import shown_page  # noqa: E402
+from localrag.text.pages import shown_page  # noqa: E402
 
 OUT_DIR = ROOT / "bench" / "out"  # synthetic goldsets and reports (ignored by git)
 WORD = re.compile(r"[^\W\d_]{3,}")  # words a question may borrow from its chunk

@@ -1,9 +1,9 @@
 """Long PDFs: which chunk text, BM25 tokenization and fusion find the right page of a 200-page filing.
 
 Screens the choices of issue 31 on the FinanceBench filings and dev goldset without building a LocalRAG index
-per choice: the pages are read once by localrag/pdf.py (cached), cut as the index cuts them
+per choice: the pages are read once by localrag/text/pdf.py (cached), cut as the index cuts them
 (`localrag.index_settings.text_splitter`), given either the file header the index wrote so far (``[file, page N]``) or
-the context line of localrag/context.py, embedded with the product's model (vectors cached per text list), and
+the context line of localrag/text/identity.py, embedded with the product's model (vectors cached per text list), and
 searched exactly (cosine) and with BM25 (`localrag.search.bm25.BM25Index`, each tokenization). Lists are ranked by page
 as the evaluation ranks them (each page once, by its best chunk; ±1 page counts, `localrag.goldset`), and for
 each configuration the script prints page Hit@5 / Hit@10 / MRR@20 and file Hit@5 (is the right filing among the
@@ -11,7 +11,7 @@ first five pages at all).
 
 Fusions: RRF (k), and the convex combination of min-max normalised scores (Bruch, Gai & Ingber, "An Analysis
 of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023), w * dense + (1 - w) * bm25 over each list's
-candidates (a chunk missing from one list scores 0 there), then the document prior (localrag/context.py: BM25
+candidates (a chunk missing from one list scores 0 there), then the document prior (localrag/text/identity.py: BM25
 of the question over each file's identity line, the best file 1.0) times its weight, as `localrag.retriever`
 does. Both weights are chosen by 2-fold cross-validation (`bench/fusion_cv.py`'s seeded fold hash): the best
 pair on one fold's questions (MRR) is scored on the other's, and the printed CV figure joins both held-out
@@ -56,7 +56,7 @@ def read_shelf(pdf_dir: Path, loader: str) -> dict[str, tuple[str, object]]:
     """file name -> (metadata title, ExtractedPdf), read once and cached by the folder's names and sizes."""
     import pypdfium2
 
-    from localrag import pdf
+    from localrag.text import pdf
 
     paths = sorted(pdf_dir.glob("*.pdf"))
     key = hashlib.sha256(repr([(p.name, p.stat().st_size) for p in paths] + [loader, pdf.TEXT_RULES]).encode())
@@ -79,10 +79,10 @@ def read_shelf(pdf_dir: Path, loader: str) -> dict[str, tuple[str, object]]:
 
 def cut(shelf: dict, unit: str, header: str) -> tuple[list[tuple[str, int]], list[str]]:
     """(page key of each chunk, its indexed text) for a chunk size (or "page") and a header kind."""
-    from localrag import context
+    from localrag.text import identity as context
     from localrag.index_settings import parse_chunk_size, text_splitter
-    from localrag.pages import chunk_header
-    from localrag.pdf import front_page, sections_by_page
+    from localrag.text.pages import chunk_header
+    from localrag.text.pdf import front_page, sections_by_page
 
     splitter = text_splitter({"chunk_size": parse_chunk_size(unit), "chunk_overlap": 200, "page_chunk_limit": 8000})
     keys, texts = [], []
@@ -174,10 +174,10 @@ def convex(dense: Sequence[tuple[int, float]], bm25: Sequence[tuple[int, float]]
 
 
 def priors(shelf: dict, queries: Sequence[str]) -> list[dict[str, float]]:
-    """Each question's document prior over the shelf's identity lines (localrag/context.py), as the index
+    """Each question's document prior over the shelf's identity lines (localrag/text/identity.py), as the index
     records them."""
-    from localrag import context
-    from localrag.pdf import front_page
+    from localrag.text import identity as context
+    from localrag.text.pdf import front_page
 
     identities = {}
     for source, (title, extracted) in shelf.items():

@@ -1,4 +1,4 @@
-"""What the page text rules (localrag/pdf.py, normalize_pages) change on a shelf of PDFs.
+"""What the page text rules (localrag/text/pdf.py, normalize_pages) change on a shelf of PDFs.
 
 Reads every PDF below FOLDER with the chosen loader, raw and by the rules, and prints per rule how many characters
 or places it changed (pdfium's line-end hyphen U+FFFE, soft hyphens, pypdf's plain line-end hyphens rejoined,
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from localrag.cli import HelpFormatter  # noqa: E402
-from localrag.pdf import (CONTROL, FOLDED, PDF_LOADERS, PDFIUM_HYPHEN, PLAIN_HYPHEN,  # noqa: E402
-                          extract_pdf, find_pdfs, normalize_pages)
+from localrag.text.pdf import (CONTROL, FOLDED, PDF_LOADERS, PDFIUM_HYPHEN, PLAIN_HYPHEN, extract_pdf,  # noqa: E402
+                               find_pdfs, normalize_pages)
 
 FOLDER = Path(__file__).resolve().parents[2] / "shared/data/financebench/pdfs"  # 74 SEC filings
 LIGATURES = "".join(c for c, letters in FOLDED.items() if letters != " ")

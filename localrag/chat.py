@@ -17,7 +17,7 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, ConfigDict, Field
 
 from localrag.errors import RAGError
-from localrag.pages import strip_chunk_header
+from localrag.text.pages import strip_chunk_header
 
 TOOL_NAME = "search_pdf_shelf"  # the name an agent calls the tool by
 TOOL_EXCERPT_CHARS = 600  # most characters of each hit's text in the tool's output, so results never flood a context

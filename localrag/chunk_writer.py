@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from localrag.models import backends as embedding_backends
-from localrag.context import chunk_context
+from localrag.text.identity import chunk_context
 from localrag.files import log
 from localrag.manifest import Manifest
 from localrag.settings import text_splitter
-from localrag.pages import chunk_header, shown_page
-from localrag.pdf import TEXT_RULES, sections_by_page
+from localrag.text.pages import chunk_header, shown_page
+from localrag.text.pdf import TEXT_RULES, sections_by_page
 from localrag.store import IndexPlace, delete_ids
 from localrag.sync_report import EmbeddingModel, SourceUnit, SyncReport
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localrag.errors import RAGError
-from localrag.query_text import has_visible_text, lone_surrogate
+from localrag.text.query import has_visible_text, lone_surrogate
 
 # File names of a BEIR folder.
 CORPUS_FILE = "corpus.jsonl"
@@ -317,7 +317,7 @@ def parse_query(obj: dict) -> Query | str:
         return "wrong_type"
     if not text.strip():
         return "empty_text"
-    if lone_surrogate(text):  # the retriever's rule for a query's text (localrag/query_text.py)
+    if lone_surrogate(text):  # the retriever's rule for a query's text (localrag/text/query.py)
         return "lone_surrogate"
     if not has_visible_text(text):
         return "no_visible_text"

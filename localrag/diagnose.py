@@ -12,7 +12,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from localrag.search.bm25 import TOKEN_PATTERN, normalize
-from localrag.pages import strip_chunk_header
+from localrag.text.pages import strip_chunk_header
 from localrag.result import EvalResult, Passage, QuestionResult, StageRanks
 
 EXCERPT_CHARS = 300  # characters of a passage shown in the details file, whitespace collapsed

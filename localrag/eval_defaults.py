@@ -13,7 +13,7 @@ from typing import Any, AbstractSet, Callable, ContextManager, Mapping, Protocol
 
 from localrag import files
 from localrag.judge import Judging
-from localrag.pages import PAGE_OFFSET
+from localrag.text.pages import PAGE_OFFSET
 
 
 class LocalRAGLike(Protocol):

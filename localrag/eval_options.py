@@ -16,8 +16,8 @@ from localrag.errors import EvalError
 from localrag.evaluate import metric_keys
 from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, with_report_paths
 from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
-from localrag.pages import PAGE_OFFSET
-from localrag.query_text import text_problem
+from localrag.text.pages import PAGE_OFFSET
+from localrag.text.query import text_problem
 from localrag.run_plan import apply_profile, check_sweep, warn_ineffective_settings
 
 

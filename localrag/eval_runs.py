@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from localrag import evaluate as ev
 from localrag import goldset as gs
-from localrag import language
+from localrag.text import language
 from localrag.models import loading
 from localrag import report as eval_report
 from localrag.configuration import config_block, settings_json
@@ -27,7 +27,7 @@ from localrag.files import display_path
 from localrag.judge import Judging
 from localrag.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
                               write_row_reports)
-from localrag.pages import PAGE_OFFSET, shown_page
+from localrag.text.pages import PAGE_OFFSET, shown_page
 from localrag.report import plural
 from localrag.result import EXIT_OK, EvalResult, LeftOut, Status
 from localrag.run_index import fill_query_vectors, open_pdf_index, open_rag, query_vector_cache, share_query_vectors

@@ -22,7 +22,7 @@ from localrag.search.fusion import first_per_key, strictly_decreasing
 from localrag.report import ci_label, fmt_p, metric_label, plural
 from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank, MetricComparison,
                              NotFound, Passage, QuestionResult, RankMove, StageRanks, Status)
-from localrag.pages import page_key
+from localrag.text.pages import page_key
 
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
 DATASET_OVERFETCH = 1.5  # a dataset run asks retrieve for depth x chunks per document x this (dataset_k)

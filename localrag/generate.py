@@ -34,12 +34,12 @@ from typing import Any
 from localrag.errors import EvalError
 from localrag.files import display_path
 from localrag.goldset import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, GoldsetRow, write_goldset_csv  # noqa: F401
-from localrag.language import guess_language
+from localrag.text.language import guess_language
 from localrag.llm_questions import build_llm_prompt, parse_llm_reply
 from localrag.noise import analysis_text, build_noise_context, filter_chunks, fraction, page_noise
-from localrag.pages import shown_page
+from localrag.text.pages import shown_page
 from localrag.template_questions import Candidate, template_questions
-from localrag.words import CONTENT_STOPWORDS, jaccard, tokens, word_count
+from localrag.text.words import CONTENT_STOPWORDS, jaccard, tokens, word_count
 
 # --- Sampling -------------------------------------------------------------------------------------
 # Questions every document with kept chunks gets at least (if n allows).

@@ -24,7 +24,7 @@ with it every per-question line of a committed report, survives reordering, inse
 other rows. With 40 bits, a collision among 10,000 questions has a probability below 1e-4.
 
 Matching is page-based: retrieved chunks carry 0-based page numbers (as LangChain's PDF loaders
-give them); the goldset's page minus ``PAGE_OFFSET`` (localrag/pages.py) is compared within ``PAGE_TOLERANCE``.
+give them); the goldset's page minus ``PAGE_OFFSET`` (localrag/text/pages.py) is compared within ``PAGE_TOLERANCE``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from pathlib import Path
 
 from localrag.errors import RAGError
 from localrag.files import write_atomic
-from localrag.pages import PAGE_OFFSET
-from localrag.query_text import text_problem
+from localrag.text.pages import PAGE_OFFSET
+from localrag.text.query import text_problem
 
 # A neighbouring page still counts: page labels are often off by one and facts run over pages.
 PAGE_TOLERANCE = 1

@@ -30,7 +30,7 @@ from localrag.index_model import IndexModel
 from localrag.locks import ServerLock, folder_lock
 from localrag.files import log
 from localrag.manifest import Manifest, damaged_manifest_error, followed_paths, read_manifest
-from localrag.pdf import discover_pdfs
+from localrag.text.pdf import discover_pdfs
 from localrag.settings import IndexSettings, IvfSettings, collection_name, resolve_settings
 from localrag.store import IndexPlace, LazyStore, indexed_chunks, indexed_vectors
 from localrag.store_check import IndexCheck, check_store, foreign_collection, inconsistency_error

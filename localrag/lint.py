@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from localrag.goldset import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, normalize_source
-from localrag.pages import PAGE_OFFSET
-from localrag.words import jaccard, set_jaccard, tokens, word_count
+from localrag.text.pages import PAGE_OFFSET
+from localrag.text.words import jaccard, set_jaccard, tokens, word_count
 
 # Goldsets with at least this many questions show a progress bar (stderr) while they are linted.
 PROGRESS_MIN_QUESTIONS = 5000

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from localrag.models import llm
 from localrag.errors import RAGError
-from localrag.pages import strip_chunk_header
+from localrag.text.pages import strip_chunk_header
 
 PREFIX = "openai:"  # a reranker name "openai:MODEL" asks MODEL on the OpenAI-compatible server
 PASSAGE_CHARS = 2000  # characters of a passage shown to the model (a whole page can be 8,000: small contexts)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 from localrag.errors import RAGError
 from localrag.files import write_json_atomic
 from localrag.settings import BM25_SETTINGS, REBUILD_SETTINGS
-from localrag.pages import TEXT_RULES
+from localrag.text.pages import TEXT_RULES
 
 INDEX_INFO_FILE = "index_info.json"  # the manifest inside a local index folder
 # Written into the manifest and the collection metadata. 2: chunks carry page_number and section; a sync of an

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from localrag.pages import strip_chunk_header
-from localrag.words import word_count
+from localrag.text.pages import strip_chunk_header
+from localrag.text.words import word_count
 
 # --- Limits ---------------------------------------------------------------------------------------
 # A chunk with fewer words than this carries too little to ask about.

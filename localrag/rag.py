@@ -18,7 +18,7 @@ from localrag import llm_rerank
 from localrag.errors import RAGError
 from localrag.index import Index, ModelLoading, StoreOptions
 from localrag.files import log
-from localrag.pdf import ExtractedPdf
+from localrag.text.pdf import ExtractedPdf
 from localrag.retriever import Retriever, Trace, check_k, check_mode
 from localrag.settings import IndexSettings, IvfSettings, RetrievalSettings
 from localrag.store_check import IndexCheck

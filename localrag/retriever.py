@@ -14,11 +14,12 @@ from langchain_core.documents import Document
 
 from localrag.models import loading
 from localrag.errors import RAGError
-from localrag import context, llm_rerank
+from localrag.text import identity
+from localrag import llm_rerank
 from localrag.search.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing,
                                     union_ids, with_document_prior)
-from localrag.pages import page_key  # noqa: F401 - where retrieval ranks by page
-from localrag.query_text import text_problem
+from localrag.text.pages import page_key  # noqa: F401 - where retrieval ranks by page
+from localrag.text.query import text_problem
 from localrag.settings import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, RetrievalSettings,  # noqa: F401 - face
                                check_fusion, check_mode, check_rank_by)
 
@@ -219,8 +220,8 @@ class Retriever:
         if self._identity_index is None or self._identity_index[0] != key:
             identities = {name: entry["identity"] for name, entry in self.index.files.items()
                           if entry.get("identity")}
-            self._identity_index = (key, context.identity_index(identities) if identities else None)
-        return context.document_prior(self._identity_index[1], query) if self._identity_index[1] else {}
+            self._identity_index = (key, identity.identity_index(identities) if identities else None)
+        return identity.document_prior(self._identity_index[1], query) if self._identity_index[1] else {}
 
     def _fused_stages(self, query: str, k: int, mode: str | None) -> tuple[list[tuple[Document, float]],
                                                                             dict[str, list], int]:

@@ -20,7 +20,7 @@ from localrag.errors import RAGError
 from localrag.files import log
 from localrag.locks import LOCK_FILE
 from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE, Manifest
-from localrag.pages import shown_page
+from localrag.text.pages import shown_page
 
 # Chroma phones home unless told not to; set before chromadb is imported (this module imports it when used).
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from localrag.chunk_writer import ChunkWriter, SyncTarget, citation_metadata
-from localrag.context import document_context
+from localrag.text.identity import document_context
 from localrag.errors import RAGError
 from localrag.files import log
 from localrag.manifest import INDEX_FORMAT, RECORDED_PACKAGES, package_versions
-from localrag.pdf import TEXT_RULES, ExtractedPdf, extract_pdf, front_page, read_outline, sections_by_page
+from localrag.text.pdf import TEXT_RULES, ExtractedPdf, extract_pdf, front_page, read_outline, sections_by_page
 from localrag.store import STORE_CHANGE_ROWS, delete_ids
 from localrag.store_check import check_store, dimension_error, remove_orphan_segments, unmarked_manifest_error
 from localrag.sync_plan import SourceUnit, SyncReport, plan_pdfs, plan_records
@@ -173,7 +173,7 @@ class Sync:
             return []
 
     def identity_of(self, source: str, path: Path) -> str:
-        """The identity line of an indexed PDF (localrag/context.py), read as a build reads it (the whole file by
+        """The identity line of an indexed PDF (localrag/text/identity.py), read as a build reads it (the whole file by
         the page text rules, which spell by the whole document); its name's words alone, with a note, when the
         file cannot be read."""
         pdf = extract_pdf(str(path), self.target.settings["pdf_loader"])

@@ -14,7 +14,7 @@ from localrag.models import names
 from localrag.errors import RAGError
 from localrag.settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS
 from localrag.manifest import INDEX_FORMAT, Manifest
-from localrag.pdf import TEXT_RULES, discover_pdfs
+from localrag.text.pdf import TEXT_RULES, discover_pdfs
 from localrag.sync_report import EmbeddingModel, SourceUnit, SyncReport
 
 
@@ -158,5 +158,5 @@ def text_rules_reasons(manifest: Manifest) -> list[str]:
     old = collections.Counter(manifest.file_text_rules(e) for e in manifest.files.values()
                               if manifest.file_text_rules(e) != TEXT_RULES)
     return [f"page text rules: {n} of {len(manifest.files)} files were read with version {version}, this localRAG "
-            f"applies version {TEXT_RULES} (localrag/pdf.py); a sync reads them again and embeds only the "
+            f"applies version {TEXT_RULES} (localrag/text/pdf.py); a sync reads them again and embeds only the "
             f"chunks whose text changed" for version, n in sorted(old.items())]

@@ -54,7 +54,7 @@ class SourceUnit:
     file_hash: str
     pages: list[tuple[int, str, str]]  # (0-based page, label, text)
     header: str | None = None  # chunk header; None means chunk_header(source, page, context line)
-    context: str = ""  # the document's identity (localrag/context.py), for the context lines of its chunks
+    context: str = ""  # the document's identity (localrag/text/identity.py), for the context lines of its chunks
     extra_metadata: dict = field(default_factory=dict)
     extraction_method: str = ""
     outline: list[tuple[int, str]] = field(default_factory=list)  # (0-based start page, title) of the PDF's outline

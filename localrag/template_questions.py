@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from localrag.noise import PROSE_LINE_MIN_WORDS, header_key, nonempty_lines
-from localrag.words import CONTENT_STOPWORDS, tokens
+from localrag.text.words import CONTENT_STOPWORDS, tokens
 
 # Longest defined term, in words.
 DEFINED_TERM_MAX_WORDS = 4

@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool
 import local_rag
 from local_rag import LocalRAG, RAGError, extract_pdf
 from localrag import chat
-from localrag.pdf import read_outline, sections_by_page
+from localrag.text.pdf import read_outline, sections_by_page
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"
 QUERIES = (VEGA_QUERY, "Kafka Verwandlung Gregor Samsa", "Black-Scholes price of a European call")

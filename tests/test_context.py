@@ -1,7 +1,7 @@
-"""Tests of localrag/context.py: the context line read from a file's name, metadata title and cover page."""
+"""Tests of localrag/text/identity.py: the context line read from a file's name, metadata title and cover page."""
 from __future__ import annotations
 
-from localrag.context import chunk_context, cover_facts, document_context, metadata_title, name_words
+from localrag.text.identity import chunk_context, cover_facts, document_context, metadata_title, name_words
 
 # A two-column SEC cover page as pypdfium2 reads it: the period's date stands on the next line, beside the
 # commission file number (JPMorgan's 10-Q), and the registrant above "(Exact name of registrant ...)".

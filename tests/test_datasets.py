@@ -208,7 +208,7 @@ def test_malformed_lines_counted_with_first_line_numbers(tmp_path: Path) -> None
 
 
 def test_a_query_without_visible_text_or_with_a_lone_surrogate_is_skipped_and_counted(tmp_path: Path) -> None:
-    """The retriever's rule for a query's text (localrag/query_text.py): such a query ended the run in the
+    """The retriever's rule for a query's text (localrag/text/query.py): such a query ended the run in the
     tokenizer (a lone surrogate: TypeError) or was searched for (zero-width characters)."""
     queries = "".join(line + "\n" for line in ['{"_id": "q1", "text": "first"}', '{"_id": "q2", "text": "\\u200b"}',
                                                  '{"_id": "q3", "text": "x \\ud800"}'])

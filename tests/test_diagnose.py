@@ -331,7 +331,7 @@ def test_unescape_markdown_inverts_escape_markdown():
 @pytest.mark.parametrize("extra, message", [
     (["--explain", "  "], "error: --explain '  ' has no visible text, only U+0020; give a question or a query id of "
                           "the goldset\n"),
-    # The rule of localrag/query_text.py: zero-width characters were searched for, and a lone surrogate (a command
+    # The rule of localrag/text/query.py: zero-width characters were searched for, and a lone surrogate (a command
     # line argument that is not UTF-8, decoded with surrogateescape) reached the tokenizer.
     (["--explain", "\u200b\u2060"], "error: --explain '\\u200b\\u2060' has no visible text, only U+200B, U+2060; "
                                     "give a question or a query id of the goldset\n"),

@@ -15,10 +15,10 @@ from localrag import generate as gg
 from localrag.generate import allocate, copied_share, detect_language, generate_questions, render_generation_summary
 from localrag.llm_questions import parse_llm_reply
 from localrag.template_questions import template_questions
-from localrag.words import jaccard, tokens
+from localrag.text.words import jaccard, tokens
 from localrag.goldset import write_goldset_csv
 from localrag.noise import build_noise_context, classify_noise
-from localrag.pages import strip_chunk_header
+from localrag.text.pages import strip_chunk_header
 from test_noise import DESKS, PROSE_DE, PROSE_EN, chunk, plain_chunk, running_header_doc
 
 

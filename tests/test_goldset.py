@@ -28,7 +28,7 @@ from localrag.goldset import (
     same_file,
     write_goldset_csv,
 )
-from localrag.pages import PAGE_OFFSET
+from localrag.text.pages import PAGE_OFFSET
 
 BOM = "\ufeff"
 
@@ -402,7 +402,7 @@ def test_jsonl_with_bad_lines(tmp_path: Path) -> None:
 
 
 def test_a_question_without_visible_text_or_with_a_lone_surrogate_is_a_reader_problem(tmp_path: Path) -> None:
-    """One rule with the retriever's (localrag/query_text.py): a JSONL "\\ud800" escape reached query_id's UTF-8
+    """One rule with the retriever's (localrag/text/query.py): a JSONL "\\ud800" escape reached query_id's UTF-8
     encoding (UnicodeEncodeError), and a zero-width question was read as a question."""
     lines = [json.dumps({"question": "vega \ud800", "locations": [{"source": "a.pdf"}]}),  # the escape, as written
              json.dumps({"question": "\u200b\u200b", "locations": [{"source": "a.pdf"}]}),

@@ -382,7 +382,7 @@ def slow_env(tmp_path) -> dict:
     (folder / "started").mkdir(parents=True)
     (folder / "sitecustomize.py").write_text(textwrap.dedent(f"""
         import os, time
-        from localrag import pdf
+        from localrag.text import pdf
         real = pdf.extract_pdf
         def slow(path, loader):
             open(os.path.join({str(folder / "started")!r}, str(os.getpid())), "w").close()

@@ -19,7 +19,7 @@ import pytest
 from conftest import TINY_CORPUS, write_corpus, write_pdf
 
 import local_rag
-from localrag.pdf import TEXT_RULES
+from localrag.text.pdf import TEXT_RULES
 from local_rag import LocalRAG, RAGError, chunk_header, chunk_id, extract_pdf, load_embeddings, source_name
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"

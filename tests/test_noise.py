@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from localrag.noise import analysis_text, build_noise_context, classify_noise, filter_chunks
-from localrag.pages import chunk_header
+from localrag.text.pages import chunk_header
 
 
 def chunk(text: str, page: int = 5, source: str = "a.pdf", cid: str = "c1") -> dict:

@@ -1,4 +1,4 @@
-"""The page text rules (localrag/pdf.py, normalize_pages): line-end hyphens rejoined by the document's own words,
+"""The page text rules (localrag/text/pdf.py, normalize_pages): line-end hyphens rejoined by the document's own words,
 soft hyphens, ligatures, no-break spaces and control characters; both loaders give one text; what BM25, the chat
 tool and --explain see; the version in the manifest."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 import eval_retrieval as er
 from local_rag import LocalRAG
-from localrag.pdf import TEXT_RULES, extract_pdf, normalize_pages
+from localrag.text.pdf import TEXT_RULES, extract_pdf, normalize_pages
 
 # A filing's page as pdfium gives it: U+FFFE where a line ended in a hyphen (the break dropped), \r\n breaks.
 RAW_PDFIUM = ("Annual Report 2023 \u00b7 Page 1 of 3\r\nThe declara\ufffetions of the board name a third\ufffeparty "
@@ -126,7 +126,7 @@ def test_bm25_the_tool_and_explain_see_whole_words(tmp_path, capsys):
     (tmp_path / "index" / "index_info.json").write_text(json.dumps(info), encoding="utf-8")
     old = LocalRAG(tmp_path / "index", reranker_model=None, quiet=True)
     assert old.stale_reasons() == [f"page text rules: 2 of 2 files were read with version 1, this localRAG applies "
-                                   f"version {TEXT_RULES} (localrag/pdf.py); a sync reads them again and embeds only "
+                                   f"version {TEXT_RULES} (localrag/text/pdf.py); a sync reads them again and embeds only "
                                    f"the chunks whose text changed"]
     report = old.sync([docs], progress=False)
     assert report.rebuilt_because is None and sorted(report.reread) == ["other.pdf", "report.pdf"]

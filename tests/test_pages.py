@@ -1,8 +1,8 @@
-"""Tests for localrag/pages.py: the page convention and the chunk header written and stripped again."""
+"""Tests for localrag/text/pages.py: the page convention and the chunk header written and stripped again."""
 
 from __future__ import annotations
 
-from localrag.pages import PAGE_OFFSET, chunk_header, shown_page, strip_chunk_header
+from localrag.text.pages import PAGE_OFFSET, chunk_header, shown_page, strip_chunk_header
 
 
 def test_people_count_pages_from_one_loaders_from_zero():

@@ -1,9 +1,9 @@
-"""localrag/query_text.py: the one rule for a query's text (valid Unicode, something visible), by hand."""
+"""localrag/text/query.py: the one rule for a query's text (valid Unicode, something visible), by hand."""
 from __future__ import annotations
 
 import pytest
 
-from localrag.query_text import code_point, text_problem
+from localrag.text.query import code_point, text_problem
 
 
 @pytest.mark.parametrize("text, problem", [

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from localrag.errors import RAGError
-from localrag.pages import TEXT_RULES, shown_page  # noqa: F401 - TEXT_RULES: the version of normalize_pages' rules
+from localrag.text.pages import TEXT_RULES, shown_page  # noqa: F401 - TEXT_RULES: the version of normalize_pages' rules
 from localrag.settings import PDF_LOADERS  # noqa: F401 - the text extractors `extract_pdf` knows
 
 OUTLINE_MAX_DEPTH = 15  # outline (bookmark) levels read; pdfium's own default, deeper than any real document

@@ -9,10 +9,10 @@ model, deterministically, from what the PDF itself says:
 - the title in the PDF's metadata, unless it is an identifier (``0001065280-16-000047``);
 - from the first page: the form (``Form 10-K``), the period (``fiscal year ended December 31, 2018``, a report
   date) and the registrant (the line above ``(Exact name of registrant ...)``), as SEC cover pages print them;
-- the section of the chunk's page from the PDF's outline (localrag/pdf.py, ``sections_by_page``).
+- the section of the chunk's page from the PDF's outline (localrag/text/pdf.py, ``sections_by_page``).
 
 Parts that another part already contains are left out. The line is put before the chunk's text for BM25 and
-the embedding only: excerpts, citations and the judge see the page text (`localrag.pages.strip_chunk_header`).
+the embedding only: excerpts, citations and the judge see the page text (`localrag.text.pages.strip_chunk_header`).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ PDF loaders (LangChain's) number pages from 0; people, PDF viewers and goldsets 
 compares pages uses the loaders' 0-based page; code that shows a page to people (shown_page) or reads one
 from them (PAGE_OFFSET) converts with what is here. Each chunk of the index stores both: ``page`` (0-based) and
 ``page_number`` (shown_page of it, what a citation gives), and starts with a header line naming its file and
-1-based page, ``[<source>, page <n>]``, and may go on with the chunk's context line (localrag/context.py:
+1-based page, ``[<source>, page <n>]``, and may go on with the chunk's context line (localrag/text/identity.py:
 document identity and section) before its line break; chunk_header writes it and strip_chunk_header removes it.
 """
 
