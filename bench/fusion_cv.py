@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reference", default=",".join(map(str, REFERENCE)), metavar="BM25,K,WEIGHT,DEPTH",
                         help="the configuration every other is compared with")
     args = parser.parse_args(argv)
-    from localrag import datasets as beir_data
+    from localrag.datasets import beir as beir_data
     from local_rag import LocalRAG
 
     bm25_ref, k_ref, w_ref, d_ref = args.reference.split(",")

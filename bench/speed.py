@@ -428,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sections.append(f"PDF extraction ({pdf_dir.name}: FinanceBench filings; pypdf on the first "
                         f"{args.pypdf_files} files by name)\n" + extraction_table(results["extraction"]))
     if "embed" not in args.skip or args.ndcg:
-        from localrag.datasets import load_beir
+        from localrag.datasets.beir import load_beir
 
         ds = load_beir(scifact_dir, NDCG_SPLIT)
         doc_ids, texts = scifact_texts(ds)

@@ -151,7 +151,7 @@ def check_model_flags(options: EvalOptions) -> None:
 
 def resolve_dataset(dataset: str, data_dir: str, level: str | None, quiet: bool) -> Path:
     """The BEIR folder of --dataset: a folder path, or a named benchmark downloaded into --data-dir."""
-    from localrag import downloads
+    from localrag.datasets import downloads
 
     return downloads.resolve_dataset(dataset, data_dir, level, log=lambda m: log(m, quiet))
 

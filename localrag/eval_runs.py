@@ -388,7 +388,7 @@ def scoring_text(rag: LocalRAGLike, depth: int, k: int) -> str:
 def load_dataset(options: EvalOptions) -> tuple[Any, list[str], list[str], str]:
     """(dataset, its problem notes, why they degrade the run, what sample it is) of --dataset, sampled as
     --max-queries / --max-corpus-docs ask; datasets.DatasetError when it cannot be read."""
-    from localrag import datasets as beir_data
+    from localrag.datasets import beir as beir_data
 
     dataset = beir_data.load_beir(options.dataset, options.split)
     messages = list(dataset.problem_lines())
@@ -517,7 +517,7 @@ def finish(results: list[EvalResult], options: EvalOptions, previous: tuple[Eval
     result = dataclasses.replace(result, status=ev.run_status(degraded, failed, gate_descriptions(gates)))
     write_outputs(result, options, trec_files(options, result.name, *trec) if options.run_file and trec else ())
     if options.run_file and run is not None:
-        from localrag import datasets as beir_data
+        from localrag.datasets import beir as beir_data
 
         try:
             beir_data.write_trec_run(options.run_file, run, tag=f"localrag-{result.name.replace(' ', '')}")
@@ -530,7 +530,7 @@ def trec_files(options: EvalOptions, name: str, run: Mapping[str, dict[str, floa
                qrels: Mapping[str, dict[str, int]]) -> list[tuple[str, str]]:
     """(path, text) of a goldset run's --run-file and its qrels (--qrels-file); EvalError, before anything is
     written, when they cannot be written as TREC."""
-    from localrag import datasets as beir_data
+    from localrag.datasets import beir as beir_data
 
     try:
         return [(options.run_file, beir_data.render_trec_run(run, tag=f"localrag-{name.replace(' ', '')}")),

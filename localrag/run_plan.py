@@ -294,7 +294,7 @@ def resolved_index_settings(wanted: Mapping[str, Any], base: Mapping[str, Any],
 def dataset_index_path(options: EvalOptions, wanted: Mapping[str, Any] | None = None) -> Path:
     """Cache folder named after the dataset, its sample and the index settings (`wanted`, option names, over the
     defaults; default: the flags'): other settings never reuse it."""
-    from localrag import datasets as beir_data
+    from localrag.datasets import beir as beir_data
 
     fingerprint = beir_data.dataset_fingerprint(options.dataset, options.split, options.max_queries,
                                                 options.max_corpus_docs, options.seed)

@@ -8,23 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from localrag.datasets import (
-    BeirDataset,
-    DatasetError,
-    Document,
-    LoadProblem,
-    Query,
-    RunFormatError,
-    available_splits,
-    dataset_fingerprint,
-    load_beir,
-    natural_key,
-    parse_qrels_fields,
-    read_trec_run,
-    sample_dataset,
-    trec_order,
-    write_trec_run,
-)
+from localrag.datasets.beir import (BeirDataset, DatasetError, Document, LoadProblem, Query, RunFormatError,
+                                    available_splits, dataset_fingerprint, load_beir, natural_key, parse_qrels_fields,
+                                    read_trec_run, sample_dataset, trec_order, write_trec_run)
 
 # ----------------------------------------------------------------------------- fixtures
 

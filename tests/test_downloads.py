@@ -1,4 +1,4 @@
-"""Named benchmarks (localrag/downloads.py) against a local HTTP server started here: nothing leaves the machine.
+"""Named benchmarks (localrag/datasets/downloads.py) against a local HTTP server started here: nothing leaves the machine.
 
 The server serves a tiny BEIR zip in the published layout (one top folder NAME/ with corpus.jsonl, queries.jsonl,
 qrels/test.tsv) at BEIR_URL, and a tiny Hugging Face dataset repository (the tree listing, the revision info and the
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import eval_retrieval as er
-from localrag import datasets, downloads
+from localrag.datasets import beir as datasets, downloads
 
 COMMIT = "a" * 40
 

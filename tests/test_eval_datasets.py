@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from localrag import datasets
+from localrag.datasets import beir
 import eval_retrieval as er
 from localrag import run_plan
 from localrag.eval_defaults import EvalOptions
@@ -111,7 +111,7 @@ def dataset(tmp_path_factory) -> tuple[Path, Path]:
     """(BEIR folder "ds", index folder) with the index built once at 200-character chunks."""
     base = tmp_path_factory.mktemp("beir")
     folder = write_dataset(base / "ds")
-    data = datasets.load_beir(folder)
+    data = beir.load_beir(folder)
     rag = LocalRAG(base / "index", reranker_model=None, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP,
                    quiet=True)
     rag.sync_records([{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
@@ -285,7 +285,7 @@ def test_trec_run_file(hybrid_run):
     assert by_query == HYBRID_TOP  # the ranks written agree with the JSON report, tie included
     q7 = [row for row in rows if row[0] == "q7"]
     assert float(q7[0][4]) > float(q7[1][4])  # scores strictly decrease with rank
-    run = datasets.read_trec_run(hybrid_run["run"])
+    run = beir.read_trec_run(hybrid_run["run"])
     assert rm.rank_run(run["q7"]) == HYBRID_TOP["q7"]
 
 
@@ -424,10 +424,10 @@ def test_run_file_reproduces_the_json_metrics_with_trec_eval(dataset, spread_cro
     assert code == 1  # degraded by the broken lines; the reports are written
     payload = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     ours = {q["query_id"]: q["metrics"] for q in payload["per_query"]}
-    run = datasets.read_trec_run(tmp_path / "r.run")
+    run = beir.read_trec_run(tmp_path / "r.run")
     for scores in run.values():  # the documented rule: scores strictly decrease with rank
         assert len(set(scores.values())) == len(scores)
-    qrels = {qid: {d: int(g) for d, g in docs.items()} for qid, docs in datasets.load_beir(folder).qrels.items()
+    qrels = {qid: {d: int(g) for d, g in docs.items()} for qid, docs in beir.load_beir(folder).qrels.items()
              if qid in ours}
     trec = pytrec_eval.RelevanceEvaluator(qrels, {"success.1,3,5", "recall.1,3,5", "ndcg_cut.1,3,5",
                                                   "recip_rank"}).evaluate(run)
@@ -441,7 +441,7 @@ def test_run_file_reproduces_the_json_metrics_with_trec_eval(dataset, spread_cro
     # The list scored is the list users get: each query's top documents in the JSON are, in order, the documents
     # of LocalRAG.retrieve's own list (first chunk of each), not a re-sort of equal scores by id.
     rag = LocalRAG(index, reranker_model=str(spread_cross_encoder) if rerank else None, quiet=True)
-    queries = datasets.load_beir(folder).queries
+    queries = beir.load_beir(folder).queries
     for q in payload["per_query"]:
         returned = list(dict.fromkeys(doc.metadata["doc_id"] for doc, _ in rag.retrieve(
             queries[q["query_id"]].question, k=14, mode=mode, rerank=rerank)))

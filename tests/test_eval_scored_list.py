@@ -22,7 +22,7 @@ import eval_retrieval as er
 import local_rag
 from conftest import TINY_GOLD
 from local_rag import LocalRAG
-from localrag import datasets
+from localrag.datasets import beir
 from localrag import evaluate as ev
 
 CHUNK_SIZE, CHUNK_OVERLAP = 200, 20
@@ -92,7 +92,7 @@ def rivers(tmp_path_factory) -> tuple[Path, Path]:
     rag = LocalRAG(base / "index", reranker_model=None, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP,
                    quiet=True)
     rag.sync_records([{"doc_id": d.doc_id, "title": d.title, "text": d.text, "metadata": d.metadata}
-                      for d in datasets.load_beir(folder).documents.values()], progress=False)
+                      for d in beir.load_beir(folder).documents.values()], progress=False)
     return folder, base / "index"
 
 
@@ -127,14 +127,14 @@ def test_dataset_run_scores_what_retrieve_returns(rivers, spread_cross_encoder, 
     assert f"among the candidates ({CANDIDATES} chunks per retriever" in report
     payload = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert {q["stages"]["pool"] for q in payload["per_query"]} == {CANDIDATES}
-    short = sorted(qid for qid, scores in datasets.read_trec_run(tmp_path / "r.run").items() if len(scores) < DEPTH)
+    short = sorted(qid for qid, scores in beir.read_trec_run(tmp_path / "r.run").items() if len(scores) < DEPTH)
     if rank_by == "page" or not rerank:  # a reranked chunk list cut at 45 may reach beyond the 8 river documents
         assert short == ["q6"]
     assert (f"{len(short)} of 6 queries got fewer than 10 documents: the candidate lists of retrieve(query, k=45) "
             f"held no more; they are scored on the documents that came back") in payload["messages"]
-    run = datasets.read_trec_run(tmp_path / "r.run")
+    run = beir.read_trec_run(tmp_path / "r.run")
     rag = LocalRAG(index, reranker_model=str(spread_cross_encoder) if rerank else None, rank_by=rank_by, quiet=True)
-    queries = datasets.load_beir(folder).queries
+    queries = beir.load_beir(folder).queries
     assert sorted(run) == sorted(QUERIES)
     for qid, scores in run.items():
         returned = rag.retrieve(queries[qid].question, k=STATED_K, mode=mode, rerank=rerank)

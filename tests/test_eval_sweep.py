@@ -198,7 +198,7 @@ def test_dataset_cache_names_are_unchanged_for_the_default_settings(tmp_path, mo
         "embedding_model": local_rag.EMBEDDING_MODEL, "embedding_backend": local_rag.EMBEDDING_BACKEND,
         "chunk_size": local_rag.CHUNK_SIZE, "chunk_overlap": local_rag.CHUNK_OVERLAP,
         "chunk_headers": local_rag.CHUNK_HEADERS}, sort_keys=True).encode()).hexdigest()[:10]
-    from localrag import datasets as beir_data
+    from localrag.datasets import beir as beir_data
 
     fingerprint = beir_data.dataset_fingerprint("data/scifact", "test", None, None, 0)
     assert run_plan.dataset_index_path(args) == Path(er.DATASET_CACHE) / f"scifact-{fingerprint}-{digest}"

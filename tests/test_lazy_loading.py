@@ -273,11 +273,11 @@ def test_no_query_cache_writes_nothing_and_a_bad_bound_is_refused(copied, tmp_pa
 def test_a_dataset_rerun_loads_no_model(tmp_path, capsys, count_queries, monkeypatch):
     from test_eval_datasets import write_dataset
 
-    from localrag import datasets
+    from localrag.datasets import beir
     from localrag import evaluate as ev
 
     folder = write_dataset(tmp_path / "ds")
-    questions = [q.question for q in ev.dataset_queries(datasets.load_beir(folder))]
+    questions = [q.question for q in ev.dataset_queries(beir.load_beir(folder))]
     args = ["--dataset", folder, "--index", tmp_path / "index", "--quiet", "--no-compare", "--no-rerank",
             "--query-cache", tmp_path / "qv.sqlite3", "--report", tmp_path / "ds.txt"]
     assert run(capsys, *args)[0] == 1  # builds the index and embeds the queries (exit 1: its broken lines)

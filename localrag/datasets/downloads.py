@@ -1,7 +1,7 @@
 """Public benchmarks by name, downloaded once into a cache folder and read into a BEIR folder.
 
 ``resolve_dataset(spec, data_dir)`` turns what the user gave as the dataset into a BEIR folder
-(corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv, read by localrag/datasets.py):
+(corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv, read by localrag/datasets/beir.py):
 
 * a folder path is used as it is (a BEIR folder), or converted when it holds Open RAGBench files;
 * ``beir/NAME`` (``beir/scifact``, ``beir/fiqa``, ...) is the BEIR zip of that name, downloaded from
@@ -51,7 +51,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from localrag.datasets import CORPUS_FILE, QRELS_DIR, QRELS_SUFFIX, QUERIES_FILE, DatasetError
+from localrag.datasets.beir import CORPUS_FILE, QRELS_DIR, QRELS_SUFFIX, QUERIES_FILE, DatasetError
 from localrag.errors import RAGError
 
 # Where a BEIR zip is downloaded from; {name} is the BEIR name (README of beir-cellar/beir).
