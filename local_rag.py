@@ -20,12 +20,12 @@ from localrag.models import backends as embedding_backends
 from localrag.models import loading as models
 from localrag.text import pdf
 from localrag import rag
-from localrag.chunk_writer import chunk_id  # noqa: F401 - part of this module's face
+from localrag.index.chunk_writer import chunk_id  # noqa: F401 - part of this module's face
 from localrag.errors import RAGError  # noqa: F401 - part of this module's face
 from localrag.search.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
-from localrag.index import Index  # noqa: F401 - part of this module's face
-from localrag.locks import LOCK_FILE  # noqa: F401 - part of this module's face
-from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE  # noqa: F401 - part of this module's face
+from localrag.index.index import Index  # noqa: F401 - part of this module's face
+from localrag.index.locks import LOCK_FILE  # noqa: F401 - part of this module's face
+from localrag.index.manifest import INDEX_FORMAT, INDEX_INFO_FILE  # noqa: F401 - part of this module's face
 from localrag.models.loading import resolve_embedding_model  # noqa: F401 - part of this module's face
 from localrag.files import log  # noqa: F401 - part of this module's face
 from localrag.text.pages import chunk_header  # noqa: F401 - part of this module's face
@@ -35,9 +35,9 @@ from localrag.rag import OpenOptions
 from localrag.retriever import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace, check_fusion,  # noqa: F401
                                 check_k, check_mode, check_rank_by)
 from localrag.settings import IndexSettings, RetrievalSettings
-from localrag.store import COLLECTION_MARKER  # noqa: F401 - part of this module's face
-from localrag.store_check import IndexCheck  # noqa: F401 - part of this module's face
-from localrag.sync_plan import SyncReport  # noqa: F401 - part of this module's face
+from localrag.index.store import COLLECTION_MARKER  # noqa: F401 - part of this module's face
+from localrag.index.store_check import IndexCheck  # noqa: F401 - part of this module's face
+from localrag.index.sync_plan import SyncReport  # noqa: F401 - part of this module's face
 
 EMBEDDING_BACKENDS = embedding_backends.BACKENDS  # the CLIs' choices
 

@@ -184,7 +184,7 @@ def bare_embed(texts: Sequence[str], backend: str) -> list:
 def run_bare(index_dir: Path, backend: str) -> dict:
     """The bare embedding loop (model load, tokenizing, forward pass, pooling; see bare_embed) over the chunks
     stored in `index_dir`, timed, with its vectors compared with the stored ones."""
-    from localrag.store import STORE_READ_PAGE
+    from localrag.index.store import STORE_READ_PAGE
 
     collection = LocalRAG(index_dir, reranker_model=None, embedding_backend=backend).index.vectorstore._collection
     store: dict[str, list] = {"ids": [], "documents": [], "embeddings": []}

@@ -41,7 +41,7 @@ class LocalRAGLike(Protocol):
     @property
     def embedding_export(self) -> str | None: ...
     @property
-    def index(self) -> Any: ...  # localrag.index.Index
+    def index(self) -> Any: ...  # localrag.index.index.Index
     @property
     def retriever(self) -> Any: ...  # localrag.retriever.Retriever
     @property

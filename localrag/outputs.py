@@ -18,7 +18,7 @@ from localrag import report as eval_report
 from localrag.eval_defaults import CommandLine, EvalOptions
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, write_texts_atomic
-from localrag.manifest import local_followed_paths
+from localrag.index.manifest import local_followed_paths
 from localrag.result import EvalResult
 from localrag.run_plan import format_setting, requested_settings, slug
 

@@ -57,7 +57,7 @@ class Embedder:
 
 
 def embedder_of(index) -> Embedder:
-    """The embedder of an Index (localrag/index.py), without loading its model: the loaded model's export and
+    """The embedder of an Index (localrag/index/index.py), without loading its model: the loaded model's export and
     prefix when it is loaded, else the ones loading it would give."""
     from localrag.models import loading
 

@@ -16,14 +16,14 @@ from langchain_core.documents import Document
 
 from localrag import llm_rerank
 from localrag.errors import RAGError
-from localrag.index import Index, ModelLoading, StoreOptions
+from localrag.index.index import Index, ModelLoading, StoreOptions
 from localrag.files import log
 from localrag.text.pdf import ExtractedPdf
 from localrag.retriever import Retriever, Trace, check_k, check_mode
 from localrag.settings import IndexSettings, IvfSettings, RetrievalSettings
-from localrag.store_check import IndexCheck
-from localrag.sync import PdfReading, SyncOptions
-from localrag.sync_plan import SyncReport
+from localrag.index.store_check import IndexCheck
+from localrag.index.sync import PdfReading, SyncOptions
+from localrag.index.sync_plan import SyncReport
 
 if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
     from localrag import chat
@@ -163,7 +163,7 @@ class LocalRAG:
             log(f"warning: reranking off: {reason}", self.quiet)
             return None, None, reason
 
-    # ------------------------------------------------------------------ the index (localrag/index.py)
+    # ------------------------------------------------------------------ the index (localrag/index/index.py)
 
     path = _read_through("index", "path")
     quiet = _read_through("index", "quiet")

@@ -317,7 +317,7 @@ def test_a_suite_entry_sweeps(workdir, capsys):
 
 def test_indexed_chunks_are_read_in_pages(tiny_index, monkeypatch):
     """Chroma fails on one read of ~40,000 chunks ("too many SQL variables"): the store is read in pages."""
-    from localrag import store as store_module
+    from localrag.index import store as store_module
 
     rag = LocalRAG(tiny_index[1], reranker_model=None, quiet=True)
     whole = rag.indexed_chunks()

@@ -2,7 +2,7 @@
 and on every copy of the index, equal to a brute-force cosine search computed here (float64, ties by chunk id).
 
 Chroma's own HNSW search is rebuilt from its write-ahead log at every open and is not deterministic, which is why
-the retriever does not use it (localrag/index.py, Index.nearest). The store has 2,000 chunks; every 40th text is
+the retriever does not use it (localrag/index/index.py, Index.nearest). The store has 2,000 chunks; every 40th text is
 a copy of the one before it, so equal similarities (the trap) occur in every top-100.
 """
 from __future__ import annotations

@@ -597,7 +597,7 @@ def test_a_group_is_embedded_longest_first_and_each_vector_stored_with_its_chunk
 
 
 def test_group_writer_keeps_order_and_records_only_complete_writes():
-    from localrag.chunk_writer import GroupWriter
+    from localrag.index.chunk_writer import GroupWriter
 
     log: list[tuple] = []
     writer = GroupWriter()

@@ -192,7 +192,7 @@ def test_the_evaluation_suggests_the_profile_and_names_it_when_used(tiny_docs, t
 
 
 def test_an_unreadable_front_page_leaves_the_file_name_as_its_identity(tiny_index, tmp_path, monkeypatch, capsys):
-    from localrag import sync as sync_module
+    from localrag.index import sync as sync_module
     from localrag.text.pdf import ExtractedPdf
 
     copy = shutil.copytree(tiny_index[1], tmp_path / "index")

@@ -20,7 +20,7 @@ from localrag.text.pages import TEXT_RULES
 
 INDEX_INFO_FILE = "index_info.json"  # the manifest inside a local index folder
 # Written into the manifest and the collection metadata. 2: chunks carry page_number and section; a sync of an
-# older index adds them to its stored chunks in place (`Sync.upgrade_chunks`, localrag/sync.py), without embedding
+# older index adds them to its stored chunks in place (`Sync.upgrade_chunks`, localrag/index/sync.py), without embedding
 # again.
 INDEX_FORMAT = 2
 # The versions recorded in the manifest of each build.
@@ -92,7 +92,7 @@ class Manifest:
     built_at: str | None = None
     build_seconds: float | None = None
     versions: dict[str, str] | None = None
-    dense_search: dict | None = None  # the IVF of approximate dense search (localrag/dense.py); None: exact
+    dense_search: dict | None = None  # the IVF of approximate dense search (localrag/index/dense.py); None: exact
     ivf_settings: dict | None = None  # IVF settings given other than their defaults
     other: dict[str, Any] = field(default_factory=dict)
 

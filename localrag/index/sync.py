@@ -1,10 +1,10 @@
 """A sync's writes into an index whose store is ready (`Sync`): what makes PDFs (`write_pdfs`) or dataset records
 (`write_records`) the index's exact content, and how a sync runs (`SyncOptions`, `PdfReading`).
 
-The index (localrag/index.py) takes its writer lock, readies the store (a rebuild when asked or stale, a foreign
+The index (localrag/index/index.py) takes its writer lock, readies the store (a rebuild when asked or stale, a foreign
 store refused) and hands this module the pieces it writes (`SyncTarget`). Here the store's losses are repaired
-(`Sync.prepare`), the plan is made by file hash (localrag/sync_plan.py, which writes nothing), what is gone is
-deleted, the stored chunks of unchanged files are upgraded in place, the rest is embedded (localrag/chunk_writer.py)
+(`Sync.prepare`), the plan is made by file hash (localrag/index/sync_plan.py, which writes nothing), what is gone is
+deleted, the stored chunks of unchanged files are upgraded in place, the rest is embedded (localrag/index/chunk_writer.py)
 and the manifest finished; the index then brings its IVF and BM25 arrays up to date. A sync never re-embeds
 unchanged files, and a later sync reuses every stored chunk of an interrupted one.
 """
@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from localrag.chunk_writer import ChunkWriter, SyncTarget, citation_metadata
+from localrag.index.chunk_writer import ChunkWriter, SyncTarget, citation_metadata
 from localrag.text.identity import document_context
 from localrag.errors import RAGError
 from localrag.files import log
-from localrag.manifest import INDEX_FORMAT, RECORDED_PACKAGES, package_versions
+from localrag.index.manifest import INDEX_FORMAT, RECORDED_PACKAGES, package_versions
 from localrag.text.pdf import TEXT_RULES, ExtractedPdf, extract_pdf, front_page, read_outline, sections_by_page
-from localrag.store import STORE_CHANGE_ROWS, delete_ids
-from localrag.store_check import check_store, dimension_error, remove_orphan_segments, unmarked_manifest_error
-from localrag.sync_plan import SourceUnit, SyncReport, plan_pdfs, plan_records
+from localrag.index.store import STORE_CHANGE_ROWS, delete_ids
+from localrag.index.store_check import check_store, dimension_error, remove_orphan_segments, unmarked_manifest_error
+from localrag.index.sync_plan import SourceUnit, SyncReport, plan_pdfs, plan_records
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from localrag.errors import RAGError
 from localrag.files import log
-from localrag.locks import LOCK_FILE
-from localrag.manifest import INDEX_FORMAT, INDEX_INFO_FILE, Manifest
+from localrag.index.locks import LOCK_FILE
+from localrag.index.manifest import INDEX_FORMAT, INDEX_INFO_FILE, Manifest
 from localrag.text.pages import shown_page
 
 # Chroma phones home unless told not to; set before chromadb is imported (this module imports it when used).

@@ -12,12 +12,12 @@ from typing import Any, Callable, Iterator, Sequence
 from localrag.models import backends as embedding_backends
 from localrag.text.identity import chunk_context
 from localrag.files import log
-from localrag.manifest import Manifest
+from localrag.index.manifest import Manifest
 from localrag.settings import text_splitter
 from localrag.text.pages import chunk_header, shown_page
 from localrag.text.pdf import TEXT_RULES, sections_by_page
-from localrag.store import IndexPlace, delete_ids
-from localrag.sync_report import EmbeddingModel, SourceUnit, SyncReport
+from localrag.index.store import IndexPlace, delete_ids
+from localrag.index.sync_report import EmbeddingModel, SourceUnit, SyncReport
 
 # Chunks per Chroma write done in OpenVINO's wait (GroupWriter): a call costs ~36 ms besides ~1.2 ms a chunk, so
 # one write per group of 256 (~0.35 s, two batches of 16) costs the least CPU; 32 a call took 1.7x as long.

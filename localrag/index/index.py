@@ -2,10 +2,10 @@
 settings, searched (dense and BM25), and synced.
 
 `Index` composes the parts that do the work and hands each the pieces it uses: where the index lives and Chroma's
-client (localrag/store.py), its manifest (localrag/manifest.py) and settings (localrag/settings.py), its
-embedding model (localrag/index_model.py), the writer locks (localrag/locks.py), the store check
-(localrag/store_check.py), sync (localrag/sync.py, planned by localrag/sync_plan.py, embedded and stored by
-localrag/chunk_writer.py) and dense search (localrag/dense.py); the BM25 arrays are kept here. What a part defines
+client (localrag/index/store.py), its manifest (localrag/index/manifest.py) and settings (localrag/settings.py), its
+embedding model (localrag/index/model.py), the writer locks (localrag/index/locks.py), the store check
+(localrag/index/store_check.py), sync (localrag/index/sync.py, planned by localrag/index/sync_plan.py, embedded and stored by
+localrag/index/chunk_writer.py) and dense search (localrag/index/dense.py); the BM25 arrays are kept here. What a part defines
 is imported from that part.
 
 `Index.sync` follows the docs folder by file hash and never re-embeds unchanged files; chunks are embedded and
@@ -23,20 +23,20 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from localrag.models import loading
 from localrag.search.bm25 import BM25Index
-from localrag.chunk_writer import SyncTarget
-from localrag.dense import DenseSearch, DenseSource
+from localrag.index.chunk_writer import SyncTarget
+from localrag.index.dense import DenseSearch, DenseSource
 from localrag.errors import RAGError
-from localrag.index_model import IndexModel
-from localrag.locks import ServerLock, folder_lock
+from localrag.index.model import IndexModel
+from localrag.index.locks import ServerLock, folder_lock
 from localrag.files import log
-from localrag.manifest import Manifest, damaged_manifest_error, followed_paths, read_manifest
+from localrag.index.manifest import Manifest, damaged_manifest_error, followed_paths, read_manifest
 from localrag.text.pdf import discover_pdfs
 from localrag.settings import IndexSettings, IvfSettings, collection_name, resolve_settings
-from localrag.store import IndexPlace, LazyStore, indexed_chunks, indexed_vectors
-from localrag.store_check import IndexCheck, check_store, foreign_collection, inconsistency_error
-from localrag.sync import PdfReading, Sync, SyncOptions
-from localrag.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_reasons, refuse_other_folder,
-                                text_rules_reasons)
+from localrag.index.store import IndexPlace, LazyStore, indexed_chunks, indexed_vectors
+from localrag.index.store_check import IndexCheck, check_store, foreign_collection, inconsistency_error
+from localrag.index.sync import PdfReading, Sync, SyncOptions
+from localrag.index.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_reasons, refuse_other_folder,
+                                      text_rules_reasons)
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ class Index:
     @contextlib.contextmanager
     def writing(self, wait: bool) -> Iterator[None]:
         """Hold the index's writer lock: one sync (or evaluation) of an index at a time, across processes
-        (localrag/locks.py). After taking it the manifest is read again, since the previous holder may have
+        (localrag/index/locks.py). After taking it the manifest is read again, since the previous holder may have
         changed it."""
         if self.read_only:
             raise RAGError(f"the index folder {self.path} is read-only: it can be evaluated as it is (with --no-sync), "
@@ -309,7 +309,7 @@ class Index:
             raise error
         return check
 
-    # ------------------------------------------------------------------ indexing (localrag/sync.py)
+    # ------------------------------------------------------------------ indexing (localrag/index/sync.py)
 
     def sync(self, paths: Sequence[str | Path], options: SyncOptions, reading: PdfReading) -> SyncReport:
         """Make the index hold exactly the PDFs under `paths`: add new, re-add changed, drop removed files.

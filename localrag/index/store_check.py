@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localrag.errors import RAGError
-from localrag.manifest import INDEX_INFO_FILE, Manifest
-from localrag.store import COLLECTION_MARKER, IndexPlace, read_store
+from localrag.index.manifest import INDEX_INFO_FILE, Manifest
+from localrag.index.store import COLLECTION_MARKER, IndexPlace, read_store
 
 
 @dataclass

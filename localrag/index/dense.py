@@ -9,8 +9,8 @@ from typing import Any, Callable, Sequence
 from localrag.search import ivf
 from localrag.errors import RAGError
 from localrag.files import log
-from localrag.manifest import Manifest
-from localrag.store import IndexPlace
+from localrag.index.manifest import Manifest
+from localrag.index.store import IndexPlace
 from localrag.search.vectors import top_k_cosine
 
 

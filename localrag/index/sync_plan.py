@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterable, Sequence
 from localrag.models import names
 from localrag.errors import RAGError
 from localrag.settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS
-from localrag.manifest import INDEX_FORMAT, Manifest
+from localrag.index.manifest import INDEX_FORMAT, Manifest
 from localrag.text.pdf import TEXT_RULES, discover_pdfs
-from localrag.sync_report import EmbeddingModel, SourceUnit, SyncReport
+from localrag.index.sync_report import EmbeddingModel, SourceUnit, SyncReport
 
 
 @dataclass
