@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 from localrag.models import backends as embedding_backends
 from localrag.models import loading as models
 from localrag.text import pdf
-from localrag import rag
+from localrag.retrieval import rag
 from localrag.index.chunk_writer import chunk_id  # noqa: F401 - part of this module's face
 from localrag.errors import RAGError  # noqa: F401 - part of this module's face
 from localrag.search.fusion import rrf_fuse, union_ids  # noqa: F401 - part of this module's face
@@ -31,9 +31,9 @@ from localrag.files import log  # noqa: F401 - part of this module's face
 from localrag.text.pages import chunk_header  # noqa: F401 - part of this module's face
 from localrag.text.pdf import (PDF_LOADERS, ExtractedPdf, extract_pdf, file_sha256, find_pdfs,  # noqa: F401 - face
                                source_name)
-from localrag.rag import OpenOptions
-from localrag.retriever import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace, check_fusion,  # noqa: F401
-                                check_k, check_mode, check_rank_by)
+from localrag.retrieval.rag import OpenOptions
+from localrag.retrieval.retriever import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, Retriever, Trace,  # noqa: F401
+                                          check_fusion, check_k, check_mode, check_rank_by)
 from localrag.settings import IndexSettings, RetrievalSettings
 from localrag.index.store import COLLECTION_MARKER  # noqa: F401 - part of this module's face
 from localrag.index.store_check import IndexCheck  # noqa: F401 - part of this module's face
@@ -100,7 +100,7 @@ SERVER_LOCK_STALE_SECONDS = 600  # a server index's writer lock without a heartb
 CHROMA_URL = None  # http://HOST:PORT of a shared Chroma server; None keeps the index in the local folder
 CACHE_DIR = os.environ.get("LOCALRAG_CACHE", "~/.cache/localrag")  # local caches (BM25 arrays of server indexes)
 # A reranker named "openai:MODEL" asks MODEL on the OpenAI-compatible server of OPENAI_BASE_URL to grade each
-# candidate 0-10 (localrag/llm_rerank.py); its replies are cached here (the evaluation uses the judge's cache)
+# candidate 0-10 (localrag/retrieval/llm_rerank.py); its replies are cached here (the evaluation uses the judge's cache)
 LLM_RERANK_CACHE = os.path.join(os.path.expanduser(CACHE_DIR), "llm_rerank_cache.json")
 LLM_RERANK_MAX_CALLS = None  # new (uncached) grading calls one LocalRAG may make; None: no limit
 ALLOW_DOWNLOADS = False  # True: a model not on this machine is downloaded from huggingface.co once (--allow-downloads)
@@ -179,7 +179,7 @@ def iter_extracted(paths: Sequence[Path], loader: str, workers: int | None = Non
 
 
 class LocalRAG(rag.LocalRAG):
-    """The retriever over one index folder (localrag/rag.py), with this module's settings as its defaults, read when
+    """The retriever over one index folder (localrag/retrieval/rag.py), with this module's settings as its defaults, read when
     it is made. Settings left as None come from the index, then this module.
 
     `LocalRAG(path, index=IndexSettings(...), retrieval=RetrievalSettings(...))`; the keyword arguments of each

@@ -2,7 +2,7 @@
 
 Takes the first `--questions` FinanceBench dev questions, retrieves the first `--top` pages of each with the
 long-pdf profile from a whole-page FinanceBench index (no reranker), lets a chat model on OPENAI_BASE_URL grade
-each page 0-10 through localrag/llm_rerank.py (`LLMReranker`, the product's prompt and parser; replies cached in
+each page 0-10 through localrag/retrieval/llm_rerank.py (`LLMReranker`, the product's prompt and parser; replies cached in
 `--cache`), and prints per question the rank of the first acceptable page (±1, as the report counts) before and
 after the grades reorder those pages, with the seconds per new grade and the load average (`--movable`: only
 questions whose evidence page is among those pages but not first, the ones a reranker can move). It measures little
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import local_rag
     from localrag import goldset as gs
-    from localrag.llm_rerank import LLMReranker
+    from localrag.retrieval.llm_rerank import LLMReranker
 
     if not os.environ.get("OPENAI_BASE_URL"):
         print("error: set OPENAI_BASE_URL to the model server (see the docstring)", file=sys.stderr)

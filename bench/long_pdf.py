@@ -12,7 +12,7 @@ first five pages at all).
 Fusions: RRF (k), and the convex combination of min-max normalised scores (Bruch, Gai & Ingber, "An Analysis
 of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023), w * dense + (1 - w) * bm25 over each list's
 candidates (a chunk missing from one list scores 0 there), then the document prior (localrag/text/identity.py: BM25
-of the question over each file's identity line, the best file 1.0) times its weight, as `localrag.retriever`
+of the question over each file's identity line, the best file 1.0) times its weight, as `localrag.retrieval.retriever`
 does. Both weights are chosen by 2-fold cross-validation (`bench/fusion_cv.py`'s seeded fold hash): the best
 pair on one fold's questions (MRR) is scored on the other's, and the printed CV figure joins both held-out
 halves. Nothing here decides a default; it says where to look. The

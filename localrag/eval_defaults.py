@@ -43,7 +43,7 @@ class LocalRAGLike(Protocol):
     @property
     def index(self) -> Any: ...  # localrag.index.index.Index
     @property
-    def retriever(self) -> Any: ...  # localrag.retriever.Retriever
+    def retriever(self) -> Any: ...  # localrag.retrieval.retriever.Retriever
     @property
     def candidate_k(self) -> int: ...
     @property

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from localrag.models import llm
-from localrag import llm_rerank
+from localrag.retrieval import llm_rerank
 from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
 from localrag.errors import EvalError
 from localrag.evaluate import metric_keys

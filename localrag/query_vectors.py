@@ -260,7 +260,7 @@ def _damage_message(exc: sqlite3.Error) -> bool:
 
 def fill(retriever, cache: QueryVectorCache | None, queries: Sequence[str], *, embed: bool, batch_size: int,
          refresh: bool = False) -> tuple[int, int]:
-    """Give `retriever` (localrag/retriever.py) the vector of every query: from the cache, else embedded now (in
+    """Give `retriever` (localrag/retrieval/retriever.py) the vector of every query: from the cache, else embedded now (in
     batches of `batch_size`) and stored. `queries` as the retriever embeds them (`prepare_query`). With `refresh`
     (--rebuild) nothing is read from the cache: every vector is embedded again and replaces its row. Without
     `embed` only cached vectors are given (the model is never loaded). Returns (from the cache, embedded)."""

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from localrag import llm_rerank, query_vectors
+from localrag.retrieval import llm_rerank
+from localrag import query_vectors
 from localrag.configuration import profile_suggestion
 from localrag.eval_defaults import EvalOptions, LocalRAGLike, log
 from localrag.errors import EvalError

@@ -1,4 +1,4 @@
-"""The retriever as a chat uses it: the LangChain retriever and tool (localrag/chat.py), citations (page_number,
+"""The retriever as a chat uses it: the LangChain retriever and tool (localrag/retrieval/chat.py), citations (page_number,
 section from the PDF outline), the error for a missing index, and the README's Python example.
 
 Everything runs on tiny PDFs written here or in conftest, the bundled all-MiniLM-L6-v2 and a tiny local
@@ -19,7 +19,7 @@ from langchain_core.tools import BaseTool
 
 import local_rag
 from local_rag import LocalRAG, RAGError, extract_pdf
-from localrag import chat
+from localrag.retrieval import chat
 from localrag.text.pdf import read_outline, sections_by_page
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"

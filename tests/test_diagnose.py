@@ -33,7 +33,7 @@ from localrag import evaluate as ev
 from localrag import report as eval_report
 from localrag.goldset import Location
 from localrag.result import EvalResult, QuestionResult, StageRanks, Status
-from localrag.retriever import Retriever
+from localrag.retrieval.retriever import Retriever
 from localrag.settings import RetrievalSettings
 
 CHUNKS = {f"c{i:02d}": (f"[doc.pdf, page {i}]\nChunk {i} text about topic {i}.", {"source": "doc.pdf", "page": i - 1})

@@ -189,7 +189,7 @@ def test_goldset_run_scores_what_retrieve_returns(tiny_index, spread_cross_encod
 def test_retrieve_is_the_traced_retrieval(tiny_index, monkeypatch):
     """retrieve is retrieve_traced's final list (one code path, so the evaluation's trace cannot drift from what the
     chat gets), and the candidates per retriever are max(k, candidate_k)."""
-    from localrag.retriever import Retriever
+    from localrag.retrieval.retriever import Retriever
 
     _, index = tiny_index
     rag = LocalRAG(index, reranker_model=None, quiet=True, candidate_k=3)

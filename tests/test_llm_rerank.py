@@ -1,4 +1,4 @@
-"""Tests of localrag/llm_rerank.py: grades parsed by hand, a rerank through the scripted OpenAI-compatible stub
+"""Tests of localrag/retrieval/llm_rerank.py: grades parsed by hand, a rerank through the scripted OpenAI-compatible stub
 (order, ties, the cache serving a rerun), the call limit and an unreadable reply as clear errors."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import eval_retrieval as er
 from local_rag import LocalRAG, RAGError
 from localrag.models.llm import UnreadableReply
-from localrag.llm_rerank import parse_grade, prompt_for
+from localrag.retrieval.llm_rerank import parse_grade, prompt_for
 from openai_stub import closed_port
 
 VEGA_QUERY = "How sensitive is the option value to volatility?"

@@ -96,8 +96,8 @@ def test_local_rag_takes_values_or_the_older_keywords_alike(tmp_path, monkeypatc
 
 
 def test_the_package_face_needs_no_root_script(tmp_path):
-    """localrag.rag.LocalRAG reads its defaults from whatever settings block it is given."""
-    from localrag.rag import LocalRAG
+    """localrag.retrieval.rag.LocalRAG reads its defaults from whatever settings block it is given."""
+    from localrag.retrieval.rag import LocalRAG
 
     class Block:
         pass

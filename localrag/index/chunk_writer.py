@@ -273,7 +273,7 @@ class ChunkWriter:
             manifest.partial.pop(source, None)
             entry = manifest.files[source] = {"sha256": unit.file_hash, "pages": len(unit.pages), "chunks": total,
                                               "empty_pages": empty}
-            if unit.context:  # the document's identity line: the document prior (localrag/retriever.py) reads it
+            if unit.context:  # the document's identity line: the document prior (localrag/retrieval/retriever.py) reads it
                 entry["identity"] = unit.context
             if unit.extraction_method != "text":  # dataset records are indexed as given, by no page text rules
                 entry["text_rules"] = TEXT_RULES

@@ -11,7 +11,7 @@ is imported from that part.
 `Index.sync` follows the docs folder by file hash and never re-embeds unchanged files; chunks are embedded and
 committed in groups, and a later sync reuses every stored chunk of an interrupted one. add_pdfs.py builds an index
 through local_rag.py's `LocalRAG`, which hands this module its settings at call time; retrieval reads it
-(localrag/retriever.py).
+(localrag/retrieval/retriever.py).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 from localrag.models import loading
 from localrag.errors import RAGError
 from localrag.text import identity
-from localrag import llm_rerank
+from localrag.retrieval import llm_rerank
 from localrag.search.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing,
                                     union_ids, with_document_prior)
 from localrag.text.pages import page_key  # noqa: F401 - where retrieval ranks by page

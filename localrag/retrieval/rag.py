@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence
 
 from langchain_core.documents import Document
 
-from localrag import llm_rerank
+from localrag.retrieval import llm_rerank
 from localrag.errors import RAGError
 from localrag.index.index import Index, ModelLoading, StoreOptions
 from localrag.files import log
 from localrag.text.pdf import ExtractedPdf
-from localrag.retriever import Retriever, Trace, check_k, check_mode
+from localrag.retrieval.retriever import Retriever, Trace, check_k, check_mode
 from localrag.settings import IndexSettings, IvfSettings, RetrievalSettings
 from localrag.index.store_check import IndexCheck
 from localrag.index.sync import PdfReading, SyncOptions
 from localrag.index.sync_plan import SyncReport
 
 if TYPE_CHECKING:  # imported when used: LangChain's retriever classes cost about a second
-    from localrag import chat
+    from localrag.retrieval import chat
 
 DEFAULT: Any = object()  # "the caller did not choose": the settings block's value (a default reranker is not an error)
 
@@ -233,7 +233,7 @@ class LocalRAG:
                                                             group_chunks=face.INDEX_GROUP_CHUNKS,
                                                             embed_batch=face.EMBEDDING_BATCH_SIZE))
 
-    # ------------------------------------------------------------------ retrieval (localrag/retriever.py)
+    # ------------------------------------------------------------------ retrieval (localrag/retrieval/retriever.py)
 
     retrieval_mode = _read_through("retriever", "retrieval_mode")
     candidate_k = _read_through("retriever", "candidate_k")
@@ -290,7 +290,7 @@ class LocalRAG:
         """Which stage ordered the final list (and so what the returned score is)."""
         return self.retriever.describe_order(mode, rerank)
 
-    # ------------------------------------------------------------------ LangChain faces (localrag/chat.py)
+    # ------------------------------------------------------------------ LangChain faces (localrag/retrieval/chat.py)
 
     def k(self, k: int | None) -> int:
         """`k`, or with None the chat's default, RETRIEVAL_K of the settings block."""
@@ -313,7 +313,7 @@ class LocalRAG:
         settings. Raises RAGError when there is no index. (`vectorstore.as_retriever()` would skip BM25,
         fusion and reranking.)
         """
-        from localrag import chat  # LangChain's retriever classes: imported by the chat only (~1 s)
+        from localrag.retrieval import chat  # LangChain's retriever classes: imported by the chat only (~1 s)
 
         k = self.k(k)
         self._check_request(k, mode, rerank)
@@ -327,7 +327,7 @@ class LocalRAG:
         Raises RAGError when there is no index. `name` and `excerpt_chars` default to chat.TOOL_NAME and
         chat.TOOL_EXCERPT_CHARS.
         """
-        from localrag import chat
+        from localrag.retrieval import chat
 
         k = self.k(k)
         self._check_request(k, mode, rerank)
