@@ -20,10 +20,10 @@ import local_rag
 from local_rag import LocalRAG, RAGError
 from localrag import cli, diagnose, query_vectors
 from localrag import evaluate as ev
-from localrag import generate as gen
-from localrag import llm_questions
-from localrag import goldset as gs
-from localrag import lint as goldset_lint
+from localrag.goldset import generator as gen
+from localrag.goldset import llm_questions
+from localrag.goldset import format as gs
+from localrag.goldset import lint as goldset_lint
 from localrag import report as eval_report
 from localrag import suite as eval_suite
 from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions

@@ -121,7 +121,7 @@ def exact_part(args) -> bool:
     from chromadb.config import Settings
 
     import local_rag
-    from localrag import goldset as gs
+    from localrag.goldset import format as gs
 
     questions = list(dict.fromkeys(q.question for q in gs.read_goldset(args.goldset).questions))
     work = Path(tempfile.mkdtemp(prefix="localrag-determinism-exact-"))

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from localrag.cli import HelpFormatter  # noqa: E402 - the repository root is on sys.path above
 
-from localrag import goldset as gs  # noqa: E402
+from localrag.goldset import format as gs  # noqa: E402
 from localrag.text.pages import shown_page  # noqa: E402
 
 OUT_DIR = ROOT / "bench" / "out"  # synthetic goldsets and reports (ignored by git)
@@ -82,7 +82,7 @@ def write_goldset(path: Path, rows: list[tuple[str, str, int]]) -> Path:
 
 def lint_seconds(questions, docs, old: bool) -> tuple[float, list]:
     """(seconds, findings) of lint_goldset; old=True swaps in the all-pairs near-duplicate check."""
-    from localrag import lint as goldset_lint
+    from localrag.goldset import lint as goldset_lint
 
     fast = goldset_lint.near_duplicate_pairs
     if old:
@@ -122,7 +122,7 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
     import eval_retrieval as er
     from localrag import eval_runs, run_index
     from localrag import evaluate as ev
-    from localrag import lint as goldset_lint
+    from localrag.goldset import lint as goldset_lint
 
     seconds: dict[str, float] = {}
 
@@ -157,7 +157,7 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from localrag import lint as goldset_lint
+    from localrag.goldset import lint as goldset_lint
 
     if not (Path(args.index) / "index_info.json").exists():
         print(f"error: no sample index at {args.index}; build it with `python eval_retrieval.py`", file=sys.stderr)

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import local_rag
-    from localrag import goldset as gs
+    from localrag.goldset import format as gs
     from localrag.retrieval.llm_rerank import LLMReranker
 
     if not os.environ.get("OPENAI_BASE_URL"):

@@ -5,7 +5,7 @@ per choice: the pages are read once by localrag/text/pdf.py (cached), cut as the
 (`localrag.index_settings.text_splitter`), given either the file header the index wrote so far (``[file, page N]``) or
 the context line of localrag/text/identity.py, embedded with the product's model (vectors cached per text list), and
 searched exactly (cosine) and with BM25 (`localrag.search.bm25.BM25Index`, each tokenization). Lists are ranked by page
-as the evaluation ranks them (each page once, by its best chunk; ±1 page counts, `localrag.goldset`), and for
+as the evaluation ranks them (each page once, by its best chunk; ±1 page counts, `localrag.goldset.format`), and for
 each configuration the script prints page Hit@5 / Hit@10 / MRR@20 and file Hit@5 (is the right filing among the
 first five pages at all).
 
@@ -194,7 +194,7 @@ def rrf(dense: Sequence[tuple[int, float]], bm25: Sequence[tuple[int, float]], k
 
 def page_rank(order: Sequence[int], keys: Sequence[tuple[str, int]], locations) -> tuple[int | None, bool]:
     """(1-based page rank of the first acceptable page within MRR_DEPTH pages, right file among the first 5)."""
-    from localrag import goldset as gs
+    from localrag.goldset import format as gs
     from localrag.search.fusion import first_per_key
 
     pages = [keys[i] for i, _ in first_per_key([(i, 0.0) for i in order], lambda i: keys[i])][:MRR_DEPTH]
@@ -242,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from fusion_cv import fold_of
 
-    from localrag import goldset as gs
+    from localrag.goldset import format as gs
     from localrag.search.bm25 import tokenize
 
     if not PDF_DIR.is_dir():

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from localrag import evaluate as ev
-from localrag import goldset as gs
+from localrag.goldset import format as gs
 from localrag.text import language
 from localrag.models import loading
 from localrag import report as eval_report
 from localrag.configuration import config_block, settings_json
-from localrag import lint as goldset_lint
+from localrag.goldset import lint as goldset_lint
 from localrag.eval_defaults import EvalOptions, Gates, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
-from localrag import goldset as gs
+from localrag.goldset import format as gs
 from localrag import metrics as rm
 from localrag import diagnose, stats
 from localrag.errors import EvalError
@@ -338,7 +338,7 @@ def not_found_hints(question: gs.GoldQuestion, retrieved: Sequence[tuple[str, in
                     page_offset: int, tolerance: int) -> list[str]:
     """Why a question may have been missed: a goldset lint error on its location (named in the notes, pointed to
     here), its file retrieved on other pages, or its file not retrieved at all."""
-    from localrag import lint as goldset_lint
+    from localrag.goldset import lint as goldset_lint
 
     hints = []
     files = goldset_lint.IndexedFiles({name: goldset_lint.DocInfo(entry["pages"], frozenset(entry["empty_pages"]))

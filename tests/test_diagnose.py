@@ -31,7 +31,7 @@ import eval_retrieval as er
 from localrag import diagnose
 from localrag import evaluate as ev
 from localrag import report as eval_report
-from localrag.goldset import Location
+from localrag.goldset.format import Location
 from localrag.result import EvalResult, QuestionResult, StageRanks, Status
 from localrag.retrieval.retriever import Retriever
 from localrag.settings import RetrievalSettings
@@ -281,7 +281,7 @@ def test_details_file_and_report_are_deterministic(cli_args, tmp_path, capsys):
 
 
 def test_explain_a_goldset_question_by_id_and_by_text(cli_args, tmp_path, capsys):
-    from localrag import goldset as gs
+    from localrag.goldset import format as gs
 
     qid = gs.query_id("What is vega?")
     outputs = []

@@ -15,7 +15,7 @@ import pytest
 from conftest import write_corpus, write_pdf
 
 import eval_retrieval as er
-from localrag import goldset as gs
+from localrag.goldset import format as gs
 from localrag.models import llm
 from openai_stub import OpenAIStub, error_body
 

@@ -152,7 +152,7 @@ def test_goldset_run_scores_what_retrieve_returns(tiny_index, spread_cross_encod
     """Every row of a goldset ablation (4 modes, with and without a reranker): each question's first passages
     and rank in the JSON report are those of retrieve(question, k) for k = the deepest cutoff (20 by default),
     and the candidates per retriever the report states are max(k, CANDIDATE_K 30), the stage ranks' pool."""
-    from localrag import goldset as gs
+    from localrag.goldset import format as gs
 
     docs, index = tiny_index
     gold = tmp_path / "gold.csv"

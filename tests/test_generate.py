@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from localrag import generate as gg
-from localrag.generate import allocate, copied_share, detect_language, generate_questions, render_generation_summary
-from localrag.llm_questions import parse_llm_reply
-from localrag.template_questions import template_questions
+from localrag.goldset import generator as gg
+from localrag.goldset.generator import (allocate, copied_share, detect_language, generate_questions,
+                                        render_generation_summary)
+from localrag.goldset.llm_questions import parse_llm_reply
+from localrag.goldset.templates import template_questions
 from localrag.text.words import jaccard, tokens
-from localrag.goldset import write_goldset_csv
-from localrag.noise import build_noise_context, classify_noise
+from localrag.goldset.format import write_goldset_csv
+from localrag.goldset.noise import build_noise_context, classify_noise
 from localrag.text.pages import strip_chunk_header
 from test_noise import DESKS, PROSE_DE, PROSE_EN, chunk, plain_chunk, running_header_doc
 
@@ -447,7 +448,7 @@ def test_render_generation_summary():
 def test_a_generated_goldset_has_no_formula_cell_and_reads_back_the_file_names(tmp_path):
     import csv
 
-    from localrag.goldset import FORMULA_STARTS, read_goldset
+    from localrag.goldset.format import FORMULA_STARTS, read_goldset
 
     evil = '=HYPERLINK("evil.example","x").pdf'
     chunks = [table_chunk(evil, page, page) for page in range(3, 11)] + [table_chunk("-minus.pdf", 3, 40)]

@@ -1,4 +1,4 @@
-"""Tests for localrag/goldset.py: reading CSV/JSONL goldsets and matching chunks to expected locations."""
+"""Tests for localrag/goldset/format.py: reading CSV/JSONL goldsets and matching chunks to expected locations."""
 
 from __future__ import annotations
 
@@ -10,24 +10,9 @@ from pathlib import Path
 import pytest
 
 from localrag import files
-from localrag.goldset import (
-    CSV_COLUMNS,
-    PAGE_TOLERANCE,
-    Goldset,
-    GoldsetError,
-    GoldsetRow,
-    GoldQuestion,
-    Location,
-    detect_delimiter,
-    first_match_rank,
-    location_matches,
-    normalize_source,
-    parse_page,
-    query_id,
-    read_goldset,
-    same_file,
-    write_goldset_csv,
-)
+from localrag.goldset.format import (CSV_COLUMNS, PAGE_TOLERANCE, Goldset, GoldsetError, GoldsetRow, GoldQuestion,
+                                     Location, detect_delimiter, first_match_rank, location_matches, normalize_source,
+                                     parse_page, query_id, read_goldset, same_file, write_goldset_csv)
 from localrag.text.pages import PAGE_OFFSET
 
 BOM = "\ufeff"

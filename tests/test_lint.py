@@ -1,4 +1,4 @@
-"""Tests for localrag/lint.py: findings and their messages, near-duplicates, page offset, rendering."""
+"""Tests for localrag/goldset/lint.py: findings and their messages, near-duplicates, page offset, rendering."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from localrag.lint import (DocInfo, IndexedFiles, LintFinding, lint_goldset, near_duplicate_pairs,
-                           near_duplicate_pairs_brute_force, render_lint, where_text)
+from localrag.goldset.lint import (DocInfo, IndexedFiles, LintFinding, lint_goldset, near_duplicate_pairs,
+                                   near_duplicate_pairs_brute_force, render_lint, where_text)
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def test_near_duplicate_pairs_are_exact_at_any_threshold(threshold):
 def test_lint_findings_equal_those_of_comparing_every_pair(monkeypatch):
     import random
 
-    from localrag import lint as goldset_lint
+    from localrag.goldset import lint as goldset_lint
 
     rng = random.Random(7)
     questions = [Q(text, (Loc(rng.choice(sorted(INDEX)), rng.randint(1, 3)),), (line,))
@@ -231,7 +231,7 @@ def test_lint_findings_equal_those_of_comparing_every_pair(monkeypatch):
 
 
 def test_large_goldset_shows_a_progress_bar(capsys, monkeypatch):
-    from localrag import lint as goldset_lint
+    from localrag.goldset import lint as goldset_lint
 
     monkeypatch.setattr(goldset_lint, "PROGRESS_MIN_QUESTIONS", 3)
     questions = [Q(f"What does page {n} of the report say?", (Loc("Bericht_2023.pdf", 1),), (n,)) for n in range(5)]

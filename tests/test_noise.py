@@ -1,4 +1,4 @@
-"""Tests for localrag/noise.py: each noise rule in English and German, running headers, chunk-text helpers.
+"""Tests for localrag/goldset/noise.py: each noise rule in English and German, running headers, chunk-text helpers.
 
 The chunk fixtures here (chunk, PROSE_EN, PROSE_DE, DESKS, plain_chunk, running_header_doc) are shared
 with tests/test_generate.py, which imports them.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from localrag.noise import analysis_text, build_noise_context, classify_noise, filter_chunks
+from localrag.goldset.noise import analysis_text, build_noise_context, classify_noise, filter_chunks
 from localrag.text.pages import chunk_header
 
 

@@ -18,7 +18,7 @@ import pytest
 import pytrec_eval
 
 import eval_retrieval as er
-from localrag import goldset as gs
+from localrag.goldset import format as gs
 from localrag import metrics as rm
 
 CUTOFFS = sorted(set(er.K_VALUES) | set(er.DATASET_K_VALUES))  # every cutoff the evaluation reports

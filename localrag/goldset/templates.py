@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from localrag.noise import PROSE_LINE_MIN_WORDS, header_key, nonempty_lines
+from localrag.goldset.noise import PROSE_LINE_MIN_WORDS, header_key, nonempty_lines
 from localrag.text.words import CONTENT_STOPWORDS, tokens
 
 # Longest defined term, in words.

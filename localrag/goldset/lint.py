@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from localrag.goldset import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, normalize_source
+from localrag.goldset.format import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, normalize_source
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.words import jaccard, set_jaccard, tokens, word_count
 

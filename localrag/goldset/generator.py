@@ -2,7 +2,7 @@
 
 Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based), "text"}``:
 
-1. A noise filter (localrag/noise.py) drops chunks no reader would ask about (front matter, index and
+1. A noise filter (localrag/goldset/noise.py) drops chunks no reader would ask about (front matter, index and
    bibliography pages, number tables, caption residue, running headers, very short chunks); every rule
    is counted.
 2. The wanted number of questions is spread over the documents in proportion to their kept chunk
@@ -15,9 +15,9 @@ Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based),
    construction), near-duplicates, too-short questions and answers that lie on a noise page.
 
 The same chunks, seed and model replies give the same rows, in the same order. Rows are
-localrag/goldset.py's GoldsetRow; that module owns the goldset format and writes them (write_goldset_csv).
+localrag/goldset/format.py's GoldsetRow; that module owns the goldset format and writes them (write_goldset_csv).
 
-Lint (localrag/lint.py) takes the gates' thresholds from here and counts and compares words with words.py as
+Lint (localrag/goldset/lint.py) takes the gates' thresholds from here and counts and compares words with words.py as
 the gates do, so lint and the gates agree on what a short or near-duplicate question is.
 """
 
@@ -33,12 +33,12 @@ from typing import Any
 
 from localrag.errors import EvalError
 from localrag.files import display_path
-from localrag.goldset import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, GoldsetRow, write_goldset_csv  # noqa: F401
+from localrag.goldset.format import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, GoldsetRow, write_goldset_csv  # noqa: F401
 from localrag.text.language import guess_language
-from localrag.llm_questions import build_llm_prompt, parse_llm_reply
-from localrag.noise import analysis_text, build_noise_context, filter_chunks, fraction, page_noise
+from localrag.goldset.llm_questions import build_llm_prompt, parse_llm_reply
+from localrag.goldset.noise import analysis_text, build_noise_context, filter_chunks, fraction, page_noise
 from localrag.text.pages import shown_page
-from localrag.template_questions import Candidate, template_questions
+from localrag.goldset.templates import Candidate, template_questions
 from localrag.text.words import CONTENT_STOPWORDS, jaccard, tokens, word_count
 
 # --- Sampling -------------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Goldsets: their format and matching, lint, and generated questions."""
