@@ -18,13 +18,14 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import local_rag
 from local_rag import LocalRAG, RAGError
-from localrag import cli, diagnose, query_vectors
-from localrag import evaluate as ev
+from localrag import cli, query_vectors
+from localrag.evaluation import diagnosis
+from localrag.evaluation import scoring as ev
 from localrag.goldset import generator as gen
 from localrag.goldset import llm_questions
 from localrag.goldset import format as gs
 from localrag.goldset import lint as goldset_lint
-from localrag import report as eval_report
+from localrag.evaluation import report as eval_report
 from localrag import suite as eval_suite
 from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions
 from localrag.eval_options import resolve
@@ -33,7 +34,7 @@ from localrag.errors import EvalError
 from localrag.files import display_path, same_path
 from localrag.outputs import (QRELS_SUFFIX, check_output_paths, input_paths, load_json_report,
                               protected_folders)
-from localrag.result import EXIT_OK, EXIT_USAGE, EvalResult
+from localrag.evaluation.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.run_index import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.run_plan import SWEEP_AXES, profile_words, requested_settings
 from localrag.settings import PAGE_SETTINGS, IndexSettings
@@ -228,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     jd.add_argument("--judge", default=None, metavar="MODEL", help="ask MODEL which of the first --judge-k "
                                                                   "passages answer each question (default: off)")
     jd.add_argument("--judge-k", type=int, default=None, help="passages shown to the judge (default: JUDGE_K "
-                                                               "in localrag/judge.py, 5)")
+                                                               "in localrag/evaluation/judge.py, 5)")
     jd.add_argument("--judge-max-calls", type=int, default=None, help="at most N new (uncached) judge calls in "
                                                                       "this run (default: no limit)")
     jd.add_argument("--judge-cache", default=None, help=f"judge cache file (default: {JUDGE_CACHE_PATH})")
@@ -344,7 +345,7 @@ def run_explain(options: EvalOptions, held: contextlib.ExitStack) -> int:
           f"{o.diagnostic_depth} deep" + ("" if question else f"; not a question or query id of "
                                                               f"{display_path(o.goldset)}"))
     print()
-    print(diagnose.unescape_markdown("\n".join(block).rstrip()))  # read on a terminal: no Markdown escapes
+    print(diagnosis.unescape_markdown("\n".join(block).rstrip()))  # read on a terminal: no Markdown escapes
     return EXIT_OK
 
 

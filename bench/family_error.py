@@ -10,7 +10,7 @@ distribution independently, so the rows are exchangeable within a question (the 
 paired (the same questions are easy for every row), with many tied questions as in real tables.
 
 Prints the share of tables with any verdict: with the tool's rule (Holm's adjustment over the table's family,
-localrag.stats.compare_family) and, beside it, with every test at its own alpha (no adjustment), each with its
+localrag.evaluation.stats.compare_family) and, beside it, with every test at its own alpha (no adjustment), each with its
 sampling error (binomial, one standard error), and the share of single tests that rejected. Run from the repository
 root:
 
@@ -29,7 +29,7 @@ import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-from localrag import stats  # noqa: E402 - the repository root is on sys.path above
+from localrag.evaluation import stats  # noqa: E402 - the repository root is on sys.path above
 from localrag.cli import HelpFormatter  # noqa: E402
 
 DEPTH = 20  # ranks beyond this are "not found", as a goldset run retrieving 20 pages sees them

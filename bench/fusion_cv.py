@@ -91,7 +91,7 @@ def fused_documents(dense: Sequence[str], bm25: Sequence[str], doc_of: Mapping[s
 
 def query_scores(run: Mapping[str, float], qrels: Mapping[str, int]) -> tuple[float, float, float]:
     """(MRR@10, NDCG@10, Recall@10) of one query's {document: score}, ranked as trec_eval ranks a run."""
-    from localrag import metrics
+    from localrag.evaluation import metrics
 
     ranked = metrics.rank_run(run)
     return (metrics.reciprocal_rank(ranked[:CUTOFF], qrels), metrics.ndcg_at_k(ranked, qrels, CUTOFF),
@@ -105,7 +105,7 @@ def mean(values: Iterable[float]) -> float:
 
 def paired(reference: Mapping[str, float], other: Mapping[str, float], ids: Sequence[str]) -> tuple[float, float]:
     """(mean difference other - reference over `ids`, two-sided p of the paired randomization test)."""
-    from localrag.stats import paired_randomization_test
+    from localrag.evaluation.stats import paired_randomization_test
 
     old, new = {q: reference[q] for q in ids}, {q: other[q] for q in ids}
     return mean(new[q] - old[q] for q in ids), paired_randomization_test(old, new)

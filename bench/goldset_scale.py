@@ -121,7 +121,7 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
     """Exit code and seconds per phase of one `eval_retrieval.main` run, phases timed by wrapping its steps."""
     import eval_retrieval as er
     from localrag import eval_runs, run_index
-    from localrag import evaluate as ev
+    from localrag.evaluation import scoring as ev
     from localrag.goldset import lint as goldset_lint
 
     seconds: dict[str, float] = {}

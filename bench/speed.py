@@ -332,7 +332,7 @@ def bm25_table(rows: Sequence[dict]) -> str:
 # ----------------------------------------------------------------------------- NDCG
 
 def run_ndcg(ds: Any, doc_ids: Sequence[str], vectors: dict) -> list[dict]:
-    from localrag.metrics import evaluate
+    from localrag.evaluation.metrics import evaluate
 
     query_ids = list(ds.queries)
     rows = []

@@ -5,7 +5,7 @@ train` runs of different modes: 809 queries) and takes the mean per-query differ
 them as the truth. Then, for each size n of `--sizes`, it draws `--draws` seeded subsamples of n queries (without
 replacement) and compares the two runs on each subsample as the tool does, and with two other intervals:
 
-- the tool: the paired randomization test inverted over shifts (localrag.stats.shift_test), its verdict p < alpha;
+- the tool: the paired randomization test inverted over shifts (localrag.evaluation.stats.shift_test), its verdict p < alpha;
 - percentile bootstrap (the tool's former interval, scipy.stats.bootstrap) beside the randomization test's p (the
   former verdict needed both, so it could show an interval without 0 and "no detectable difference");
 - Student's t interval of the mean difference beside the paired t-test.
@@ -31,7 +31,7 @@ import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-from localrag import stats  # noqa: E402 - the repository root is on sys.path above
+from localrag.evaluation import stats  # noqa: E402 - the repository root is on sys.path above
 from localrag.cli import HelpFormatter  # noqa: E402
 
 

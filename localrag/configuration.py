@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from localrag.eval_defaults import EvalOptions, LocalRAGLike
 from localrag.files import display_path
 from localrag.settings import PAGE_CHUNKS, significant_settings
-from localrag.report import plural
+from localrag.evaluation.report import plural
 from localrag.run_plan import INDEX_SETTINGS, profile_sources, profile_words, slug
 
 

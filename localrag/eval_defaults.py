@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, AbstractSet, Callable, ContextManager, Mapping, Protocol, Sequence
 
 from localrag import files
-from localrag.judge import Judging
+from localrag.evaluation.judge import Judging
 from localrag.text.pages import PAGE_OFFSET
 
 

@@ -13,7 +13,7 @@ from localrag.models import llm
 from localrag.retrieval import llm_rerank
 from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
 from localrag.errors import EvalError
-from localrag.evaluate import metric_keys
+from localrag.evaluation.scoring import metric_keys
 from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, with_report_paths
 from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
 from localrag.text.pages import PAGE_OFFSET

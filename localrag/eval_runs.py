@@ -2,7 +2,7 @@
 gated, and written (one report, or an --ablation / --sweep table with one report per row).
 
 A goldset run lints the goldset against each index first and leaves out questions whose expected page cannot be
-scored; a dataset run syncs a cached index of the dataset's documents. Scoring lives in localrag/evaluate.py,
+scored; a dataset run syncs a cached index of the dataset's documents. Scoring lives in localrag/evaluation/scoring.py,
 the plan in localrag/run_plan.py, the indexes in localrag/run_index.py, the paths in localrag/outputs.py.
 """
 from __future__ import annotations
@@ -14,22 +14,22 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from localrag import evaluate as ev
+from localrag.evaluation import scoring as ev
 from localrag.goldset import format as gs
 from localrag.text import language
 from localrag.models import loading
-from localrag import report as eval_report
+from localrag.evaluation import report as eval_report
 from localrag.configuration import config_block, settings_json
 from localrag.goldset import lint as goldset_lint
 from localrag.eval_defaults import EvalOptions, Gates, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
-from localrag.judge import Judging
+from localrag.evaluation.judge import Judging
 from localrag.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
                               write_row_reports)
 from localrag.text.pages import PAGE_OFFSET, shown_page
-from localrag.report import plural
-from localrag.result import EXIT_OK, EvalResult, LeftOut, Status
+from localrag.evaluation.report import plural
+from localrag.evaluation.result import EXIT_OK, EvalResult, LeftOut, Status
 from localrag.run_index import fill_query_vectors, open_pdf_index, open_rag, query_vector_cache, share_query_vectors
 from localrag.run_plan import (INDEX_SETTINGS, dataset_index_path, dataset_settings, evaluation_rows, format_setting,
                                given_fusion_flags, index_groups, ineffective_settings, row_configs, slug)
@@ -206,7 +206,7 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
               judging: Judging, server_checked: bool, quiet: bool) -> tuple[EvalResult, list[str]]:
     """The result with the judge's verdicts on the first passages of every question, and why the judge degrades
     the run (it stopped, or returned unreadable replies). `server_checked`: the server answered before retrieval."""
-    from localrag import judge
+    from localrag.evaluation import judge
 
     k = judging.k or judge.JUDGE_K
     items = [judge.JudgeItem(q.query_id, q.question,
@@ -251,7 +251,7 @@ def check_judge_server(judging: Judging, questions: Sequence[str]) -> bool:
     """Before any retrieval: the judge's server asked once (llm.check_server) unless every question has a verdict
     of the judge model in its cache, so that a fully cached run needs no server; whether it was asked. EvalError
     (exit 2, nothing written) when the server does not answer."""
-    from localrag import judge
+    from localrag.evaluation import judge
 
     missing = judge.questions_without_verdict(questions, judging.model, judging.cache)
     if missing:

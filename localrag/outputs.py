@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from localrag import diagnose
-from localrag import report as eval_report
+from localrag.evaluation import diagnosis
+from localrag.evaluation import report as eval_report
 from localrag.eval_defaults import CommandLine, EvalOptions
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, write_texts_atomic
 from localrag.index.manifest import local_followed_paths
-from localrag.result import EvalResult
+from localrag.evaluation.result import EvalResult
 from localrag.run_plan import format_setting, requested_settings, slug
 
 DETAILS_SUFFIX = ".details.md"  # the details file beside a goldset report: baseline.txt -> baseline.details.md
@@ -254,7 +254,7 @@ def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tupl
         files.append((options.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
         result = dataclasses.replace(result, compare=None)
     if result.details:
-        files.append((details_path(options.report), diagnose.render_details(result, display_path(options.report))))
+        files.append((details_path(options.report), diagnosis.render_details(result, display_path(options.report))))
     files += [(options.report, eval_report.render_text(result)), (options.json, eval_report.render_json(result))]
     if options.markdown:
         files.append((options.markdown, eval_report.render_markdown(result)))
@@ -292,7 +292,7 @@ def write_row_reports(results: Sequence[EvalResult], reports: Sequence[Path]) ->
     for r, report in zip(results, reports):
         if r.details:
             r = dataclasses.replace(r, details=display_path(details_path(report)))
-            files.append((details_path(report), diagnose.render_details(r, display_path(report))))
+            files.append((details_path(report), diagnosis.render_details(r, display_path(report))))
         files += [(str(report), eval_report.render_text(r)), (str(report.with_suffix(".json")),
                                                                eval_report.render_json(r))]
     write_reports(files)

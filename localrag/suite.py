@@ -12,11 +12,11 @@ import tomllib
 from pathlib import Path
 from typing import AbstractSet as Set, Any, Callable, Mapping
 
-from localrag import report as eval_report
+from localrag.evaluation import report as eval_report
 from localrag.errors import RAGError
 from localrag.files import write_texts_atomic
 from localrag.outputs import write_error_advice
-from localrag.result import EXIT_OK, EvalResult
+from localrag.evaluation.result import EXIT_OK, EvalResult
 
 SUITE_METRICS = ["hit@5", "hit@10", "ndcg@10", "recall@100", "mrr"]  # summary columns, when an entry has them
 RESERVED = {"name", "report", "json"}  # entry keys of the suite itself, not eval_retrieval.py options

@@ -28,11 +28,11 @@ import pytest
 from conftest import ROOT
 
 import eval_retrieval as er
-from localrag import diagnose
-from localrag import evaluate as ev
-from localrag import report as eval_report
+from localrag.evaluation import diagnosis
+from localrag.evaluation import scoring as ev
+from localrag.evaluation import report as eval_report
 from localrag.goldset.format import Location
-from localrag.result import EvalResult, QuestionResult, StageRanks, Status
+from localrag.evaluation.result import EvalResult, QuestionResult, StageRanks, Status
 from localrag.retrieval.retriever import Retriever
 from localrag.settings import RetrievalSettings
 
@@ -149,16 +149,16 @@ def test_traced_final_list_is_retrieve_s_at_every_depth(query, rerank):
 
 
 def test_categories_and_gold_passages():
-    assert {q: diagnose.loss_stage(traced(q).stages, 2) for q in GOLD} == {
-        "qa": diagnose.CANDIDATES, "qb": diagnose.ORDER, "qc": diagnose.RERANKER, "qd": diagnose.FOUND}
-    assert diagnose.just_outside(traced("qa").stages) and not diagnose.in_pool(traced("qa").stages)
+    assert {q: diagnosis.loss_stage(traced(q).stages, 2) for q in GOLD} == {
+        "qa": diagnosis.CANDIDATES, "qb": diagnosis.ORDER, "qc": diagnosis.RERANKER, "qd": diagnosis.FOUND}
+    assert diagnosis.just_outside(traced("qa").stages) and not diagnosis.in_pool(traced("qa").stages)
     # The expected chunk shown in the details: the final list first, else the latest stage that held it.
     assert traced("qa").gold[:2] == ("dense", 5) and traced("qa").gold[2][0].id == "c05"
     assert traced("qb").gold[:2] == ("rerank", 3)
     assert traced("qd").gold[:2] == ("final", 1)
-    assert diagnose.loss_reason(traced("qb").stages, 2) == "fusion (RRF); BM25 had it at 1"
-    assert diagnose.loss_reason(traced("qc").stages, 2) == "the reranker"
-    assert diagnose.stage_text(traced("qa").stages) == (
+    assert diagnosis.loss_reason(traced("qb").stages, 2) == "fusion (RRF); BM25 had it at 1"
+    assert diagnosis.loss_reason(traced("qc").stages, 2) == "the reranker"
+    assert diagnosis.stage_text(traced("qa").stages) == (
         "dense 5 (beyond its 3 candidates) · BM25 – (not within 1) · RRF – (not within 3) · reranker – (not "
         "within 3) · final – (not within 2)")
 
@@ -174,7 +174,7 @@ def planted_result(k: int = 2) -> EvalResult:
 def test_where_the_misses_are_lost_is_a_function_of_the_stage_ranks():
     # By hand at k = 2: qd found; qb in BM25 at 1, fused 3 (fusion lost it); qc fused 1, reranked 4; qa only in
     # the dense list at 5, beyond its 3 candidates. Ceiling: qb, qc, qd in a pool = 3 of 4.
-    assert diagnose.render_losses(planted_result()) == [
+    assert diagnosis.render_losses(planted_result()) == [
         "Where the misses are lost (at k = 2; 4 questions with stage ranks, counted in chunks)",
         "  found within 2                                      1",
         "  in a candidate list, below 2 after fusion (RRF)     1  (fusion lost 1 that a single list had within 2: "
@@ -186,11 +186,11 @@ def test_where_the_misses_are_lost_is_a_function_of_the_stage_ranks():
         "retriever, dense and BM25): the best any reranker could reach at this depth",
         "  Stage ranks and passages of every question not at rank 1: eval/g.details.md",
     ]
-    assert diagnose.loss_counts(planted_result().per_query, 2) == {
+    assert diagnosis.loss_counts(planted_result().per_query, 2) == {
         "found": 1, "order": 1, "reranker": 1, "candidates": 1, "questions": 4, "in_pool": 3, "just_outside": 1,
         "order_dense": 0, "order_bm25": 1, "order_any": 1}
     # A result without stage ranks (an older report) has no section.
-    assert diagnose.render_losses(EvalResult("goldset", "t", {}, 1, (QuestionResult("q", "q", 1, {}),))) == []
+    assert diagnosis.render_losses(EvalResult("goldset", "t", {}, 1, (QuestionResult("q", "q", 1, {}),))) == []
 
 
 def test_stage_ranks_round_trip_through_the_json_report():
@@ -227,11 +227,11 @@ def test_compare_names_the_stage_a_worse_question_was_lost_at(tmp_path, capsys):
 
 def test_excerpt_marks_query_words_and_escapes_markdown():
     text = "[a.pdf, page 3]\n" + "filler " * 80 + "The *vega* of an  option\nmeasures volatility_risk. " + "x " * 200
-    out = diagnose.excerpt(text, "What is the vega of a call?", width=80)
+    out = diagnosis.excerpt(text, "What is the vega of a call?", width=80)
     # Around the densest run of query words; 'what', 'the', 'of' are not marked; '*' and '_' escaped.
     assert out == "…filler filler filler filler filler filler filler The \\***vega**\\* of an option…"
-    assert diagnose.excerpt("1. Vega matters", "vega") == "1\\. **Vega** matters"
-    assert diagnose.excerpt("", "vega") == ""
+    assert diagnosis.excerpt("1. Vega matters", "vega") == "1\\. **Vega** matters"
+    assert diagnosis.excerpt("", "vega") == ""
 
 
 # ----------------------------------------------------------------------------- the CLI on the tiny index
@@ -321,7 +321,7 @@ def test_explain_prints_no_markdown_escapes(cli_args, capsys):
 
 
 def test_unescape_markdown_inverts_escape_markdown():
-    from localrag.diagnose import escape_markdown, unescape_markdown
+    from localrag.evaluation.diagnosis import escape_markdown, unescape_markdown
 
     for text in ("Options_Pricing", r"a \ b \_ c", "1. first", "- item", "`x` *y* [z] <w> #h |p| ~s", "+= 2) ok"):
         assert unescape_markdown(escape_markdown(text)) == text
@@ -404,9 +404,9 @@ def test_stage_ranks_count_pages_when_the_run_ranks_by_page():
         {"dense": 6, "bm25": 3, "rrf": 5, "final": None}, {"dense": 6, "bm25": 3, "rrf": 5, "final": 3},
         {"dense": 3, "bm25": 3}, 3, "chunk")
     stages = ev.trace_goldset(page_trace("page"), gold, 1, 0, "page").stages
-    assert diagnose.stage_text(stages) == "dense 4 (beyond the 2 pages of its candidates) · BM25 3 · RRF 3 · final 3"
+    assert diagnosis.stage_text(stages) == "dense 4 (beyond the 2 pages of its candidates) · BM25 3 · RRF 3 · final 3"
     nowhere = ev.trace_goldset(page_trace("page"), (Location("doc.pdf", 5),), 1, 0, "page").stages
-    assert diagnose.stage_text(nowhere) == ("dense – (not within 4 pages) · BM25 – (not within 3 pages) · RRF – "
+    assert diagnosis.stage_text(nowhere) == ("dense – (not within 4 pages) · BM25 – (not within 3 pages) · RRF – "
                                             "(not within 3 pages) · final – (not within 3 pages)")
     # The gold passage the details show is the page's best chunk in the list that ranked it.
     assert ev.trace_goldset(page_trace("page"), (Location("doc.pdf", 3),), 1, 0, "page").gold[2][0].id == "p3b"
@@ -434,17 +434,17 @@ def test_acceptable_mark_names_why_a_page_counts():
 
 
 def test_details_block_marks_a_rank_made_by_the_tolerance():
-    from localrag.result import ExactRank
+    from localrag.evaluation.result import ExactRank
 
     q = QuestionResult("q1", "Was versteht man unter erlebter Rede?", 2, {}, "",
                        ({"source": "lit.pdf", "page": 11},),
                        exact=ExactRank(3, {"source": "lit.pdf", "page": 10}, {"source": "lit.pdf", "page": 11}))
-    block = diagnose.render_question_block(q, 5, tolerance=1)
+    block = diagnosis.render_question_block(q, 5, tolerance=1)
     assert block[2:5] == ["- query id `q1`", "- expected: lit.pdf p. 11",
                           "- rank 2 via p. 10 (±1); exact page p. 11 at rank 3"]
     missing = QuestionResult("q2", "q", 1, {}, "", ({"source": "a.pdf", "page": 2}, {"source": "b.pdf", "page": 1}),
                              exact=ExactRank(None, {"source": "a.pdf", "page": 3}))
-    assert diagnose.via_text(missing, 1) == "rank 1 via a.pdf p. 3 (±1); exact page not retrieved"
-    assert diagnose.needs_details(missing)  # at rank 1, but only through the tolerance
+    assert diagnosis.via_text(missing, 1) == "rank 1 via a.pdf p. 3 (±1); exact page not retrieved"
+    assert diagnosis.needs_details(missing)  # at rank 1, but only through the tolerance
     exact_one = QuestionResult("q3", "q", 1, {}, exact=ExactRank(1))
-    assert diagnose.via_text(exact_one, 1) == "" and not diagnose.needs_details(exact_one)
+    assert diagnosis.via_text(exact_one, 1) == "" and not diagnosis.needs_details(exact_one)

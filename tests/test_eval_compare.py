@@ -195,7 +195,7 @@ def test_a_difference_under_half_a_thousandth_is_written_with_its_digits(tmp_pat
 
 
 def test_signed_differences():
-    from localrag.report import signed
+    from localrag.evaluation.report import signed
 
     assert [signed(v) for v in (0.0, 0.0125, -0.05, 0.0004999, -0.00045454, 0.0005)] == [
         "+0.000", "+0.013", "-0.050", "+0.0005", "-0.00045", "+0.001"]
@@ -423,8 +423,8 @@ def test_ablation_with_no_rerank_says_so_in_its_header(tiny_index, tmp_path, cap
 
 
 def test_union_is_said_to_equal_dense_only_when_every_question_scores_alike():
-    from localrag.report import union_notes
-    from localrag.result import EvalResult, QuestionResult
+    from localrag.evaluation.report import union_notes
+    from localrag.evaluation.result import EvalResult, QuestionResult
 
     def row(name: str, mrr: dict[str, float]) -> EvalResult:
         return EvalResult("goldset", "g", {}, len(mrr), tuple(QuestionResult(q, q, None, {"mrr": v})

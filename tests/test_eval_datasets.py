@@ -34,9 +34,9 @@ import eval_retrieval as er
 from localrag import run_plan
 from localrag.eval_defaults import EvalOptions
 from localrag.eval_options import resolve
-from localrag import evaluate as ev
+from localrag.evaluation import scoring as ev
 import local_rag
-from localrag import metrics as rm
+from localrag.evaluation import metrics as rm
 from local_rag import LocalRAG
 
 DOCS = {

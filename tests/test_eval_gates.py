@@ -16,7 +16,7 @@ import pytest
 import eval_retrieval as er
 from localrag import eval_options, outputs
 from localrag.eval_defaults import EvalOptions
-from localrag.evaluate import metric_keys
+from localrag.evaluation.scoring import metric_keys
 from openai_stub import OpenAIStub
 
 CLEAN = (

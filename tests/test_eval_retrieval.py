@@ -388,7 +388,7 @@ EXACT_LISTS = {"near": (gs.Location("a.pdf", 5), [hit("b.pdf", 1, 0.9), hit("a.p
 
 
 def exact_result(tolerance: int):
-    from localrag import evaluate as ev
+    from localrag.evaluation import scoring as ev
 
     questions = [gs.GoldQuestion(qid, f"question {qid}", None, (loc,), "", (n + 2,))
                  for n, (qid, (loc, _)) in enumerate(EXACT_LISTS.items())]
@@ -398,8 +398,8 @@ def exact_result(tolerance: int):
 
 
 def test_exact_and_tolerant_are_scored_from_the_same_lists():
-    from localrag import report as eval_report
-    from localrag.result import EvalResult
+    from localrag.evaluation import report as eval_report
+    from localrag.evaluation.result import EvalResult
 
     result = exact_result(1)
     assert {q.query_id: (q.rank, q.exact.rank) for q in result.per_query} == {
@@ -441,7 +441,7 @@ def test_exact_and_tolerant_are_scored_from_the_same_lists():
 
 
 def test_at_tolerance_zero_exact_is_the_score_and_the_report_shows_one_column():
-    from localrag import report as eval_report
+    from localrag.evaluation import report as eval_report
 
     result = exact_result(0)
     assert {q.query_id: q.rank for q in result.per_query} == {"near": 3, "only": None, "exact": 1, "never": None}
@@ -919,7 +919,7 @@ def test_no_progress_bar_codes_on_a_non_terminal_stderr(tmp_path):
 
     from conftest import ROOT
 
-    code = ("from localrag.evaluate import progress_bar\n"
+    code = ("from localrag.evaluation.scoring import progress_bar\n"
             "list(progress_bar(range(50), True, 'Questions'))\n")
     done = subprocess.run([_sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""

@@ -23,7 +23,7 @@ import local_rag
 from conftest import TINY_GOLD
 from local_rag import LocalRAG
 from localrag.datasets import beir
-from localrag import evaluate as ev
+from localrag.evaluation import scoring as ev
 
 CHUNK_SIZE, CHUNK_OVERLAP = 200, 20
 RIVERS = ["Rhine", "Danube", "Elbe", "Loire", "Thames", "Vistula", "Rhone", "Oder"]

@@ -7,7 +7,7 @@ import numpy
 
 from localrag.search.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing,
                                     union_ids)
-from localrag.metrics import rank_run
+from localrag.evaluation.metrics import rank_run
 
 
 def scores(results) -> list[float]:

@@ -1,4 +1,4 @@
-"""Tests of localrag.judge: prompt, reply parsing, verdicts, the judge cache, summary, JSON and report section.
+"""Tests of localrag.evaluation.judge: prompt, reply parsing, verdicts, the judge cache, summary, JSON and report section.
 
 Calls go through the real langchain-openai client to a scripted local server
 (tests/openai_stub.py), so no network and no model are needed.
@@ -11,27 +11,13 @@ import json
 
 import pytest
 
-from localrag import judge
+from localrag.evaluation import judge
 from localrag.models import llm
-from localrag.judge import (
-    CALL_LIMIT,
-    NOT_JUDGED,
-    OK,
-    SERVER_STOPPED,
-    UNREADABLE,
-    JudgeItem,
-    JudgeRun,
-    Judging,
-    Passage,
-    Verdict,
-    build_prompt,
-    judge_to_json,
-    parse_reply,
-    run_judge,
-    summarize_judge,
-)
+from localrag.evaluation.judge import (CALL_LIMIT, NOT_JUDGED, OK, SERVER_STOPPED, UNREADABLE, JudgeItem, JudgeRun,
+                                       Judging, Passage, Verdict, build_prompt, judge_to_json, parse_reply, run_judge,
+                                       summarize_judge)
 from localrag.models.llm import ReplyCache, Retrying, Server, UnreadableReply, cache_key
-from localrag.report import render_judge
+from localrag.evaluation.report import render_judge
 from openai_stub import OpenAIStub, error_body
 
 MODEL = "stub-judge"

@@ -274,7 +274,7 @@ def test_a_dataset_rerun_loads_no_model(tmp_path, capsys, count_queries, monkeyp
     from test_eval_datasets import write_dataset
 
     from localrag.datasets import beir
-    from localrag import evaluate as ev
+    from localrag.evaluation import scoring as ev
 
     folder = write_dataset(tmp_path / "ds")
     questions = [q.question for q in ev.dataset_queries(beir.load_beir(folder))]

@@ -1,11 +1,11 @@
-"""Tests of localrag.metrics: every expected value is worked out by hand in a comment."""
+"""Tests of localrag.evaluation.metrics: every expected value is worked out by hand in a comment."""
 
 import math
 import random
 
 import pytest
 
-from localrag import metrics as rm
+from localrag.evaluation import metrics as rm
 
 # ---------------------------------------------------------------------------
 # Fixtures

@@ -1,4 +1,4 @@
-"""localrag/result.py: the JSON report is `EvalResult.to_json()`, and `from_json` reads it back unchanged."""
+"""localrag/evaluation/result.py: the JSON report is `EvalResult.to_json()`, and `from_json` reads it back unchanged."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,9 +7,9 @@ import json
 import pytest
 from conftest import ROOT
 
-from localrag import report as eval_report
-from localrag.result import (Comparison, CorpusResult, EvalResult, ExactRank, LeftOut, MetricComparison, NotFound,
-                             Passage, QuestionResult, RankMove, StageRanks, Status)
+from localrag.evaluation import report as eval_report
+from localrag.evaluation.result import (Comparison, CorpusResult, EvalResult, ExactRank, LeftOut, MetricComparison,
+                                        NotFound, Passage, QuestionResult, RankMove, StageRanks, Status)
 
 STAGES = StageRanks({"dense": 1, "bm25": 41, "rrf": 2, "final": 2}, {"dense": 100, "bm25": 100, "rrf": 52, "final": 20},
                     {"dense": 30, "bm25": 30}, 30)
@@ -96,7 +96,7 @@ def test_exact_page_figures_sit_beside_the_tolerant_ones_and_read_back():
 
 
 def test_a_report_older_than_exact_pages_still_loads_and_compares():
-    from localrag import evaluate as ev
+    from localrag.evaluation import scoring as ev
 
     old_json = json.loads(eval_report.render_json(FULL))  # written before exact pages: none of their keys
     assert "metrics_exact" not in old_json and "rank_exact" not in old_json["per_query"][0]

@@ -1,4 +1,4 @@
-"""Tests of localrag.stats: hand-computed values, and scipy.stats as the reference where it agrees."""
+"""Tests of localrag.evaluation.stats: hand-computed values, and scipy.stats as the reference where it agrees."""
 
 import itertools
 from fractions import Fraction
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from localrag import stats
+from localrag.evaluation import stats
 
 # ---------------------------------------------------------------------------
 # Paired statistics

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import eval_retrieval as er
-from localrag import report as eval_report
+from localrag.evaluation import report as eval_report
 from localrag import suite as eval_suite
-from localrag.result import EXIT_OK, EvalResult, Status
+from localrag.evaluation.result import EXIT_OK, EvalResult, Status
 
 # Goldset over the tiny corpus (conftest.TINY_CORPUS). BM25 orders (0-based pages):
 #   "How do crops react to rainfall?"                   [weather p0, options p0]  -> weather page 1 at rank 1

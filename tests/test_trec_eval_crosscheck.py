@@ -1,4 +1,4 @@
-"""localrag.metrics against trec_eval itself (pytrec_eval, test-only) on seeded random runs with ties and graded qrels.
+"""localrag.evaluation.metrics against trec_eval itself (pytrec_eval, test-only) on seeded random runs with ties and graded qrels.
 
 Tie convention: trec_eval ranks by score descending, then by doc id descending (form_res_rels.c, comp_sim_docno:
 strcmp(docno2, docno1), byte order of the UTF-8 ids); rank_run does the same with Python's code-point order, which
@@ -19,7 +19,7 @@ import pytrec_eval
 
 import eval_retrieval as er
 from localrag.goldset import format as gs
-from localrag import metrics as rm
+from localrag.evaluation import metrics as rm
 
 CUTOFFS = sorted(set(er.K_VALUES) | set(er.DATASET_K_VALUES))  # every cutoff the evaluation reports
 NUM_QUERIES = 400
@@ -245,7 +245,7 @@ def test_the_goldset_qrels_hold_every_acceptable_page_and_the_run_names_pages_or
 def test_a_goldset_run_never_reorders_tied_scores():
     from langchain_core.documents import Document
 
-    from localrag import evaluate as ev
+    from localrag.evaluation import scoring as ev
 
     def chunk(source, page):
         return Document(page_content="x", metadata={"source": source, "page": page - 1, "chunk": 0})

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from localrag.search.bm25 import TOKEN_PATTERN, normalize
 from localrag.text.pages import strip_chunk_header
-from localrag.result import EvalResult, Passage, QuestionResult, StageRanks
+from localrag.evaluation.result import EvalResult, Passage, QuestionResult, StageRanks
 
 EXCERPT_CHARS = 300  # characters of a passage shown in the details file, whitespace collapsed
 EXCERPT_LEAD = 60  # characters shown before the first query word of the excerpt's window

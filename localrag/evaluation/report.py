@@ -10,10 +10,10 @@ import json
 import textwrap
 from typing import Any, Mapping, Sequence
 
-from localrag import diagnose
-from localrag.judge import OK, cut, status_note
-from localrag.metrics import parse_metric_key
-from localrag.result import Comparison, EvalResult, LeftOut, NotFound, QuestionResult, Status
+from localrag.evaluation import diagnosis
+from localrag.evaluation.judge import OK, cut, status_note
+from localrag.evaluation.metrics import parse_metric_key
+from localrag.evaluation.result import Comparison, EvalResult, LeftOut, NotFound, QuestionResult, Status
 
 QUESTION_WIDTH = 70  # characters of a question shown per report line
 NOTE_WIDTH = 116  # characters of a wrapped explanatory line under a table
@@ -104,7 +104,7 @@ def render_text(result: EvalResult) -> str:
         lines += ["", *render_compare(result.compare)]
     if result.judge_lines:
         lines += ["", *result.judge_lines]
-    losses = diagnose.render_losses(result)
+    losses = diagnosis.render_losses(result)
     if losses:
         lines += ["", *losses]
     lines += ["", *render_per_query(result)]
@@ -207,8 +207,8 @@ def where_line(q: QuestionResult, k: int, tolerance: int | None = None) -> str:
     if q.rank != 1:
         parts.append(f"first: {location_text(q.top[0]) if q.top else 'nothing retrieved'}")
     if q.via_tolerance:
-        parts.append(diagnose.via_text(q, tolerance))
-    reason = diagnose.loss_reason(q.stages, k) if q.stages is not None and k else ""
+        parts.append(diagnosis.via_text(q, tolerance))
+    reason = diagnosis.loss_reason(q.stages, k) if q.stages is not None and k else ""
     if reason:
         parts.append(f"lost at k = {k}: {reason}")
     return " · ".join(parts)
@@ -445,7 +445,7 @@ def judge_summary_line(label: str, value: str) -> str:
 
 
 def render_judge(judge: Mapping[str, Any]) -> list[str]:
-    """The judge section from `localrag.judge.judge_to_json`: the summary, then one line per question in
+    """The judge section from `localrag.evaluation.judge.judge_to_json`: the summary, then one line per question in
     verdict order. Holds nothing that changes between reruns of the same verdicts (no timings, no call counts)."""
     summary, rows = judge["summary"], judge["questions"]
     k = summary["k"]

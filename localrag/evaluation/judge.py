@@ -13,7 +13,7 @@ Agreement with page matching is reported because the two measures fail different
 page can match while the passage does not answer (only page), and an answer can come
 from a page that is not the gold page (only judge); see Thakur et al. 2025, "Support
 Evaluation for the TREC 2024 RAG Track" (LLM relevance judges vs. human assessors).
-The report's text section is rendered by `localrag.report.render_judge` from `judge_to_json`.
+The report's text section is rendered by `localrag.evaluation.report.render_judge` from `judge_to_json`.
 """
 
 from __future__ import annotations
@@ -467,7 +467,7 @@ def judge_to_json(
     page_ranks: Mapping[str, int | None],
 ) -> dict[str, Any]:
     """Summary and question rows as a JSON-ready dict, stable on rerun (no call counts);
-    the report renders its judge section from it (`localrag.report.render_judge`)."""
+    the report renders its judge section from it (`localrag.evaluation.report.render_judge`)."""
     stable = {
         key: value for key, value in summary.items() if key not in ("cached_calls", "new_calls")
     }

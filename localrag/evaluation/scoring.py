@@ -15,13 +15,14 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from localrag.goldset import format as gs
-from localrag import metrics as rm
-from localrag import diagnose, stats
+from localrag.evaluation import metrics as rm
+from localrag.evaluation import diagnosis, stats
 from localrag.errors import EvalError
 from localrag.search.fusion import first_per_key, strictly_decreasing
-from localrag.report import ci_label, fmt_p, metric_label, plural
-from localrag.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank, MetricComparison,
-                             NotFound, Passage, QuestionResult, RankMove, StageRanks, Status)
+from localrag.evaluation.report import ci_label, fmt_p, metric_label, plural
+from localrag.evaluation.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank,
+                                        MetricComparison, NotFound, Passage, QuestionResult, RankMove, StageRanks,
+                                        Status)
 from localrag.text.pages import page_key
 
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
@@ -148,7 +149,7 @@ def trace_goldset(trace: Any, locations: Sequence[gs.Location], page_offset: int
                                        locations, page_offset=page_offset, tolerance=tolerance)
              for name, hits in lists.items()}
     # A page is among the candidates when its best chunk is: the first pools[name] pages of the collapsed list.
-    pools = {name: len(ranked_units(trace.stages[name][:trace.pool], rank_by)) for name in diagnose.RETRIEVERS
+    pools = {name: len(ranked_units(trace.stages[name][:trace.pool], rank_by)) for name in diagnosis.RETRIEVERS
              if name in lists}
     return Traced(StageRanks(ranks, {name: len(hits) for name, hits in lists.items()}, pools, trace.pool, rank_by),
                   gold_hit(lists, ranks), dense_order(trace, rank_by))
@@ -166,7 +167,7 @@ def dense_order(trace: Any, rank_by: str) -> bool:
 
 def gold_hit(lists: Mapping[str, Sequence[Hit]], ranks: Mapping[str, int | None]) -> tuple[str, int, Hit] | None:
     """(stage, rank, hit) of the expected chunk as the details file shows it (see GOLD_STAGE_ORDER)."""
-    retrievers = sorted((name for name in diagnose.RETRIEVERS if ranks.get(name) is not None),
+    retrievers = sorted((name for name in diagnosis.RETRIEVERS if ranks.get(name) is not None),
                         key=lambda name: ranks[name])
     for name in (*GOLD_STAGE_ORDER, *retrievers):
         if ranks.get(name) is not None:
@@ -180,7 +181,7 @@ def passage(hit: Hit, rank: int, question: str, page_offset: int, stage: str = "
     page = doc.metadata.get("page")
     return Passage(rank, doc.metadata.get("doc_id", doc.metadata["source"]),
                    None if page is None or "doc_id" in doc.metadata else int(page) + page_offset,
-                   round(float(score), 6), diagnose.excerpt(doc.page_content, question), stage)
+                   round(float(score), 6), diagnosis.excerpt(doc.page_content, question), stage)
 
 
 def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Sequence[Hit]],
@@ -323,7 +324,7 @@ def diagnosed(q: QuestionResult, hits: Sequence[Hit], traced: Traced | None, k: 
     the expected passage (which its stage ranks place)."""
     if traced is None:
         return q
-    if not (always or diagnose.needs_details(q)):
+    if not (always or diagnosis.needs_details(q)):
         return dataclasses.replace(q, stages=traced.stages)
     gold = None
     if traced.gold is not None:
@@ -451,7 +452,7 @@ def document_stage_ranks(trace: Any, qrels: Mapping[str, int], depth: int) -> St
     lists["final"] = lists["final"][:depth]
     ranks = {name: next((rank for rank, d in enumerate(docs, 1) if qrels.get(d, 0) > 0), None)
              for name, docs in lists.items()}
-    pools = {name: len(document_order(trace.stages[name][:trace.pool])) for name in diagnose.RETRIEVERS
+    pools = {name: len(document_order(trace.stages[name][:trace.pool])) for name in diagnosis.RETRIEVERS
              if name in trace.stages}
     return StageRanks(ranks, {name: len(docs) for name, docs in lists.items()}, pools, trace.pool)
 
@@ -527,7 +528,7 @@ def compare_rows(old: EvalResult, news: Sequence[EvalResult], intersect: bool, o
         improved = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank) for m in improved)
         # A worse question had an old rank: the stage of the new run that pushed it below that rank lost it.
         worsened = tuple(RankMove(m.qid, new_q[m.qid].question, m.old_rank, m.new_rank,
-                                  diagnose.lost_at(new_q[m.qid].stages, m.old_rank)) for m in worsened)
+                                  diagnosis.lost_at(new_q[m.qid].stages, m.old_rank)) for m in worsened)
         changed, settings_note = settings_changes(old.settings, new.settings)
         out.append(Comparison(old_label, len(common), note, metrics, resamples, seed, improved, worsened, changed,
                               settings_note, family, stats.DEFAULT_ALPHA))
@@ -644,9 +645,9 @@ def explain_question(rag: Retriever, question: gs.GoldQuestion | None, text: str
     else:
         entry = QuestionResult("", text, None, {}, passages=tuple(passage(hit, rank, text, page_offset)
                                                           for rank, hit in enumerate(trace.final[:k], 1)))
-    lists = {name: [stage_entry(hit, locations, page_offset, tolerance) for hit in hits[:diagnose.STAGE_LIST_SHOWN]]
+    lists = {name: [stage_entry(hit, locations, page_offset, tolerance) for hit in hits[:diagnosis.STAGE_LIST_SHOWN]]
              for name, hits in unit_lists(trace, rag.rank_by).items()}
-    return diagnose.render_question_block(entry, k, lists, in_goldset=question is not None, tolerance=tolerance,
+    return diagnosis.render_question_block(entry, k, lists, in_goldset=question is not None, tolerance=tolerance,
                                           list_unit=rag.rank_by)
 
 

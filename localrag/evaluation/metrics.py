@@ -13,7 +13,7 @@ only the rank of the first relevant chunk, not a scored run to hand to trec_eval
 each metric is a few lines. pytrec_eval is a test-only dependency that checks every
 metric and our tie order against trec_eval (tests/test_trec_eval_crosscheck.py).
 
-Whether the difference between two runs is real is answered in ``localrag.stats``;
+Whether the difference between two runs is real is answered in ``localrag.evaluation.stats``;
 changed_queries() here lists the queries whose first-relevant rank moved.
 """
 

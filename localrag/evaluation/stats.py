@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from localrag.metrics import check_same_queries
+from localrag.evaluation.metrics import check_same_queries
 
 # Default number of sign patterns drawn when the non-zero differences are too many to enumerate.
 DEFAULT_RESAMPLES = 10_000

@@ -1,0 +1,1 @@
+"""Scoring retrieval: metrics, statistics, the result, diagnosis, the LLM judge and the reports."""
