@@ -4,7 +4,7 @@ Goldsets (CSV/JSONL of questions with expected file and page) are scored by file
 (`--dataset DIR`) at document level with NDCG. The same `LocalRAG.retrieve` the chat uses does the retrieval.
 This script holds the settings, the command line and the story of a run: check the options, plan the rows,
 open and sync each row's index, retrieve and score, write the reports, apply the gates. Each step lives in the
-package module named after it: localrag/eval_options.py, run_plan.py, run_index.py, eval_runs.py (scoring in
+package module named after it: localrag/runs/options.py, run_plan.py, run_index.py, eval_runs.py (scoring in
 evaluate.py), outputs.py (where every report goes).
 """
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import local_rag
 from local_rag import LocalRAG, RAGError
-from localrag import cli, query_vectors
+from localrag import cli
+from localrag.runs import query_vectors
 from localrag.evaluation import diagnosis
 from localrag.evaluation import scoring as ev
 from localrag.goldset import generator as gen
@@ -26,17 +27,16 @@ from localrag.goldset import llm_questions
 from localrag.goldset import format as gs
 from localrag.goldset import lint as goldset_lint
 from localrag.evaluation import report as eval_report
-from localrag import suite as eval_suite
-from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions
-from localrag.eval_options import resolve
-from localrag.eval_runs import evaluate, goldset_scoring, print_outcome, print_summary
+from localrag.runs import suite as eval_suite
+from localrag.runs.defaults import CommandLine, EvalDefaults, EvalOptions
+from localrag.runs.options import resolve
+from localrag.runs.rows import evaluate, goldset_scoring, print_outcome, print_summary
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path
-from localrag.outputs import (QRELS_SUFFIX, check_output_paths, input_paths, load_json_report,
-                              protected_folders)
+from localrag.runs.outputs import QRELS_SUFFIX, check_output_paths, input_paths, load_json_report, protected_folders
 from localrag.evaluation.result import EXIT_OK, EXIT_USAGE, EvalResult
-from localrag.run_index import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
-from localrag.run_plan import SWEEP_AXES, profile_words, requested_settings
+from localrag.runs.indexes import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
+from localrag.runs.plan import SWEEP_AXES, profile_words, requested_settings
 from localrag.settings import PAGE_SETTINGS, IndexSettings
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
@@ -50,7 +50,7 @@ USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each q
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
 DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between runs
 DATA_DIR = "eval/data"  # where --dataset NAME downloads are kept (beir/scifact -> eval/data/beir/scifact)
-# The query vectors of earlier runs (localrag/query_vectors.py; --query-cache): a rerun embeds only new questions.
+# The query vectors of earlier runs (localrag/runs/query_vectors.py; --query-cache): a rerun embeds only new questions.
 QUERY_VECTOR_CACHE = "eval/.cache/query_vectors.sqlite3"
 # Where indexes with other index settings than the evaluated one are kept (--index-cache), one folder per docs
 # folder and settings: `--chunk-size 800` builds one on first use and syncs it after, never the evaluated index.

@@ -120,7 +120,7 @@ def lint_table(chunks, docs, sizes: list[int], old_max: int, seed: int) -> list[
 def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[str, float]]:
     """Exit code and seconds per phase of one `eval_retrieval.main` run, phases timed by wrapping its steps."""
     import eval_retrieval as er
-    from localrag import eval_runs, run_index
+    from localrag.runs import rows as eval_runs, indexes
     from localrag.evaluation import scoring as ev
     from localrag.goldset import lint as goldset_lint
 
@@ -139,9 +139,9 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
         setattr(module, name, wrapper)
 
     timed(gs, "read_goldset", "read")
-    # Each step wrapped where the run looks it up (localrag/run_index.py, eval_runs.py).
-    timed(run_index, "open_rag", "open index, load model")
-    timed(run_index, "sync_pdf_index", "sync check")
+    # Each step wrapped where the run looks it up (localrag/runs/indexes.py, eval_runs.py).
+    timed(indexes, "open_rag", "open index, load model")
+    timed(indexes, "sync_pdf_index", "sync check")
     timed(goldset_lint, "lint_index", "lint")
     timed(eval_runs, "left_out_questions", "page check")
     timed(eval_runs, "fill_query_vectors", "embed questions, load the model")

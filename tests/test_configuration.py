@@ -1,5 +1,5 @@
 """The configuration a report records (what the settings asked for and what ran), and when a run may replace the
-committed baseline (localrag/configuration.py's rule, applied by eval_runs.keep_complete_reports).
+committed baseline (localrag/runs/config_block.py's rule, applied by eval_runs.keep_complete_reports).
 
 The rule: a run replaces eval/baseline.* when it is a complete run of the baseline's configuration, or of settings
 the user changed. It is refused, and written under eval/runs/ with the reason, when the same asked-for settings ran
@@ -23,7 +23,7 @@ from conftest import put_in_hf_cache
 import eval_retrieval as er
 import local_rag
 from localrag.models import llm
-from localrag.configuration import baseline_refusal, difference_name
+from localrag.runs.config_block import baseline_refusal, difference_name
 from openai_stub import OpenAIStub, closed_port
 
 DEFAULT = "cross-encoder/ms-marco-MiniLM-L-6-v2"

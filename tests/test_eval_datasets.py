@@ -31,9 +31,9 @@ from langchain_core.documents import Document
 
 from localrag.datasets import beir
 import eval_retrieval as er
-from localrag import run_plan
-from localrag.eval_defaults import EvalOptions
-from localrag.eval_options import resolve
+from localrag.runs import plan
+from localrag.runs.defaults import EvalOptions
+from localrag.runs.options import resolve
 from localrag.evaluation import scoring as ev
 import local_rag
 from localrag.evaluation import metrics as rm
@@ -339,7 +339,7 @@ def test_index_cache_is_reused(dataset, tmp_path, capsys, monkeypatch):
     argv = ["--dataset", folder, "--k", "1,3", "--quiet", "--no-compare", "--no-query-cache", "--report",
             tmp_path / "r.txt"]
     assert run(capsys, *argv)[0] == 1
-    expected = run_plan.dataset_index_path(resolve(er.parse([str(a) for a in argv]), er.eval_defaults()))
+    expected = plan.dataset_index_path(resolve(er.parse([str(a) for a in argv]), er.eval_defaults()))
     assert expected.parent == tmp_path / "cache"
     assert (expected / local_rag.INDEX_INFO_FILE).exists()
     embedded: list[list[str]] = []
@@ -360,7 +360,7 @@ def test_index_path_follows_the_settings(dataset, monkeypatch):
     folder, _ = dataset
 
     def path(*extra: str) -> Path:
-        return run_plan.dataset_index_path(EvalOptions(**er.parse(["--dataset", str(folder), *extra]).flags(),
+        return plan.dataset_index_path(EvalOptions(**er.parse(["--dataset", str(folder), *extra]).flags(),
                                                        defaults=er.eval_defaults()))
 
     default = path()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import eval_retrieval as er
-from localrag import eval_options, outputs
-from localrag.eval_defaults import EvalOptions
+from localrag.runs import options, outputs
+from localrag.runs.defaults import EvalOptions
 from localrag.evaluation.scoring import metric_keys
 from openai_stub import OpenAIStub
 
@@ -174,11 +174,11 @@ def test_bad_fail_under_exits_2_before_anything_is_evaluated(evaluate, tmp_path,
 
 
 def test_fail_under_knows_the_keys_of_other_cutoffs_and_datasets():
-    assert eval_options.parse_fail_under(["hit@1=0.5", "mrr=0.25"], metric_keys("goldset", [1, 3])) == [
+    assert options.parse_fail_under(["hit@1=0.5", "mrr=0.25"], metric_keys("goldset", [1, 3])) == [
         ("hit@1", 0.5), ("mrr", 0.25)]
-    assert eval_options.parse_fail_under(["ndcg@10=0.6"], metric_keys("dataset", [1, 10])) == [("ndcg@10", 0.6)]
+    assert options.parse_fail_under(["ndcg@10=0.6"], metric_keys("dataset", [1, 10])) == [("ndcg@10", 0.6)]
     with pytest.raises(er.EvalError, match=r"valid keys: hit@1, hit@10, recall@1, recall@10, ndcg@1, ndcg@10, mrr"):
-        eval_options.parse_fail_under(["precision@1=0.5"], metric_keys("dataset", [1, 10]))
+        options.parse_fail_under(["precision@1=0.5"], metric_keys("dataset", [1, 10]))
 
 
 def test_fail_on_regression_fails_on_a_significant_drop(evaluate, tmp_path):
@@ -412,7 +412,7 @@ def project(tiny_index, tmp_path) -> dict[str, Path]:
     a goldset, the query vector and judge caches, the derived-index cache."""
     import shutil
 
-    from localrag.query_vectors import Embedder, QueryVectorCache
+    from localrag.runs.query_vectors import Embedder, QueryVectorCache
 
     docs, index = tiny_index
     paths = {"docs": shutil.copytree(docs, tmp_path / "docs"), "index": shutil.copytree(index, tmp_path / "index"),

@@ -610,7 +610,7 @@ def test_ivf_settings_with_no_sync_are_refused(gold_args, tmp_path, capsys, flag
 
 
 def test_ineffective_settings_by_hand():
-    from localrag.run_plan import ineffective_settings
+    from localrag.runs.plan import ineffective_settings
 
     given = {"--fusion": "convex", "--dense-weight": 0.3, "--rrf-k": 5}
     assert ineffective_settings("bm25", "convex", given) == [
@@ -839,9 +839,9 @@ def test_judge_section_and_cache(judge_args, tmp_path, capsys, monkeypatch):
 def test_judge_server_down_stops_before_any_retrieval(judge_args, tmp_path, capsys, monkeypatch):
     """The server is checked before the index is opened: exit 2 at once, nothing written (it used to retry for
     every question, then write a report with "0 of 3 judged")."""
-    from localrag import eval_runs
+    from localrag.runs import rows
 
-    monkeypatch.setattr(eval_runs, "open_pdf_index", lambda *a, **k: pytest.fail("the index was opened"))
+    monkeypatch.setattr(rows, "open_pdf_index", lambda *a, **k: pytest.fail("the index was opened"))
     base_url = f"http://127.0.0.1:{closed_port()}/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", base_url)
     code, out, err = run(capsys, *judge_args())

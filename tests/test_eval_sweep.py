@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import eval_retrieval as er
-from localrag import run_index, run_plan
-from localrag.eval_defaults import EvalOptions
-from localrag.eval_options import resolve
+from localrag.runs import indexes, plan
+from localrag.runs.defaults import EvalOptions
+from localrag.runs.options import resolve
 import local_rag
 from local_rag import LocalRAG, RAGError
 from conftest import TINY_GOLD
@@ -111,7 +111,7 @@ def test_other_settings_build_a_cached_index_once_and_never_touch_the_evaluated_
     code, _, err = run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--chunk-size", "page", "--no-rerank",
                        "--page-tolerance", "0", "--index-cache", workdir / "cache")
     assert code == 1
-    derived = run_plan.derived_index_path(workdir / "docs", {
+    derived = plan.derived_index_path(workdir / "docs", {
         "embedding_model": local_rag.EMBEDDING_MODEL, "embedding_backend": local_rag.EMBEDDING_BACKEND,
         "chunk_size": "page", "chunk_overlap": 0, "pdf_loader": local_rag.PDF_LOADER, "chunk_headers": True,
         "page_chunk_limit": local_rag.PAGE_CHUNK_LIMIT, "bm25_stemmer": local_rag.BM25_STEMMER}, "cache")
@@ -201,8 +201,8 @@ def test_dataset_cache_names_are_unchanged_for_the_default_settings(tmp_path, mo
     from localrag.datasets import beir as beir_data
 
     fingerprint = beir_data.dataset_fingerprint("data/scifact", "test", None, None, 0)
-    assert run_plan.dataset_index_path(args) == Path(er.DATASET_CACHE) / f"scifact-{fingerprint}-{digest}"
-    assert run_plan.dataset_index_path(args, {"chunk_size": "page"}) != run_plan.dataset_index_path(args)
+    assert plan.dataset_index_path(args) == Path(er.DATASET_CACHE) / f"scifact-{fingerprint}-{digest}"
+    assert plan.dataset_index_path(args, {"chunk_size": "page"}) != plan.dataset_index_path(args)
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -211,8 +211,8 @@ def test_dataset_cache_names_are_unchanged_for_the_default_settings(tmp_path, mo
 def test_sweep_table_rows_share_indexes_and_query_vectors(workdir, capsys, monkeypatch):
     assert run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--docs", "docs", "--no-rerank")[0] == 1
     opened = []
-    real_open = run_index.open_rag
-    monkeypatch.setattr(run_index, "open_rag", lambda *a, **k: opened.append(real_open(*a, **k)) or opened[-1])
+    real_open = indexes.open_rag
+    monkeypatch.setattr(indexes, "open_rag", lambda *a, **k: opened.append(real_open(*a, **k)) or opened[-1])
     # Without the query vector cache (which the first run filled): the sharing between indexes shows in the counts.
     code, out, err = run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--no-rerank", "--page-tolerance", "0",
                          "--index-cache", workdir / "cache", "--sweep", "chunk_size=2000,page", "--sweep", "mode=dense,bm25",

@@ -98,7 +98,7 @@ def test_every_fresh_process_and_copy_returns_exact_search(store, tmp_path):
 
 def test_an_ivf_recorded_in_the_manifest_is_searched_the_same_everywhere_and_all_probes_are_exact(store, tmp_path,
                                                                                                   capsys):
-    from localrag import configuration
+    from localrag.runs import config_block
     from localrag.search import ivf
 
     base, rag, vectors = store
@@ -131,12 +131,12 @@ def test_an_ivf_recorded_in_the_manifest_is_searched_the_same_everywhere_and_all
     recall = ivf.recall([[i for i, _ in few.index.nearest(few.retriever.query_vector(q), 30, exact=True)]
                          for q in questions],
                         [[i for i, _ in few.index.nearest(few.retriever.query_vector(q), 30)] for q in questions])
-    assert configuration.dense_search_text(few, questions) == (
+    assert config_block.dense_search_text(few, questions) == (
         f"approximate: IVF of 20 lists, 2 probed per query (seed 0); "
         f"recall@30 against exact search {recall:.3f} over 4 questions")
-    assert configuration.dense_search_text(every, questions).endswith(
+    assert config_block.dense_search_text(every, questions).endswith(
         "recall@30 against exact search 1.000 over 4 questions")
-    assert configuration.dense_search_text(rag, questions) == "exact cosine over all 2000 indexed chunks"
+    assert config_block.dense_search_text(rag, questions) == "exact cosine over all 2000 indexed chunks"
 
     # A missing IVF file: exact search, said once on stderr; a sync under a higher threshold drops the IVF.
     (copy / ivf.IVF_FILE).unlink()

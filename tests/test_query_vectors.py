@@ -1,4 +1,4 @@
-"""The query vector cache (localrag/query_vectors.py) on its own: keys, exact round trips, the LRU bound, damaged
+"""The query vector cache (localrag/runs/query_vectors.py) on its own: keys, exact round trips, the LRU bound, damaged
 files and rows, an interrupted transaction, two writers at once, and `fill` with a counting fake retriever."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from localrag.models import loading
-from localrag.query_vectors import FORMAT, Embedder, QueryVectorCache, embedder_of, fill
+from localrag.runs.query_vectors import FORMAT, Embedder, QueryVectorCache, embedder_of, fill
 
 ROOT = Path(__file__).resolve().parents[1]
 MINILM = Embedder("all-MiniLM-L6-v2", "files 0123456789abcdef", "torch", "torch", "")
@@ -142,7 +142,7 @@ def test_an_interrupted_transaction_leaves_the_old_rows(tmp_path):
     # A writer killed between its inserts and its commit (SIGKILL: no clean-up of any kind).
     script = textwrap.dedent(f"""
         import os, signal
-        from localrag.query_vectors import QueryVectorCache
+        from localrag.runs.query_vectors import QueryVectorCache
         cache = QueryVectorCache({str(cache.path)!r})
         def work(db):
             db.execute("BEGIN IMMEDIATE")
@@ -163,7 +163,7 @@ def test_two_writers_at_once_keep_every_vector(tmp_path):
     path = tmp_path / "qv.sqlite3"
     script = textwrap.dedent(f"""
         import sys, time
-        from localrag.query_vectors import Embedder, QueryVectorCache
+        from localrag.runs.query_vectors import Embedder, QueryVectorCache
         embedder = Embedder("m", "r", "torch", "torch", "")
         cache = QueryVectorCache({str(path)!r}, warn=lambda m: sys.exit("warning: " + m))
         name = sys.argv[1]

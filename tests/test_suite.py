@@ -12,7 +12,7 @@ import pytest
 
 import eval_retrieval as er
 from localrag.evaluation import report as eval_report
-from localrag import suite as eval_suite
+from localrag.runs import suite as eval_suite
 from localrag.evaluation.result import EXIT_OK, EvalResult, Status
 
 # Goldset over the tiny corpus (conftest.TINY_CORPUS). BM25 orders (0-based pages):

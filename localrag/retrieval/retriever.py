@@ -147,7 +147,7 @@ class Retriever:
         return dict(self._query_vectors)
 
     def add_query_vectors(self, vectors: dict[str, list[float]]) -> None:
-        """Take query vectors computed elsewhere (localrag/query_vectors.py) for this retriever's model, backend,
+        """Take query vectors computed elsewhere (localrag/runs/query_vectors.py) for this retriever's model, backend,
         export and prefix; they are not counted as embedded."""
         self._query_vectors.update(vectors)
 

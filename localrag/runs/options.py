@@ -11,14 +11,14 @@ from typing import Sequence
 
 from localrag.models import llm
 from localrag.retrieval import llm_rerank
-from localrag.eval_defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
+from localrag.runs.defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
 from localrag.errors import EvalError
 from localrag.evaluation.scoring import metric_keys
-from localrag.outputs import check_output_paths, input_paths, output_paths, protected_folders, with_report_paths
+from localrag.runs.outputs import check_output_paths, input_paths, output_paths, protected_folders, with_report_paths
 from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.query import text_problem
-from localrag.run_plan import apply_profile, check_sweep, warn_ineffective_settings
+from localrag.runs.plan import apply_profile, check_sweep, warn_ineffective_settings
 
 
 def parse_ks(text: str) -> list[int]:

@@ -3,7 +3,7 @@ gated, and written (one report, or an --ablation / --sweep table with one report
 
 A goldset run lints the goldset against each index first and leaves out questions whose expected page cannot be
 scored; a dataset run syncs a cached index of the dataset's documents. Scoring lives in localrag/evaluation/scoring.py,
-the plan in localrag/run_plan.py, the indexes in localrag/run_index.py, the paths in localrag/outputs.py.
+the plan in localrag/runs/plan.py, the indexes in localrag/runs/indexes.py, the paths in localrag/runs/outputs.py.
 """
 from __future__ import annotations
 
@@ -19,20 +19,20 @@ from localrag.goldset import format as gs
 from localrag.text import language
 from localrag.models import loading
 from localrag.evaluation import report as eval_report
-from localrag.configuration import config_block, settings_json
+from localrag.runs.config_block import config_block, settings_json
 from localrag.goldset import lint as goldset_lint
-from localrag.eval_defaults import EvalOptions, Gates, LocalRAGLike, log
+from localrag.runs.defaults import EvalOptions, Gates, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
 from localrag.evaluation.judge import Judging
-from localrag.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
-                              write_row_reports)
+from localrag.runs.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
+                                   write_row_reports)
 from localrag.text.pages import PAGE_OFFSET, shown_page
 from localrag.evaluation.report import plural
 from localrag.evaluation.result import EXIT_OK, EvalResult, LeftOut, Status
-from localrag.run_index import fill_query_vectors, open_pdf_index, open_rag, query_vector_cache, share_query_vectors
-from localrag.run_plan import (INDEX_SETTINGS, dataset_index_path, dataset_settings, evaluation_rows, format_setting,
-                               given_fusion_flags, index_groups, ineffective_settings, row_configs, slug)
+from localrag.runs.indexes import fill_query_vectors, open_pdf_index, open_rag, query_vector_cache, share_query_vectors
+from localrag.runs.plan import (INDEX_SETTINGS, dataset_index_path, dataset_settings, evaluation_rows, format_setting,
+                                given_fusion_flags, index_groups, ineffective_settings, row_configs, slug)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,9 +290,9 @@ def keep_complete_reports(result: EvalResult, options: EvalOptions) -> tuple[Eva
     stderr and in the Notes: the committed baseline is replaced only by a complete run of its configuration
     (configuration.baseline_refusal; --replace-baseline overrides that rule, not the judge's), and a complete judge
     section only by a complete one. The result with its note, and the options with the report paths it goes to."""
-    from localrag.configuration import baseline_refusal, difference_name
-    from localrag.outputs import (beside_report_path, check_output_paths, input_paths, is_committed_baseline,
-                                  output_paths, protected_folders)
+    from localrag.runs.config_block import baseline_refusal, difference_name
+    from localrag.runs.outputs import (beside_report_path, check_output_paths, input_paths, is_committed_baseline,
+                                       output_paths, protected_folders)
 
     baseline = is_committed_baseline(options.report, options.json, options.defaults.report)
     incomplete = judge_incomplete(result.judge)

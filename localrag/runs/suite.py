@@ -15,7 +15,7 @@ from typing import AbstractSet as Set, Any, Callable, Mapping
 from localrag.evaluation import report as eval_report
 from localrag.errors import RAGError
 from localrag.files import write_texts_atomic
-from localrag.outputs import write_error_advice
+from localrag.runs.outputs import write_error_advice
 from localrag.evaluation.result import EXIT_OK, EvalResult
 
 SUITE_METRICS = ["hit@5", "hit@10", "ndcg@10", "recall@100", "mrr"]  # summary columns, when an entry has them

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from localrag.retrieval import llm_rerank
-from localrag import query_vectors
-from localrag.configuration import profile_suggestion
-from localrag.eval_defaults import EvalOptions, LocalRAGLike, log
+from localrag.runs import query_vectors
+from localrag.runs.config_block import profile_suggestion
+from localrag.runs.defaults import EvalOptions, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
-from localrag.run_plan import (INDEX_SETTINGS, derived_index_path, requested_settings, resolved_index_settings,
-                               settings_words)
+from localrag.runs.plan import (INDEX_SETTINGS, derived_index_path, requested_settings, resolved_index_settings,
+                                settings_words)
 
 
 def open_rag(options: EvalOptions, held: contextlib.ExitStack, index: str | Path,

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from localrag.eval_defaults import EvalOptions, LocalRAGLike
+from localrag.runs.defaults import EvalOptions, LocalRAGLike
 from localrag.files import display_path
 from localrag.settings import PAGE_CHUNKS, significant_settings
 from localrag.evaluation.report import plural
-from localrag.run_plan import INDEX_SETTINGS, profile_sources, profile_words, slug
+from localrag.runs.plan import INDEX_SETTINGS, profile_sources, profile_words, slug
 
 
 def dense_search_text(rag: LocalRAGLike, questions: Sequence[str], depth: int | None = None) -> str:

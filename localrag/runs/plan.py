@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from localrag.errors import EvalError, RAGError
-from localrag.eval_defaults import CommandLine, EvalOptions, LocalRAGLike, log
+from localrag.runs.defaults import CommandLine, EvalOptions, LocalRAGLike, log
 from localrag.settings import (EMBEDDING_BACKENDS, OPTION_NAMES, PDF_LOADERS, RETRIEVAL_MODES, parse_chunk_size,
                                resolve_settings, significant_settings)
 

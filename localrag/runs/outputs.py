@@ -15,12 +15,12 @@ from typing import Sequence
 
 from localrag.evaluation import diagnosis
 from localrag.evaluation import report as eval_report
-from localrag.eval_defaults import CommandLine, EvalOptions
+from localrag.runs.defaults import CommandLine, EvalOptions
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, write_texts_atomic
 from localrag.index.manifest import local_followed_paths
 from localrag.evaluation.result import EvalResult
-from localrag.run_plan import format_setting, requested_settings, slug
+from localrag.runs.plan import format_setting, requested_settings, slug
 
 DETAILS_SUFFIX = ".details.md"  # the details file beside a goldset report: baseline.txt -> baseline.details.md
 QRELS_SUFFIX = ".qrels"  # a goldset run's qrels beside its --run-file: r.run -> r.run.qrels (without --qrels-file)
