@@ -4,8 +4,8 @@ Goldsets (CSV/JSONL of questions with expected file and page) are scored by file
 (`--dataset DIR`) at document level with NDCG. The same `LocalRAG.retrieve` the chat uses does the retrieval.
 This script holds the settings, the command line and the story of a run: check the options, plan the rows,
 open and sync each row's index, retrieve and score, write the reports, apply the gates. Each step lives in the
-package module named after it: localrag/runs/options.py, run_plan.py, run_index.py, eval_runs.py (scoring in
-evaluate.py), outputs.py (where every report goes).
+package's runs/ folder: options.py (parse once, check once), plan.py, indexes.py, rows.py (scoring in
+evaluation/scoring.py), outputs.py (where every report goes).
 """
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
         setattr(module, name, wrapper)
 
     timed(gs, "read_goldset", "read")
-    # Each step wrapped where the run looks it up (localrag/runs/indexes.py, eval_runs.py).
+    # Each step wrapped where the run looks it up (localrag/runs/indexes.py, localrag/runs/rows.py).
     timed(indexes, "open_rag", "open index, load model")
     timed(indexes, "sync_pdf_index", "sync check")
     timed(goldset_lint, "lint_index", "lint")

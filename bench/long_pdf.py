@@ -2,7 +2,7 @@
 
 Screens the choices of issue 31 on the FinanceBench filings and dev goldset without building a LocalRAG index
 per choice: the pages are read once by localrag/text/pdf.py (cached), cut as the index cuts them
-(`localrag.index_settings.text_splitter`), given either the file header the index wrote so far (``[file, page N]``) or
+(`localrag.settings.text_splitter`), given either the file header the index wrote so far (``[file, page N]``) or
 the context line of localrag/text/identity.py, embedded with the product's model (vectors cached per text list), and
 searched exactly (cosine) and with BM25 (`localrag.search.bm25.BM25Index`, each tokenization). Lists are ranked by page
 as the evaluation ranks them (each page once, by its best chunk; ±1 page counts, `localrag.goldset.format`), and for
@@ -80,7 +80,7 @@ def read_shelf(pdf_dir: Path, loader: str) -> dict[str, tuple[str, object]]:
 def cut(shelf: dict, unit: str, header: str) -> tuple[list[tuple[str, int]], list[str]]:
     """(page key of each chunk, its indexed text) for a chunk size (or "page") and a header kind."""
     from localrag.text import identity as context
-    from localrag.index_settings import parse_chunk_size, text_splitter
+    from localrag.settings import parse_chunk_size, text_splitter
     from localrag.text.pages import chunk_header
     from localrag.text.pdf import front_page, sections_by_page
 

@@ -69,9 +69,9 @@ def setting(kind: str, constant: str, rank: int | tuple[int, int], help: str, *,
             unrecorded: Any = None) -> Any:
     """A settings field (default None: not chosen). `kind`: what its change costs (REBUILD, BM25, PAGE, or "" for
     retrieval settings); `constant`: local_rag.py's constant with its default; `rank`: its place among the flags
-    (and, where that differs, among the sweep axes: (flag's, axis's)); `help`: its flag's help, without the default; `option`: its flag's and sweep axis's name when
-    that is not the field's; `parse`: how its flag's text is read (bool: an on/off flag); `unrecorded`: the value indexes built before the setting
-    was recorded had."""
+    (and, where that differs, among the sweep axes: (flag's, axis's)); `help`: its flag's help, without the
+    default; `option`: its flag's and sweep axis's name when that is not the field's; `parse`: how its flag's text
+    is read (bool: an on/off flag); `unrecorded`: the value indexes built before the setting was recorded had."""
     flag_rank, axis_rank = rank if isinstance(rank, tuple) else (rank, rank)
     return field(default=None, metadata={"kind": kind, "constant": constant, "rank": flag_rank, "axis": axis_rank,
                                          "help": help,

@@ -24,7 +24,7 @@ from localrag.runs.options import resolve
 import local_rag
 from local_rag import LocalRAG, RAGError
 from conftest import TINY_GOLD
-from localrag.index_settings import parse_chunk_size, resolve_settings, text_splitter
+from localrag.settings import parse_chunk_size, resolve_settings, text_splitter
 
 GOLD = TINY_GOLD
 AXES = ("chunk_size, chunk_overlap, page_chunk_limit, loader, chunk_headers, chunk_context, embedding_model, "

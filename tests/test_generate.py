@@ -1,4 +1,4 @@
-"""Tests for the question generator (generate.py, template_questions.py, llm_questions.py, words.py): question
+"""Tests for the question generator (goldset/generator.py, goldset/templates.py, goldset/llm_questions.py, text/words.py): question
 kinds, gates, sampling, model path, output.
 
 The noise filter's own tests are in test_noise.py, which also holds the shared chunk fixtures.

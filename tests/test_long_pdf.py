@@ -213,7 +213,7 @@ def test_an_unreadable_front_page_leaves_the_file_name_as_its_identity(tiny_inde
 
 
 def test_significant_settings_leave_out_only_old_values_of_newer_settings():
-    from localrag.index_settings import significant_settings
+    from localrag.settings import significant_settings
 
     assert significant_settings({"chunk_context": False, "chunk_size": 800, "chunk_headers": False}) == \
         {"chunk_size": 800, "chunk_headers": False}

@@ -9,7 +9,7 @@ Generation works on plain chunk dicts ``{"chunk_id", "source", "page" (0-based),
    count, with a minimum per document (largest-remainder apportionment).
 3. Each sampled chunk gives at most one question: without a model an exact-reference question
    (equation, table, figure, section number at its definition site), a defined-term question or a
-   section-location question (template_questions.py); with a model (``ask``), one natural question the
+   section-location question (templates.py); with a model (``ask``), one natural question the
    chunk answers (llm_questions.py).
 4. Quality gates reject questions that copy the chunk's words (so BM25 does not win by
    construction), near-duplicates, too-short questions and answers that lie on a noise page.
