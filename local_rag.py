@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import runpy
 import sys
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -176,6 +177,29 @@ def load_reranker_for(name: str, allow_downloads: bool = False):
 def iter_extracted(paths: Sequence[Path], loader: str, workers: int | None = None) -> Iterator[ExtractedPdf]:
     """Each file's pages (localrag/text/pdf.py), in order, read in EXTRACT_WORKERS processes unless `workers` is given."""
     return pdf.iter_extracted(paths, loader, EXTRACT_WORKERS if workers is None else workers)
+
+
+def run_script(name: str, argv: Sequence[str] | None = None) -> None:
+    """Run one of the project's command-line scripts (`name`: eval_retrieval.py or add_pdfs.py, in PROJECT_DIR) as
+    `python NAME ARGV...` would, exiting with its code: what pyproject.toml's console commands call. The scripts
+    hold settings blocks users edit, so they stay files of the project folder (an editable install finds them)."""
+    script = PROJECT_DIR / name
+    if not script.is_file():
+        print(f"error: {script} is not there: the commands run the scripts of a localRAG project folder; install "
+              f"it with `pip install -e .` from that folder, or run `python {name}` there", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = [str(script), *(sys.argv[1:] if argv is None else argv)]
+    runpy.run_path(str(script), run_name="__main__")
+
+
+def eval_command() -> None:
+    """`localrag-eval ...`: `python eval_retrieval.py ...` of the project folder."""
+    run_script("eval_retrieval.py")
+
+
+def add_command() -> None:
+    """`localrag-add ...`: `python add_pdfs.py ...` of the project folder."""
+    run_script("add_pdfs.py")
 
 
 class LocalRAG(rag.LocalRAG):

@@ -407,7 +407,8 @@ def test_the_rule_checks_can_fail(tmp_path):
     assert busy_inits(root) == ["localrag.text"]
     assert root_script_imports(root) == ["localrag.search.bm25 imports eval_retrieval"]
     assert namespace_parameters(root) == ["localrag.runs.suite.go(args)"]
-    assert wide_functions(root) == ["localrag.runs.suite.go (9)"]  # LocalRAG.__init__ in retrieval/ is allowed
+    # No function of the package is allowed to be wide: LocalRAG's compatibility layer lives in local_rag.py.
+    assert wide_functions(root) == ["localrag.retrieval.rag.LocalRAG.__init__ (9)", "localrag.runs.suite.go (9)"]
     assert eval_paths(root) == ["localrag.runs.suite:4: 'eval/goldset.csv'", "localrag.runs.suite:3: __file__"]
     module = tmp_path / "m.py"
     module.write_text("class C:\n    def g(self):\n" + "        x = 1\n" * 81, encoding="utf-8")

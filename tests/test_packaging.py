@@ -1,5 +1,6 @@
 """The project from outside its folder: `pip install -e .` (pyproject.toml) makes local_rag and localrag (with
-its sub-packages) importable anywhere, the CLIs stay scripts of the project folder, README's Python example runs from another folder, and the scripts started elsewhere with a
+its sub-packages) importable anywhere, the CLIs stay scripts of the project folder (the console commands run
+them), README's Python example runs from another folder, and the scripts started elsewhere with a
 default path stop with "run from the project folder X" instead of a wrong "not found"."""
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import add_pdfs
 import eval_retrieval as er
+import local_rag
 from test_chat import readme_example
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +28,27 @@ def test_pyproject_installs_the_face_and_the_package_with_the_pinned_requirement
     assert project["project"]["dynamic"] == ["dependencies"]
     assert project["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["requirements.txt"]}
     assert project["build-system"]["build-backend"] == "setuptools.build_meta"
+
+
+def test_the_console_commands_run_the_project_scripts(tmp_path, monkeypatch, capsys):
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["scripts"] == {"localrag-eval": "local_rag:eval_command",
+                                             "localrag-add": "local_rag:add_command"}
+    for command, usage in ((local_rag.eval_command, "usage: eval_retrieval.py"),
+                           (local_rag.add_command, "usage: add_pdfs.py")):
+        monkeypatch.setattr(sys, "argv", ["localrag-x", "--help"])
+        with pytest.raises(SystemExit) as done:
+            command()
+        assert done.value.code == 0
+        assert capsys.readouterr().out.startswith(usage)
+    # Installed without the project folder: a clear error, exit 2.
+    monkeypatch.setattr(local_rag, "PROJECT_DIR", tmp_path)
+    with pytest.raises(SystemExit) as done:
+        local_rag.run_script("eval_retrieval.py", ["--help"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'eval_retrieval.py'} is not there: the commands run the scripts of a localRAG project "
+        f"folder; install it with `pip install -e .` from that folder, or run `python eval_retrieval.py` there\n")
 
 
 def test_the_readme_python_example_runs_from_another_folder(tiny_index, tmp_path):
