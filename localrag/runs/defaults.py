@@ -7,13 +7,17 @@ eval_options.resolve checks it against the defaults and returns the `EvalOptions
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, AbstractSet, Callable, ContextManager, Mapping, Protocol, Sequence
+from typing import Any, AbstractSet, Callable, ContextManager, Mapping, Protocol, Sequence, TypeVar
 
 from localrag import files
 from localrag.evaluation.judge import Judging
+from localrag.settings import OPTION_NAMES, IndexSettings
 from localrag.text.pages import PAGE_OFFSET
+
+C = TypeVar("C", bound="CommandLine")
 
 
 class LocalRAGLike(Protocol):
@@ -142,15 +146,9 @@ class CommandLine:
     chroma_url: str | None
     rebuild: bool
     no_sync: bool
-    loader: str | None
-    chunk_size: int | str | None  # text as given ("800", "page"); EvalOptions: parsed (800, "page")
-    page_chunk_limit: int | None
-    chunk_overlap: int | None
-    chunk_headers: bool | None
-    chunk_context: bool | None
-    embedding_model: str | None
-    embedding_backend: str | None
-    bm25_stemmer: str | None
+    # the index settings' flags (--loader, --chunk-size, ...; settings.IndexSettings), as given: chunk size as text
+    # ("800", "page"); EvalOptions: parsed (800, "page"). Read by option name as well: `command.chunk_size`.
+    index_settings: IndexSettings
     index_cache: str
     no_wait: bool
     switch_folder: bool
@@ -211,8 +209,26 @@ class CommandLine:
 
     @classmethod
     def from_flags(cls, flags: Mapping[str, Any]) -> CommandLine:
-        """The command line of argparse's values by dest (`vars(namespace)`); lists (repeated flags) as tuples."""
-        return cls(**{name: tuple(value) if isinstance(value, list) else value for name, value in flags.items()})
+        """The command line of argparse's values by dest (`vars(namespace)`); lists (repeated flags) as tuples, the
+        index settings' flags as one IndexSettings."""
+        return cls(**{name: tuple(value) if isinstance(value, list) else value for name, value in flags.items()
+                      if name not in OPTION_NAMES}, index_settings=IndexSettings.from_options(flags))
+
+    def __getattr__(self, name: str) -> Any:
+        """An index setting by its option name (`chunk_size`, `loader`, ...): the flag's value, None when not given."""
+        chosen = self.__dict__.get("index_settings")
+        if chosen is None or name not in OPTION_NAMES:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(chosen, OPTION_NAMES[name])
+
+    def with_options(self: C, **options: Any) -> C:
+        """A copy with these options (flag names; an index setting's option name sets it in `index_settings`)."""
+        chosen = {key: value for key, value in options.items() if key in OPTION_NAMES}
+        others = {key: value for key, value in options.items() if key not in OPTION_NAMES}
+        if chosen:
+            others["index_settings"] = dataclasses.replace(
+                self.index_settings, **{OPTION_NAMES[key]: value for key, value in chosen.items()})
+        return dataclasses.replace(self, **others)
 
     def flags(self) -> dict[str, Any]:
         """Every flag's value by dest: the fields of CommandLine (an EvalOptions' own fields left out)."""

@@ -42,7 +42,7 @@ def resolve(command: CommandLine, defaults: EvalDefaults) -> EvalOptions:
                                                           else defaults.k_values)
     if command.chunk_size is not None and not isinstance(command.chunk_size, int):
         try:
-            command = dataclasses.replace(command, chunk_size=parse_chunk_size(command.chunk_size))
+            command = command.with_options(chunk_size=parse_chunk_size(command.chunk_size))
         except ValueError as exc:
             raise EvalError(f"--chunk-size {exc}") from None
     sweep_axes = check_sweep(command)

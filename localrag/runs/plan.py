@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 
 from localrag.errors import EvalError, RAGError
 from localrag.runs.defaults import CommandLine, EvalOptions, LocalRAGLike, log
-from localrag.settings import (EMBEDDING_BACKENDS, OPTION_NAMES, PDF_LOADERS, RETRIEVAL_MODES, parse_chunk_size,
-                               resolve_settings, significant_settings)
+from localrag.settings import (OPTION_NAMES, RETRIEVAL_MODES, index_setting_fields, resolve_settings,
+                               significant_settings)
 
 
 # Index settings the evaluation takes, by option name (flag and sweep axis), with the index's name for each.
@@ -138,29 +138,37 @@ def apply_profile(command: CommandLine, profiles: Mapping[str, Mapping[str, Any]
         if getattr(command, option) is None and option not in swept:
             filled[option] = value
     mode = filled.get("mode", command.mode)
-    return dataclasses.replace(command, **{**filled, "mode": default_mode if mode is None else mode}), frozenset(filled)
+    return command.with_options(**{**filled, "mode": default_mode if mode is None else mode}), frozenset(filled)
 
 
 def parse_axis_value(axis: str, text: str) -> Any:
-    """One value of a --sweep axis, checked as its flag checks it; ValueError saying what is valid."""
+    """One value of a --sweep axis, checked as its flag checks it (an index setting as its field in
+    settings.IndexSettings says); ValueError saying what is valid."""
     text = text.strip()
-    if axis == "chunk_size":
-        return parse_chunk_size(text)
-    if axis in ("chunk_overlap", "page_chunk_limit"):
-        low = 0 if axis == "chunk_overlap" else 1
+    meta = index_setting_fields_by_option().get(axis, {})
+    parse = bool if axis == "rerank" else meta.get("parse")
+    if parse is int:
+        low = 1 if axis == "page_chunk_limit" else 0
         if not text.lstrip("-").isdigit() or int(text) < low:
             raise ValueError(f"must be a whole number of characters, {low} or more, got {text!r}")
         return int(text)
-    if axis in ("chunk_headers", "chunk_context", "rerank"):
+    if parse is bool:
         if text.lower() not in ON_OFF:
             raise ValueError(f"must be on or off, got {text!r}")
         return ON_OFF[text.lower()]
-    choices = {"loader": PDF_LOADERS, "embedding_backend": EMBEDDING_BACKENDS, "mode": RETRIEVAL_MODES}.get(axis)
+    if parse is not None:  # chunk_size: a number of characters or "page"
+        return parse(text)
+    choices = RETRIEVAL_MODES if axis == "mode" else meta.get("choices")
     if choices is not None and text not in choices:
         raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
     if not text:
         raise ValueError("must not be empty")
     return text
+
+
+def index_setting_fields_by_option() -> dict[str, Mapping[str, Any]]:
+    """Each index setting's field metadata (settings.setting) by its option name."""
+    return {(f.metadata["option"] or f.name): f.metadata for f in index_setting_fields()}
 
 
 def parse_sweep(texts: Sequence[str]) -> list[tuple[str, list[Any]]]:
