@@ -18,6 +18,7 @@ from localrag.runs.config_block import profile_suggestion
 from localrag.runs.defaults import EvalOptions, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
+from localrag.settings import IndexSettings
 from localrag.runs.plan import (INDEX_SETTINGS, derived_index_path, requested_settings, resolved_index_settings,
                                 settings_words)
 
@@ -42,7 +43,7 @@ def open_rag(options: EvalOptions, held: contextlib.ExitStack, index: str | Path
     given = {name: getattr(o, name) for name in ("rrf_k", "rank_by", "fusion", "dense_weight", "document_prior")}
     retrieval = {name: d.retriever[name] if value is None else value for name, value in given.items()}
     rag = d.open_retriever(
-        index, **{INDEX_SETTINGS[key]: value for key, value in settings.items()}, retrieval_mode=o.mode,
+        index, index=IndexSettings.from_options(settings), retrieval_mode=o.mode,
         **reranker, **retrieval, ivf_min_chunks=o.ivf_min_chunks, ivf_lists=o.ivf_lists,
         ivf_probes=o.ivf_probes, query_instructions=d.query_instructions if o.query_instructions else "",
         quiet=o.quiet, chroma_url=o.chroma_url, allow_downloads=o.allow_downloads)
