@@ -15,7 +15,7 @@ import sys
 import local_rag
 from local_rag import LocalRAG, RAGError
 from localrag import cli
-from localrag.settings import IndexSettings, parse_chunk_size, profile_settings
+from localrag.settings import IndexSettings, parse_chunk_size, profile_filling
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,13 +58,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        chunk_size = None if args.chunk_size is None else parse_chunk_size(args.chunk_size)
+        # The flags given win over --profile's preset, which wins over the index's settings.
+        filled = profile_filling(local_rag.PROFILES.get(args.profile or "", {}), lambda option: getattr(args, option, None))
+        chunk_size = filled.get("chunk_size") if args.chunk_size is None else parse_chunk_size(args.chunk_size)
     except ValueError as exc:
         print(f"error: --chunk-size {exc}", file=sys.stderr)
         return 2
-    # The flags given win over --profile's preset, which wins over the index's settings.
-    preset, _ = profile_settings(local_rag.PROFILES.get(args.profile or "", {}))
-    index = IndexSettings.from_options({**vars(args), "chunk_size": chunk_size}).over(preset)
+    except RAGError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    index = IndexSettings.from_options({**vars(args), **filled, "chunk_size": chunk_size})
     try:
         rag = LocalRAG(args.index, reranker_model=None, index=index, quiet=args.quiet, chroma_url=args.chroma_url,
                        ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists,

@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import AbstractSet, Any, Callable, Mapping
 
 from localrag.errors import RAGError
 
@@ -182,13 +182,33 @@ class IvfSettings:
 
 def profile_settings(preset: Mapping[str, Any]) -> tuple[IndexSettings, RetrievalSettings]:
     """A profile (PROFILES in local_rag.py: LocalRAG's argument names) as the index and retrieval settings it
-    sets; ValueError naming a name that is neither."""
+    sets; RAGError naming a name that is neither."""
     index = {f.name for f in dataclasses.fields(IndexSettings)}
     retrieval = {f.name for f in dataclasses.fields(RetrievalSettings)}
     if unknown := [key for key in preset if key not in index | retrieval]:
-        raise ValueError(f"unknown setting {unknown[0]!r} in a profile; use one of {', '.join(sorted(index | retrieval))}")
+        raise RAGError(f"unknown setting {unknown[0]!r} in a profile (PROFILES in local_rag.py); use one of "
+                       f"{', '.join(sorted(index | retrieval))}")
     return (IndexSettings(**{k: v for k, v in preset.items() if k in index}),
             RetrievalSettings(**{k: v for k, v in preset.items() if k in retrieval}))
+
+
+def option_name(name: str) -> str:
+    """A setting's option name (its flag and sweep axis) by its field name: retrieval_mode -> mode, pdf_loader ->
+    loader, chunk_size -> chunk_size."""
+    for field_ in (*dataclasses.fields(IndexSettings), *dataclasses.fields(RetrievalSettings)):
+        if field_.name == name:
+            return field_.metadata["option"] or name
+    return name
+
+
+def profile_filling(preset: Mapping[str, Any], given: Callable[[str], Any],
+                    skip: AbstractSet[str] = frozenset()) -> dict[str, Any]:
+    """The one way a profile is applied: the options (by option name) its `preset` fills, each setting of it whose
+    option the command line left out (`given(option)` is None) and that is not in `skip` (swept axes); RAGError for
+    a name that is no setting."""
+    profile_settings(preset)
+    return {option_name(key): value for key, value in preset.items()
+            if given(option_name(key)) is None and option_name(key) not in skip}
 
 
 def _of_kind(kind: str) -> tuple[str, ...]:

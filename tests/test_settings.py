@@ -60,8 +60,17 @@ def test_a_profile_splits_into_index_and_retrieval_settings():
     assert index == IndexSettings(chunk_size="page")
     assert retrieval == RetrievalSettings(retrieval_mode="hybrid", fusion="convex", dense_weight=0.8,
                                           document_prior=0.8)
-    with pytest.raises(ValueError, match="unknown setting 'chunk_sise' in a profile"):
+    with pytest.raises(RAGError, match=r"unknown setting 'chunk_sise' in a profile \(PROFILES in local_rag.py\)"):
         settings.profile_settings({"chunk_sise": 800})
+
+
+def test_a_profile_fills_only_what_the_command_line_left_out():
+    """One way for both command lines: by option name, a given flag or a swept axis wins over the preset."""
+    preset = {"chunk_size": "page", "pdf_loader": "pypdf", "retrieval_mode": "hybrid", "dense_weight": 0.8}
+    given = {"dense_weight": 0.5}
+    assert settings.profile_filling(preset, given.get) == {"chunk_size": "page", "loader": "pypdf", "mode": "hybrid"}
+    assert settings.profile_filling(preset, given.get, skip={"mode", "loader"}) == {"chunk_size": "page"}
+    assert [settings.option_name(n) for n in ("retrieval_mode", "pdf_loader", "fusion")] == ["mode", "loader", "fusion"]
 
 
 @pytest.mark.parametrize("change, message", [

@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 
 from localrag.errors import EvalError, RAGError
 from localrag.runs.defaults import CommandLine, EvalOptions, LocalRAGLike, log
-from localrag.settings import (OPTION_NAMES, RETRIEVAL_MODES, index_setting_fields, resolve_settings,
-                               significant_settings)
+from localrag.settings import (OPTION_NAMES, RETRIEVAL_MODES, index_setting_fields, option_name, profile_filling,
+                               resolve_settings, significant_settings)
 
 
 # Index settings the evaluation takes, by option name (flag and sweep axis), with the index's name for each.
@@ -52,7 +52,6 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
 
 
-PROFILE_OPTIONS = {"retrieval_mode": "mode"}  # LocalRAG argument -> option name, where the two differ
 
 
 def profile_words(preset: Mapping[str, Any], used: Mapping[str, Any] | None = None,
@@ -65,7 +64,7 @@ def profile_words(preset: Mapping[str, Any], used: Mapping[str, Any] | None = No
 
     words = []
     for key, preset_value in preset.items():
-        option = PROFILE_OPTIONS.get(key, key)
+        option = option_name(key)
         value = (used or {}).get(option, preset_value)
         mark = "" if value == preset_value else \
             f"{f' by {given[option]}' if option in (given or {}) else ''} instead of {shown(preset_value)}"
@@ -79,7 +78,7 @@ def profile_sources(options: EvalOptions) -> dict[str, str]:
     preset = options.defaults.profiles.get(options.profile or "", {})
     swept = {axis for axis, _ in options.sweep_axes}
     sources = {option: "--sweep" if option in swept else f"--{option.replace('_', '-')}"
-               for option in (PROFILE_OPTIONS.get(key, key) for key in preset)
+               for option in (option_name(key) for key in preset)
                if option not in options.profile_keys}
     return {**sources, **({"mode": "--ablation"} if options.ablation else {})}
 
@@ -132,11 +131,7 @@ def apply_profile(command: CommandLine, profiles: Mapping[str, Mapping[str, Any]
     (`profiles`: the presets by name), then the mode's `default_mode`; and the option names the preset filled
     (report names then say the profile, not each setting)."""
     swept = {text.partition("=")[0].strip() for text in command.sweep or []}
-    filled: dict[str, Any] = {}
-    for key, value in profiles.get(command.profile or "", {}).items():
-        option = PROFILE_OPTIONS.get(key, key)
-        if getattr(command, option) is None and option not in swept:
-            filled[option] = value
+    filled = profile_filling(profiles.get(command.profile or "", {}), lambda option: getattr(command, option), swept)
     mode = filled.get("mode", command.mode)
     return command.with_options(**{**filled, "mode": default_mode if mode is None else mode}), frozenset(filled)
 
