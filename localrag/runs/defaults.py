@@ -3,7 +3,7 @@
 eval_retrieval.py owns the paths under eval/ and local_rag.py the retriever's defaults; the package may import
 neither (tests/test_layout.py), so `eval_retrieval.eval_defaults()` reads both into one `EvalDefaults`, the
 opener of an index (LocalRAG) included. The script turns its parsed flags into a `CommandLine` at once;
-eval_options.resolve checks it against the defaults and returns the `EvalOptions` every later step reads.
+options.resolve checks it against the defaults and returns the `EvalOptions` every later step reads.
 """
 from __future__ import annotations
 
