@@ -140,7 +140,7 @@ class LocalRAG:
                                    (lambda: self._init_reranker(reranker_model)))
 
     def _init_reranker(self, requested):
-        """(name, reranker, why it is off) of the reranker `requested` (_DEFAULT: RERANKER_MODEL). A model that is
+        """(name, reranker, why it is off) of the reranker `requested` (DEFAULT: the settings block's RERANKER_MODEL). A model that is
         not on this machine is an error, unless it is the shipped default, not chosen by the caller and downloads
         are not allowed: then reranking is off, for a reason the reports carry."""
         if requested is None:
