@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="let a folder without PDFs empty an index that has files")
     index.add_argument("--no-wait", action="store_true",
                        help="fail at once when another process is writing the index, instead of waiting for it")
+    index.add_argument("--check-store", action="store_true",
+                       help="read the whole store back to check it against the manifest before syncing, even where "
+                            "the vector file records that nothing changed since the last such read")
     cli.add_ivf_flags(index, vars(local_rag), probes=False)
     index.add_argument("--profile", choices=sorted(local_rag.PROFILES), default=None,
                        help="build with a preset's index settings, PROFILES in local_rag.py: long-pdf keeps whole "
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rag = LocalRAG(args.index, reranker_model=None, index=index, quiet=args.quiet, chroma_url=args.chroma_url,
                        ivf_min_chunks=args.ivf_min_chunks, ivf_lists=args.ivf_lists,
-                       allow_downloads=args.allow_downloads)
+                       allow_downloads=args.allow_downloads, check_store=args.check_store)
         paths = args.paths or rag.followed_paths or [local_rag.DOCS_PATH]
         report = rag.sync(paths, rebuild=args.rebuild, progress=not args.quiet, wait=not args.no_wait,
                           switch_folder=args.switch_folder, allow_empty=args.allow_empty)

@@ -148,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="folder of the indexes built for other settings, one per docs folder and settings")
     idx.add_argument("--no-wait", action="store_true", help="fail at once when another process is writing the "
                                                             "index, instead of waiting for it")
+    idx.add_argument("--check-store", action="store_true",
+                     help="read the whole store back to check it against the manifest, even where the vector file "
+                          "records that nothing changed since the last such read")
     idx.add_argument("--switch-folder", action="store_true", help="let the index follow --docs instead of the "
                                                                   "folder it follows now")
     idx.add_argument("--allow-empty", action="store_true", help="let a --docs folder without PDFs empty an index "

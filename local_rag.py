@@ -225,7 +225,8 @@ class LocalRAG(rag.LocalRAG):
                  ivf_min_chunks: int | None = None, ivf_lists: int | None = None, ivf_probes: int | None = None,
                  query_instructions: str | None = None, quiet: bool = False,
                  rerank_cache: str | Path | None = None, rerank_max_calls: int | None | object = _DEFAULT,
-                 chroma_url: str | None | object = _DEFAULT, allow_downloads: bool | None = None):
+                 chroma_url: str | None | object = _DEFAULT, allow_downloads: bool | None = None,
+                 check_store: bool = False):
         given = dict(embedding_model=embedding_model, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                      pdf_loader=pdf_loader, chunk_headers=chunk_headers, chunk_context=chunk_context,
                      embedding_backend=embedding_backend, page_chunk_limit=page_chunk_limit, bm25_stemmer=bm25_stemmer)
@@ -238,4 +239,5 @@ class LocalRAG(rag.LocalRAG):
                          reranker_model, face=sys.modules[__name__],
                          options=OpenOptions(quiet=quiet, allow_downloads=allow_downloads, chroma_url=chroma_url,
                                              ivf_min_chunks=ivf_min_chunks, ivf_lists=ivf_lists,
-                                             rerank_cache=rerank_cache, rerank_max_calls=rerank_max_calls))
+                                             rerank_cache=rerank_cache, rerank_max_calls=rerank_max_calls,
+                                             check_store=check_store))

@@ -79,8 +79,8 @@ class FakeIndex:
     def fingerprint(self):
         return "fake"
 
-    def indexed_chunks(self):
-        return [(i, text, meta) for i, (text, meta) in CHUNKS.items()]
+    def chunks_by_id(self, ids):
+        return {i: CHUNKS[i] for i in ids if i in CHUNKS}
 
 
 class FakeReranker:
@@ -383,8 +383,8 @@ class PageFakeIndex(FakeIndex):
     def search(self, query, k):
         return [(i, 10.0 - n) for n, i in enumerate(PAGE_BM25)][:k]
 
-    def indexed_chunks(self):
-        return [(i, text, meta) for i, (text, meta) in PAGE_CHUNKS.items()]
+    def chunks_by_id(self, ids):
+        return {i: PAGE_CHUNKS[i] for i in ids if i in PAGE_CHUNKS}
 
 
 def page_trace(rank_by: str, mode: str = "hybrid", k: int = 3):

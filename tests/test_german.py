@@ -262,16 +262,27 @@ def test_guess_language():
 def test_language_hint_messages():
     german = ["Wie lange ist die Kündigungsfrist?", "Wer schrieb den Roman?", "Was bedeutet der Code?"]
     english = ["How long is the notice period?", "Who wrote the novel?"]
-    assert language.language_hint("all-MiniLM-L6-v2", german + english, english * 3) == (
+    assert language.language_hint("all-MiniLM-L6-v2", german + english, language.german_share(english * 3)) == (
         "Language: the goldset is 60 % German; all-MiniLM-L6-v2 is English-only; try --embedding-model "
         "multilingual-e5-small (and --bm25-stemmer german)")
-    assert language.language_hint("BAAI/bge-small-en-v1.5", english, german, "queries") == (
+    assert language.language_hint("BAAI/bge-small-en-v1.5", english, 1.0, "queries") == (
         "Language: the indexed text is 100 % German; BAAI/bge-small-en-v1.5 is English-only; try "
         "--embedding-model multilingual-e5-small (and --bm25-stemmer german)")
-    assert language.language_hint("all-MiniLM-L6-v2", german, german, "queries") == (
+    assert language.language_hint("all-MiniLM-L6-v2", german, 0.995, "queries") == (
         "Language: the queries are 100 % German and the indexed text is 100 % German; all-MiniLM-L6-v2 is "
         "English-only; try --embedding-model multilingual-e5-small (and --bm25-stemmer german)")
     # Below 20 % German, a multilingual model, or a model we know nothing about: no note.
-    assert language.language_hint("all-MiniLM-L6-v2", german[:1] + english * 3, english) is None
-    assert language.language_hint("multilingual-e5-small", german, german) is None
-    assert language.language_hint("someone/unknown-model", german, german) is None
+    assert language.language_hint("all-MiniLM-L6-v2", german[:1] + english * 3, 0.19) is None
+    assert language.language_hint("all-MiniLM-L6-v2", english, None) is None  # no indexed text with a guess
+    assert language.language_hint("multilingual-e5-small", german, 1.0) is None
+    assert language.language_hint("someone/unknown-model", german, 1.0) is None
+
+
+def test_language_counts_recorded_per_file_give_the_shelf_share():
+    texts = ["Wie lange ist die Frist?", "How long is the period?", "Effi Briest 1895", "Wer schrieb den Roman?"]
+    assert language.language_counts(texts) == {"de": 2, "en": 1}  # the title has no guess
+    files = {"a.pdf": {"languages": {"de": 2, "en": 1}}, "b.pdf": {"languages": {"de": 0, "en": 5}}}
+    assert language.recorded_german_share(files) == (True, 0.25)
+    assert language.recorded_german_share({"a.pdf": {"languages": {"de": 0, "en": 0}}}) == (True, None)
+    # An index synced before the counts were recorded: the caller reads the text instead.
+    assert language.recorded_german_share(dict(files, c={"sha256": "x"})) == (False, None)

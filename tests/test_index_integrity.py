@@ -129,7 +129,8 @@ def test_a_store_that_lost_its_data_is_refused_unsynced_and_repaired_by_sync(cap
                    f"{index / 'chroma.sqlite3'} is missing); measuring it would give wrong numbers. "
                    f"Repair it with add_pdfs.py --index {index} (or evaluate without --no-sync)\n")
     assert not (tmp_path / "r.txt").exists()
-    assert sorted(p.name for p in index.iterdir()) == [".localrag.lock", "bm25", "index_info.json"]  # nothing written
+    assert sorted(p.name for p in index.iterdir()) == [".localrag.lock", "bm25", "index_info.json",
+                                                       "vectors.npy"]  # nothing written
 
     code, out, _ = run(capsys, str(docs_a), "--index", str(index))
     assert code == 0
@@ -529,6 +530,22 @@ def test_a_read_only_index_is_evaluated_with_no_sync_and_never_written(capsys, t
     assert code == 2
     assert err == (f"error: the index folder {ro} is read-only: it can be evaluated as it is (with --no-sync), not "
                    f"changed; make it writable to sync it\n")
+
+
+def test_a_read_only_index_without_its_vector_file_is_read_from_the_store_and_left_as_it_is(capsys, tmp_path, docs_a,
+                                                                                          read_only_copy):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+    common = ["--goldset", str(tmp_path / "gold.csv"), "--no-rerank", "--quiet", "--no-sync"]
+    code, writable, _ = evaluate(capsys, *common, "--index", str(index), "--report", str(tmp_path / "w.txt"))
+    assert code == 0
+    (index / "vectors.npy").unlink()  # an index synced before the vector file existed
+    ro = read_only_copy(index)
+    code, out, err = evaluate(capsys, *common, "--index", str(ro), "--report", str(tmp_path / "r.txt"))
+    assert code == 0 and err == ""
+    assert out.split(":", 1)[1] == writable.split(":", 1)[1]  # the same metrics, from the store's vectors
+    assert not (ro / "vectors.npy").exists() and not (index / "vectors.npy").exists()
 
 
 def test_a_full_disk_gives_one_message_and_a_consistent_index(capsys, tmp_path, docs_a, monkeypatch):

@@ -157,7 +157,8 @@ def test_index_info_json(tiny_index):
     assert info["embedding_prefixes"] == {"query": "", "passage": ""}  # MiniLM has none
     assert info["counts"] == {"files": 4, "pages": 6, "chunks": 5}
     assert info["files"]["scan.pdf"] == {"sha256": sha256_of(docs / "scan.pdf"), "pages": 2, "chunks": 1,
-                                         "empty_pages": [1], "text_rules": TEXT_RULES, "identity": "scan"}
+                                         "empty_pages": [1], "text_rules": TEXT_RULES, "identity": "scan",
+                                         "languages": {"de": 0, "en": 1}}
     assert sorted(info["files"]) == sorted(TINY_CORPUS)
     assert info["failed"] == {}
     assert info["format"] == local_rag.INDEX_FORMAT

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from localrag.models import backends as embedding_backends
+from localrag.text import language
 from localrag.text.identity import chunk_context
 from localrag.files import log
 from localrag.index.manifest import Manifest
@@ -28,8 +29,8 @@ STORE_WRITE_ROWS = 256
 class SyncTarget:
     """The index a sync writes, its store made ready: where it lives (`place`), its manifest and Chroma collection,
     its settings and embedding model (loaded at the first text to embed). `write_manifest()` writes the manifest
-    (what was derived from the old one is stale); `heartbeat()` refreshes a server index's lock record; `quiet`
-    silences the notes."""
+    (what was derived from the old one is stale); `heartbeat()` refreshes a server index's lock record; `check()`
+    compares the store with the manifest (Index.check_index); `quiet` silences the notes."""
     place: IndexPlace
     manifest: Manifest
     collection: Any
@@ -37,6 +38,7 @@ class SyncTarget:
     model: EmbeddingModel
     write_manifest: Callable[[], None]
     heartbeat: Callable[[], None]
+    check: Callable[[], Any]
     quiet: bool
 
 
@@ -133,6 +135,7 @@ class ChunkWriter:
         self.group_chunks = group_chunks
         self.embed_batch = embed_batch
         self.pending: dict[str, tuple] = {}  # source -> (unit, chunks still to store, empty pages, chunks in all)
+        self.languages: dict[str, dict[str, int]] = {}  # source -> its chunks' language guesses (language_counts)
 
     def run(self, units: Iterator[SourceUnit], progress: bool, total: int) -> None:
         """Embed and store chunks in groups of `group_chunks`, however the files divide.
@@ -160,6 +163,7 @@ class ChunkWriter:
                 self.report.kept += len(stored)
                 todo = [(unit.source, i, t, m) for i, t, m in zip(ids, texts, metas) if i not in stored]
                 self.pending[unit.source] = (unit, len(todo), empty, len(ids))
+                self.languages[unit.source] = language.language_counts(texts)
                 if not todo:  # only files whose stored writes were reported done count as complete
                     self._complete_sources()
                 for item in todo:
@@ -273,6 +277,7 @@ class ChunkWriter:
             manifest.partial.pop(source, None)
             entry = manifest.files[source] = {"sha256": unit.file_hash, "pages": len(unit.pages), "chunks": total,
                                               "empty_pages": empty}
+            entry["languages"] = self.languages.pop(source)  # the report's language note reads these
             if unit.context:  # the document's identity line: the document prior (localrag/retrieval/retriever.py) reads it
                 entry["identity"] = unit.context
             if unit.extraction_method != "text":  # dataset records are indexed as given, by no page text rules

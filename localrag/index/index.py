@@ -32,8 +32,9 @@ from localrag.files import log
 from localrag.index.manifest import Manifest, damaged_manifest_error, followed_paths, read_manifest
 from localrag.text.pdf import discover_pdfs
 from localrag.settings import IndexSettings, IvfSettings, collection_name, resolve_settings
-from localrag.index.store import IndexPlace, LazyStore, indexed_chunks, indexed_vectors
-from localrag.index.store_check import IndexCheck, check_store, foreign_collection, inconsistency_error
+from localrag.index.store import IndexPlace, LazyStore, chunks_by_id, indexed_chunks
+from localrag.index.store_check import IndexCheck, foreign_collection, inconsistency_error
+from localrag.index.store_reads import StoreReads
 from localrag.index.sync import PdfReading, Sync, SyncOptions
 from localrag.index.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_reasons, refuse_other_folder,
                                       text_rules_reasons)
@@ -51,6 +52,7 @@ class StoreOptions:
     cache_dir: str | Path
     low_disk_bytes: int
     lock_stale_seconds: float
+    full_check: bool = False  # read the store whole at every check, even where the vector file's record holds
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,9 @@ class Index:
         self.model = self._new_model()  # loaded at the first text to embed
         self._bm25 = None
         self._fingerprint: str | None = None
+        self.full_check = store.full_check
+        self.reads = StoreReads(self.place, lambda: self.manifest, lambda: self.revision, self._opened_collection,
+                                quiet)
         self._server_lock = None if not self.chroma_url else ServerLock(
             self.place.info_collection, self.location, key=f"{self.chroma_url} {self.collection_name}",
             stale_seconds=store.lock_stale_seconds, quiet=quiet)
@@ -158,8 +163,7 @@ class Index:
     def write_manifest(self) -> None:
         """Write the manifest where the index keeps it; what was derived from the old one is stale."""
         self.revision += 1
-        self._fingerprint = None
-        self.dense.forget_vectors()
+        self._forget_derived()
         self.place.write_manifest(self.manifest)
 
     def move_manifest_aside(self) -> None:
@@ -175,9 +179,8 @@ class Index:
         self._store = None
         self.open_store()
         self.manifest = Manifest(failed={})
-        self._fingerprint = None
         self._bm25 = None
-        self.dense.forget_vectors()
+        self._forget_derived()
 
     @property
     def vectorstore(self):
@@ -269,9 +272,8 @@ class Index:
             self.settings = settings
             self.model = self._new_model()  # the model of the new settings is loaded when a text is embedded
             self._store = None
-        self._fingerprint = None
         self._bm25 = None
-        self.dense.forget_vectors()
+        self._forget_derived()
         self.revision += 1
 
     # ------------------------------------------------------------------ index contents
@@ -291,15 +293,22 @@ class Index:
         """Compare the docs folder with the index by file hash (`hash_file`), without changing anything."""
         return pdf_changes(self.manifest, docs_path, hash_file)
 
-    def check_index(self) -> IndexCheck:
+    def check_index(self, full: bool = False) -> IndexCheck:
         """Compare the store with the manifest: per-file chunk counts, vector dimension, orphan chunks.
 
-        One read of the stored metadata (no texts, no vectors). Raises RAGError for a damaged manifest.
-        """
+        Read from the vector file's record when it holds (the store was read whole and found to match this
+        manifest's chunks, and nothing wrote to it since: localrag/index/vector_file.py); else, with `full` or the
+        index's `full_check`, the store is read whole (and the vector file written again when it matches). Raises
+        RAGError for a damaged manifest."""
         if self.info_problem:
             raise self.manifest_error()
-        store = self._store if self._store is not None else self.vectorstore
-        return IndexCheck() if store is None else check_store(self.manifest, store._collection)
+        if self._store is None and not self.manifest.settings:
+            return IndexCheck()
+        if not (full or self.full_check):
+            recorded = self.reads.recorded_check()
+            if recorded is not None:
+                return recorded
+        return self.reads.read_whole().check
 
     def require_consistent(self) -> IndexCheck:
         """check_index(), raising a RAGError that says how to repair when the index must not be measured."""
@@ -361,13 +370,14 @@ class Index:
         if self.collection is None:
             self.open_store()
         run = Sync(SyncTarget(self.place, self.manifest, self.collection, self.settings, self.model,
-                              self.write_manifest, self.heartbeat, self.quiet), report, started)
+                              self.write_manifest, self.heartbeat, self.check_index, self.quiet), report, started)
         run.prepare(rebuild, rebuilding=bool(rebuild or reasons))
         return run
 
     def _finish_sync(self, run: Sync) -> None:
         """Finish the sync's manifest, then bring the IVF and BM25 arrays up to date with the chunks."""
         run.finish()
+        self.reads.refresh()
         if self.dense.update(self._dense_source()):
             self.write_manifest()
         run.drop_orphan_segments()
@@ -409,17 +419,42 @@ class Index:
         """(id, text, metadata) of every chunk of a fully indexed file, sorted by id; one read of the store."""
         return indexed_chunks(self._stored_collection(), self.manifest)
 
+    def chunks_by_id(self, ids: Sequence[str]) -> dict[str, tuple[str, dict]]:
+        """id -> (text, metadata) of those of `ids` that are chunks of a fully indexed file, read by id."""
+        return chunks_by_id(self._stored_collection(), self.manifest, ids)
+
     def indexed_vectors(self) -> tuple[list[str], Any]:
-        """(ids sorted, their stored vectors scaled to unit length as float32 rows) of every fully indexed chunk."""
-        return indexed_vectors(self._stored_collection(), self.manifest)
+        """(ids sorted, their stored vectors scaled to unit length as float32 rows) of every fully indexed chunk:
+        memory-mapped from the vector file when it is current, else read from the store (StoreReads.vectors)."""
+        if self._stored_collection() is None:
+            import numpy
+
+            return [], numpy.zeros((0, 0), dtype=numpy.float32)
+        return self.reads.vectors()
 
     def _stored_collection(self):
         return None if self.vectorstore is None else self.vectorstore._collection
+
+    def _opened_collection(self):
+        """The collection, the store opened first where it is not (a sync's store before its first manifest too)."""
+        if self._store is None:
+            self.open_store()
+        return self._store._collection
+
+    def _forget_derived(self) -> None:
+        """The manifest changed: what was derived from the old one is stale."""
+        self._fingerprint = None
+        self.reads.forget()
+        self.dense.forget_vectors()
 
     def nearest(self, vector: Sequence[float], k: int, exact: bool = False) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) of the k indexed chunks nearest to `vector`, best first (DenseSearch.nearest:
         exact, or the IVF's approximate search where the sync gave the shelf one; `exact` forces exact search)."""
         return self.dense.nearest(self._dense_source(), vector, k, exact)
+
+    def load_vectors(self) -> None:
+        """Ready dense search now: map (or read) the indexed vectors and load the IVF where the index has one."""
+        self.dense.load(self._dense_source())
 
     def dense_search(self) -> dict:
         """How `nearest` searches this index: {"method": "exact"} or {"method": "ivf", "lists", "probes", "seed"}."""

@@ -70,16 +70,48 @@ def _indexed(manifest: Manifest, meta: dict | None) -> bool:
     return bool(entry) and meta.get("file_hash") == entry["sha256"]
 
 
+def _with_page_number(meta: dict) -> dict:
+    """Chunks of an older format (synced since by no version that writes page_number) get page_number here, derived
+    exactly from `page`; their section stays unknown until a sync upgrades them (Sync.upgrade_chunks)."""
+    return meta if "page_number" in meta else dict(meta, page_number=shown_page(int(meta["page"])))
+
+
 def indexed_chunks(collection, manifest: Manifest) -> list[tuple[str, str, dict]]:
     """(id, text, metadata) of every chunk of a file `manifest` lists as fully indexed, sorted by id; one read of
     the collection (None, no store yet: none)."""
     if collection is None:
         return []
     data = read_store(collection, ["documents", "metadatas"])
-    # Chunks of an older format (synced since by no version that writes page_number) get page_number here,
-    # derived exactly from `page`; their section stays unknown until a sync upgrades them (Sync.upgrade_chunks).
-    return sorted((i, t, m if "page_number" in m else dict(m, page_number=shown_page(int(m["page"]))))
+    return sorted((i, t, _with_page_number(m))
                   for i, t, m in zip(data["ids"], data["documents"], data["metadatas"]) if _indexed(manifest, m))
+
+
+def chunks_by_id(collection, manifest: Manifest, ids: Sequence[str]) -> dict[str, tuple[str, dict]]:
+    """id -> (text, metadata) of those of `ids` that are chunks of a file `manifest` lists as fully indexed; read
+    by id, STORE_READ_PAGE at a time (None, no store yet: none)."""
+    out: dict[str, tuple[str, dict]] = {}
+    if collection is None:
+        return out
+    ids = list(dict.fromkeys(ids))
+    for start in range(0, len(ids), STORE_READ_PAGE):
+        data = collection.get(ids=ids[start:start + STORE_READ_PAGE], include=["documents", "metadatas"])
+        out.update((i, (t, _with_page_number(m))) for i, t, m in zip(data["ids"], data["documents"],
+                                                                      data["metadatas"]) if _indexed(manifest, m))
+    return out
+
+
+def unit_rows(manifest: Manifest, ids: Sequence[str], embeddings: Sequence, metadatas: Sequence) -> tuple[list[str],
+                                                                                                         Any]:
+    """(ids sorted, their vectors scaled to unit length as float32 rows) of the records of chunks of a file
+    `manifest` lists as fully indexed."""
+    import numpy
+
+    kept = sorted((i, v) for i, v, m in zip(ids, embeddings, metadatas) if _indexed(manifest, m))
+    if not kept:
+        return [], numpy.zeros((0, 0), dtype=numpy.float32)
+    matrix = numpy.asarray([v for _, v in kept], dtype=numpy.float32)
+    norms = numpy.linalg.norm(matrix, axis=1, keepdims=True)
+    return [i for i, _ in kept], matrix / numpy.where(norms == 0, 1.0, norms)
 
 
 def indexed_vectors(collection, manifest: Manifest) -> tuple[list[str], Any]:
@@ -90,13 +122,7 @@ def indexed_vectors(collection, manifest: Manifest) -> tuple[list[str], Any]:
     if collection is None:
         return [], numpy.zeros((0, 0), dtype=numpy.float32)
     data = read_store(collection, ["embeddings", "metadatas"])
-    kept = sorted((i, v) for i, v, m in zip(data["ids"], data["embeddings"], data["metadatas"])
-                  if _indexed(manifest, m))
-    if not kept:
-        return [], numpy.zeros((0, 0), dtype=numpy.float32)
-    matrix = numpy.asarray([v for _, v in kept], dtype=numpy.float32)
-    norms = numpy.linalg.norm(matrix, axis=1, keepdims=True)
-    return [i for i, _ in kept], matrix / numpy.where(norms == 0, 1.0, norms)
+    return unit_rows(manifest, data["ids"], data["embeddings"], data["metadatas"])
 
 
 def delete_ids(collection, ids: Sequence[str]) -> None:

@@ -1,4 +1,4 @@
-"""Whether an index's store agrees with its manifest (`check_store`, `IndexCheck`) and what follows when it does
+"""Whether an index's store agrees with its manifest (`check_records`, `IndexCheck`) and what follows when it does
 not: the error that stops a measurement, and what a sync refuses (a foreign collection, vectors of another size,
 unlisted chunks beside a manifest localRAG did not write) or repairs (orphan chunks, files that lost chunks,
 segment folders the database no longer names)."""
@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from localrag.errors import RAGError
 from localrag.index.manifest import INDEX_INFO_FILE, Manifest
-from localrag.index.store import COLLECTION_MARKER, IndexPlace, read_store
+from localrag.index.store import COLLECTION_MARKER, IndexPlace
 
 
 @dataclass
@@ -20,28 +21,25 @@ class IndexCheck:
     problems: list[str] = field(default_factory=list)  # measuring this index would be wrong; sync cannot repair
     repairs: dict[str, str] = field(default_factory=dict)  # source -> what its stored chunks lack; sync re-embeds
     orphan_ids: list[str] = field(default_factory=list)  # chunks of no indexed or partial file: sync deletes them
+    # How it was made: "read" (the store read whole and compared), or "recorded" (the vector file's record of such
+    # a read still holds: same manifest, no write to the store since; localrag/index/vector_file.py).
+    method: str = "read"
 
     def describe(self) -> list[str]:
         return self.problems + [f"{source}: {why}" for source, why in sorted(self.repairs.items())]
 
 
-def check_store(manifest: Manifest, collection) -> IndexCheck:
-    """Compare a collection with the manifest: per-file chunk counts, vector dimension, orphan chunks.
-
-    One read of the stored metadata (no texts, no vectors)."""
-    check = IndexCheck()
-    check.stored = collection.count()
+def check_records(manifest: Manifest, stored: int, dimension: int | None, ids: Sequence[str],
+                  metadatas: Sequence[dict | None]) -> IndexCheck:
+    """Compare the store's records (`ids` and `metadatas` of all `stored` chunks, vectors of `dimension`) with the
+    manifest."""
+    check = IndexCheck(stored=stored, dimension=dimension)
     recorded = manifest.dimension
-    if check.stored:
-        check.dimension = len(collection.get(limit=1, include=["embeddings"])["embeddings"][0])
-        if recorded and check.dimension != recorded:
-            check.problems.append(f"the store holds vectors of {check.dimension} dimensions, the manifest says "
-                                  f"{recorded}")
+    if dimension is not None and recorded and dimension != recorded:
+        check.problems.append(f"the store holds vectors of {dimension} dimensions, the manifest says {recorded}")
     counts: dict[str, int] = {}
     partial = manifest.partial or {}
-    # (a store opened by sync before its first manifest is written is checked too: all its chunks are orphans)
-    metadatas = read_store(collection, ["metadatas"]) if check.stored else {"ids": [], "metadatas": []}
-    for chunk, meta in zip(metadatas["ids"], metadatas["metadatas"]):
+    for chunk, meta in zip(ids, metadatas):
         source = (meta or {}).get("source")
         entry = manifest.files.get(source) or partial.get(source)
         if entry and meta.get("file_hash") == entry["sha256"]:

@@ -18,14 +18,17 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from localrag.index.chunk_writer import ChunkWriter, SyncTarget, citation_metadata
+from localrag.text import language
 from localrag.text.identity import document_context
 from localrag.errors import RAGError
 from localrag.files import log
 from localrag.index.manifest import INDEX_FORMAT, RECORDED_PACKAGES, package_versions
 from localrag.text.pdf import TEXT_RULES, ExtractedPdf, extract_pdf, front_page, read_outline, sections_by_page
 from localrag.index.store import STORE_CHANGE_ROWS, delete_ids
-from localrag.index.store_check import check_store, dimension_error, remove_orphan_segments, unmarked_manifest_error
+from localrag.index.store_check import dimension_error, remove_orphan_segments, unmarked_manifest_error
 from localrag.index.sync_plan import SourceUnit, SyncReport, plan_pdfs, plan_records
+
+LANGUAGE_READ_SOURCES = 50  # files whose stored texts one read gives, where a sync records their language counts
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class Sync:
         for name in report.unchanged:  # indexed before identities were recorded: read them (no embedding)
             if "identity" not in manifest.files[name]:
                 manifest.files[name]["identity"] = self.identity_of(name, found[name])
+        self.record_languages(report.unchanged)
         self.target.write_manifest()
         units = self.pdf_units(plan.todo, options.progress, reading.extract)
         try:
@@ -99,14 +103,30 @@ class Sync:
             self.delete_source(name)
         if older and self.report.unchanged:
             self.upgrade_chunks({name: [] for name in self.report.unchanged}, older)
+        self.record_languages(self.report.unchanged)
         self.target.write_manifest()
         self.embed(iter(plan.todo), len(plan.todo), options)
+
+    def record_languages(self, names: Sequence[str]) -> None:
+        """Give the files of `names` indexed before their language counts were recorded those counts, guessed from
+        their stored texts (read by source, no embedding): the report's language note then reads none."""
+        files, collection = self.target.manifest.files, self.target.collection
+        missing = [name for name in names if "languages" not in files[name]]
+        for start in range(0, len(missing), LANGUAGE_READ_SOURCES):
+            batch = missing[start:start + LANGUAGE_READ_SOURCES]
+            texts: dict[str, list[str]] = {name: [] for name in batch}
+            data = collection.get(where={"source": {"$in": batch}}, include=["documents", "metadatas"])
+            for text, meta in zip(data["documents"], data["metadatas"]):
+                if meta.get("file_hash") == files[meta["source"]]["sha256"]:
+                    texts[meta["source"]].append(text)
+            for name in batch:
+                files[name]["languages"] = language.language_counts(texts[name])
 
     def _repair(self, dimension: int, rebuild: bool) -> None:
         """Refuse a store of other vectors, or unlisted chunks beside a manifest localRAG did not write; delete the
         chunks of no indexed file, and the chunks of files that lost some (they are embedded again)."""
         target = self.target
-        check = check_store(target.manifest, target.collection)
+        check = target.check()
         if check.dimension is not None and check.dimension != dimension:
             raise dimension_error(target.place, check.dimension, target.model.display_name, dimension)
         if check.orphan_ids and target.manifest.settings and target.manifest.format is None and not rebuild:

@@ -73,6 +73,7 @@ class OpenOptions:
     ivf_lists: int | None = None  # None: as the index records, else IVF_LISTS
     rerank_cache: str | Path | None = None  # an "openai:MODEL" reranker's cache; None: LLM_RERANK_CACHE
     rerank_max_calls: int | None = DEFAULT  # its new calls at most; DEFAULT: LLM_RERANK_MAX_CALLS
+    check_store: bool = False  # read the store whole at every check, not the vector file's record of the last read
 
     def check(self) -> OpenOptions:
         """These options, or a RAGError naming a bad IVF number."""
@@ -119,7 +120,7 @@ class LocalRAG:
         self.index = Index(path, index, StoreOptions(
             chroma_url=face.CHROMA_URL if options.chroma_url is DEFAULT else options.chroma_url,
             collection=face.COLLECTION_NAME, cache_dir=face.CACHE_DIR, low_disk_bytes=face.LOW_DISK_BYTES,
-            lock_stale_seconds=face.SERVER_LOCK_STALE_SECONDS),
+            lock_stale_seconds=face.SERVER_LOCK_STALE_SECONDS, full_check=options.check_store),
             defaults=IndexSettings.from_constants(constants),
             model=ModelLoading(lambda name, backend: face.load_embeddings_for(name, backend, allow), face.expected_export),
             ivf=IvfSettings(options.ivf_min_chunks, options.ivf_lists, retrieval.ivf_probes,
@@ -197,9 +198,10 @@ class LocalRAG:
         """Compare the docs folder with the index by file hash, without changing anything."""
         return self.index.pdf_changes(docs_path, self.face.file_sha256)
 
-    def check_index(self) -> IndexCheck:
-        """Compare the store with the manifest: per-file chunk counts, vector dimension, orphan chunks."""
-        return self.index.check_index()
+    def check_index(self, full: bool = False) -> IndexCheck:
+        """Compare the store with the manifest: per-file chunk counts, vector dimension, orphan chunks; from the
+        vector file's record of the last whole read while it holds, else (or with `full`) by reading the store."""
+        return self.index.check_index(full)
 
     def require_consistent(self) -> IndexCheck:
         """check_index(), raising a RAGError that says how to repair when the index must not be measured."""
@@ -271,6 +273,12 @@ class LocalRAG:
     def rerank(self, query: str, candidates: Sequence[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """Order candidates by cross-encoder score; each (model, query, chunk) pair is scored once per object."""
         return self.retriever.rerank(query, candidates)
+
+    def warm_up(self) -> None:
+        """Load now what the first retrieval would: the embedding model, the reranker when it is on, the store, the
+        vectors (mapped from the vector file) and, where the mode uses them, the BM25 arrays. A chat calls it at
+        start, so that its first question waits only for its search; RAGError when there is no index."""
+        self.retriever.warm_up()
 
     def retrieve(self, query: str, k: int | None = None, mode: str | None = None,
                  rerank: bool | None = None) -> list[tuple[Document, float]]:

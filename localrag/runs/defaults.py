@@ -151,6 +151,7 @@ class CommandLine:
     index_settings: IndexSettings
     index_cache: str
     no_wait: bool
+    check_store: bool  # read the store whole to check it, not the vector file's record of the last such read
     switch_folder: bool
     allow_empty: bool
     # retrieval

@@ -46,7 +46,7 @@ def open_rag(options: EvalOptions, held: contextlib.ExitStack, index: str | Path
         index, index=IndexSettings.from_options(settings), retrieval_mode=o.mode,
         **reranker, **retrieval, ivf_min_chunks=o.ivf_min_chunks, ivf_lists=o.ivf_lists,
         ivf_probes=o.ivf_probes, query_instructions=d.query_instructions if o.query_instructions else "",
-        quiet=o.quiet, chroma_url=o.chroma_url, allow_downloads=o.allow_downloads)
+        quiet=o.quiet, chroma_url=o.chroma_url, allow_downloads=o.allow_downloads, check_store=o.check_store)
     exists = rag.info.get("settings") or rag.info_problem
     if cache or not o.no_sync or (exists and not rag.read_only):
         held.enter_context(rag.writing(wait=not o.no_wait))

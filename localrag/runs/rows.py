@@ -136,8 +136,7 @@ def check_goldset(options: EvalOptions, goldset: gs.Goldset, rag: LocalRAGLike,
                         f"warnings above), so nothing can be evaluated; fix the pages and rerun")
     indexed = {d["source"]: d for d in rag.list_documents()}
     notes = [*goldset.messages, *warnings]  # a missing file is in the notes as a lint error on its line
-    notes += language_note(rag, [q.question for q in goldset.questions],
-                           lambda: [t for _, t, _ in rag.indexed_chunks()], "goldset")
+    notes += language_note(rag, [q.question for q in goldset.questions], lambda: shelf_german_share(rag), "goldset")
     left_out_rows = tuple(LeftOut(q.query_id, q.question, tuple(q.lines), tuple(left_out[q.query_id]))
                           for q in goldset.questions if q.query_id in left_out)
     degraded = ev.degraded_reasons(ev.missing_files(scored, indexed), sum(f.severity == "error" for f in findings),
@@ -344,7 +343,8 @@ def run_dataset(options: EvalOptions, held: contextlib.ExitStack) -> Outcome:
         started = time.perf_counter()
         rag = open_dataset_index(options, held, dict(rows[group[0]].index), records)
         messages += [note for note in language_note(rag, [q.question for q in dataset.queries.values()],
-                                                    lambda: [r["text"] for r in records], "queries")
+                                                    lambda: language.german_share(language.spread_sample(
+                                                        [r["text"] for r in records])), "queries")
                      if note not in messages]
         shared = share_query_vectors(rag, shared)
         configs, why_missing = row_configs(rag, options.ablation, [(n, rows[n]) for n in group])
@@ -418,16 +418,26 @@ def open_dataset_index(options: EvalOptions, held: contextlib.ExitStack, wanted:
     return rag
 
 
-def language_note(rag: LocalRAGLike, questions: Sequence[str], indexed: Callable[[], Sequence[str]],
+def language_note(rag: LocalRAGLike, questions: Sequence[str], indexed_share: Callable[[], float | None],
                   what: str) -> list[str]:
     """The note that the embedding model does not cover the language of the questions or the text (or none).
 
-    `indexed` gives the indexed texts; it reads the whole store, so it is called only for an English-only model."""
+    `indexed_share` gives the indexed text's German share (language.language_hint); called only for an
+    English-only model."""
     model = rag.display_settings["embedding_model"]
     if not loading.english_only(model):
         return []
-    hint = language.language_hint(model, questions, indexed(), what)
+    hint = language.language_hint(model, questions, indexed_share(), what)
     return [hint] if hint else []
+
+
+def shelf_german_share(rag: LocalRAGLike) -> float | None:
+    """The German share of an index's chunks as its sync recorded it per file; for an index synced before that was
+    recorded, guessed from an evenly spread sample of its texts (one read of the store, until a sync records it)."""
+    recorded, share = language.recorded_german_share(rag.info.get("files", {}))
+    if recorded:
+        return share
+    return language.german_share(language.spread_sample([t for _, t, _ in rag.indexed_chunks()]))
 
 
 def goldset_scoring(options: EvalOptions) -> ev.Scoring:

