@@ -129,6 +129,8 @@ def test_a_fully_cached_evaluation_loads_no_model(copied, tmp_path):
     again = evaluate_isolated(tmp_path, *eval_args(copied, tmp_path, "again", "--compare-to", tmp_path / "first.json"))
     assert (again["result"], again["heavy"]) == (0, [])
     assert "langchain_chroma" not in again["modules"] and "langchain_core.retrievers" not in again["modules"]
+    # A comparison that imports no scipy.stats, and no LangChain Embeddings (its import alone took 0.3 s).
+    assert [m for m in ("langchain_core.embeddings", "scipy.stats") if m in again["modules"]] == []
     assert "Compared to ~/first.json (4 common questions)" in report_lines(tmp_path / "again.txt")
     first_json, again_json = (json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))
                               for name in ("first", "again"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -191,7 +192,8 @@ class Index:
         return self._store
 
     def open_store(self) -> None:
-        self._store = self.place.open_store(loading.LazyEmbeddings(self))
+        index = weakref.ref(self)  # the store must not keep the index alive (LazyEmbeddings holds it weakly too)
+        self._store = self.place.open_store(lambda: loading.LazyEmbeddings(index))
 
     @property
     def collection(self):

