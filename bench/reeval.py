@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from startup import load, timed  # bench/ is on sys.path when this script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "reeval"
@@ -61,29 +60,12 @@ for question in questions:
                              (question,)).fetchone()
     query = numpy.frombuffer(blob, dtype=dtype).astype(numpy.float32)
     similarities = matrix @ (query / numpy.linalg.norm(query))
-    top = numpy.argpartition(-similarities, 100)[:100]
+    k = min(100, len(similarities))
+    top = numpy.argpartition(-similarities, k - 1)[:k]
     top = top[numpy.lexsort((top, -similarities[top]))]
     checksum = (checksum * 31 + int(top[0])) % 1_000_000_007
 print(len(questions), "questions", matrix.shape, "checksum", checksum)
 """
-
-
-def timed(argv: list[str], cpu: list[float]) -> float:
-    """Wall seconds of one run of `argv` from the repository root (it must exit 0); its CPU seconds (user +
-    system, children included) are appended to `cpu`."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu.append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed with exit code {done.returncode}:\n{done.stderr[-2000:]}")
-    return wall
-
-
-def load() -> str:
-    return "/".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def commands(index: Path) -> list[tuple[str, list[str], list[str]]]:
@@ -118,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = commands(args.index)
     print("warming up (one untimed run each: query vector caches, previous reports, vector files)", file=sys.stderr)
     for _, evaluation, bare in rows:
-        timed(evaluation, [])
-        timed(bare, [])
+        timed(evaluation, 1)
+        timed(bare, 1)
     print(f"{'cached re-evaluation':<48} {'median s':>9} {'min s':>7} {'cpu s':>6} {'bare median s':>14} "
           f"{'bare cpu s':>11} {'ratio':>6}  load before -> after")
     medians = []
@@ -127,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         before = load()
         full, plain, full_cpu, plain_cpu = [], [], [], []
         for _ in range(args.repeats):  # alternated, so both see the same load
-            full.append(timed(evaluation, full_cpu))
-            plain.append(timed(bare, plain_cpu))
+            full += timed(evaluation, 1, full_cpu)
+            plain += timed(bare, 1, plain_cpu)
         medians.append(statistics.median(full))
         print(f"{name:<48} {statistics.median(full):>9.2f} {min(full):>7.2f} {statistics.median(full_cpu):>6.2f} "
               f"{statistics.median(plain):>14.2f} {statistics.median(plain_cpu):>11.2f} "

@@ -19,7 +19,7 @@ from conftest import write_corpus, write_pdf
 import eval_retrieval as er
 from local_rag import LocalRAG
 from localrag import files
-from localrag.index import store, vector_file
+from localrag.index import store, store_reads, vector_file
 from localrag.index.manifest import Manifest
 from localrag.runs import rows
 
@@ -197,14 +197,15 @@ def test_a_deleted_or_truncated_file_is_written_again_and_the_lists_do_not_chang
     assert fresh(path).check_index().method == "recorded"
 
 
-def test_a_stale_file_or_one_from_another_index_is_never_searched(index, tmp_path):
+def test_a_stale_file_or_one_from_another_index_is_never_searched(index, tmp_path, capsys):
     docs, path = index
     old = (path / vector_file.VECTOR_FILE).read_bytes()
     added = write_pdf(tmp_path / "new.pdf", ["Zebras graze on the savanna grass of the Serengeti."])
     shutil.copytree(docs, tmp_path / "docs2")
     shutil.copy(added, tmp_path / "docs2" / "new.pdf")
-    rag = fresh(path)
-    rag.sync([tmp_path / "docs2"], progress=False, switch_folder=True)
+    capsys.readouterr()
+    LocalRAG(path, reranker_model=None).sync([tmp_path / "docs2"], progress=False, switch_folder=True)
+    assert capsys.readouterr().err == "Writing the vector file of 6 chunks\n"  # no reason: routine after a sync
     (path / vector_file.VECTOR_FILE).write_bytes(old)  # the file of the index before new.pdf
     rag = fresh(path)
     assert rag.check_index().method == "read"  # stale: the store is read, and the file written again
@@ -255,6 +256,26 @@ def test_a_chunk_deleted_behind_the_manifest_stops_the_measurement(index, tmp_pa
     check = fresh(path).check_index()
     assert check.orphan_ids == ["stray"] and check.method == "read"
     assert vector_file.read_header(path) is not None and fresh(path).index.reads.record()[0] is None  # not rewritten
+
+
+def test_a_write_to_the_store_during_the_whole_read_leaves_no_file(index, monkeypatch):
+    """Another process writes while this one reads the store whole: what it read may be of neither state, so no
+    file records it; the next open reads the store again."""
+    _, path = index
+    (path / vector_file.VECTOR_FILE).unlink()
+    real = store_reads.read_store
+
+    def read_while_written(collection, include):
+        data = real(collection, include)
+        collection.update(ids=[data["ids"][0]], metadatas=[dict(data["metadatas"][0], note="written meanwhile")])
+        return data
+
+    monkeypatch.setattr(store_reads, "read_store", read_while_written)
+    rag = fresh(path)
+    assert rag.check_index().describe() == []
+    assert not (path / vector_file.VECTOR_FILE).exists()
+    monkeypatch.setattr(store_reads, "read_store", real)
+    assert fresh(path).check_index().method == "read" and (path / vector_file.VECTOR_FILE).exists()
 
 
 def test_a_full_disk_for_the_file_is_a_warning_and_nothing_is_lost(index, monkeypatch, capsys):

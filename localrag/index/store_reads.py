@@ -138,5 +138,6 @@ class StoreReads:
         header, why = self.record()
         if header is None:
             chunks = (self._manifest().counts or {}).get("chunks", 0)
-            log(f"Writing the vector file of {chunks} chunks ({why})", self.quiet)
+            routine = why in (vector_file.OTHER_CHUNKS, vector_file.STORE_WRITTEN)  # what a sync that wrote does
+            log(f"Writing the vector file of {chunks} chunks{'' if routine else f' ({why})'}", self.quiet)
             self.read_whole()

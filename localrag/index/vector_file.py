@@ -31,6 +31,9 @@ VECTOR_FILE = "vectors.npy"  # inside a local index folder
 MAGIC = b"LRAGVEC1"  # the file's last 8 bytes
 FORMAT = 1  # of the trailer; another format is read as stale (the store is read and the file written again)
 _LENGTH = struct.Struct("<Q")
+# Why a file is stale after a sync changed the index (stale_reason): the routine cases.
+OTHER_CHUNKS = "it is of other chunks than the manifest lists"
+STORE_WRITTEN = "the store was written since"
 
 
 class UnreadableVectors(Exception):
@@ -186,7 +189,7 @@ def stale_reason(header: VectorHeader | None, manifest: Manifest, store: dict | 
     if store is None:
         return "the store's state cannot be read"
     if header.checked != checked_key(manifest):
-        return "it is of other chunks than the manifest lists"
+        return OTHER_CHUNKS
     if header.store != store:
-        return "the store was written since"
+        return STORE_WRITTEN
     return None
