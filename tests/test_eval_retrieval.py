@@ -557,7 +557,7 @@ def test_wrong_headers(gold_args, tmp_path, capsys):
     assert (code, out) == (2, "")
     assert err.startswith(f"error: {tmp_path / 'gold.csv'}: unknown column(s) quelle, seite; missing required "
                           f"column(s) erwartete_quelle/expected_source. Found: frage, quelle, seite. Expected: "
-                          f"frage, korpus, erwartete_quelle, erwartete_seite, anmerkung (German) or question, ")
+                          f"frage, korpus, erwartete_quelle, erwartete_seite, anmerkung, antwort (German) or question, ")
     assert not (tmp_path / "report.txt").exists()
 
 

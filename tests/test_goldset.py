@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from localrag import files
-from localrag.goldset.format import (CSV_COLUMNS, PAGE_TOLERANCE, Goldset, GoldsetError, GoldsetRow, GoldQuestion,
+from localrag.goldset.format import (CSV_COLUMNS, PAGE_TOLERANCE, WRITTEN_FIELDS, Goldset, GoldsetError, GoldsetRow, GoldQuestion,
                                      Location, detect_delimiter, first_match_rank, location_matches, normalize_source,
                                      parse_page, query_id, read_goldset, same_file, write_goldset_csv)
 from localrag.text.pages import PAGE_OFFSET
@@ -114,8 +114,9 @@ def test_missing_required_header_exact_message(tmp_path: Path) -> None:
         read_goldset(path)
     assert str(info.value) == (
         f"{path}: unknown column(s) seite; missing required column(s) erwartete_quelle/expected_source. "
-        "Found: frage, korpus, seite. Expected: frage, korpus, erwartete_quelle, erwartete_seite, anmerkung "
-        "(German) or question, corpus, expected_source, expected_page, note (English); only the question and "
+        "Found: frage, korpus, seite. Expected: frage, korpus, erwartete_quelle, erwartete_seite, anmerkung, "
+        "antwort (German) or question, corpus, expected_source, expected_page, note, answer (English); only the "
+        "question and "
         "the source are required. Rename the columns in the header line."
     )
 
@@ -622,7 +623,9 @@ def test_formula_like_cells_are_neutralised_and_read_back_as_written(tmp_path: P
 
 
 def test_written_goldset_reads_back_with_the_same_fields(tmp_path: Path) -> None:
-    assert [field for field in GoldsetRow.__dataclass_fields__] == list(CSV_COLUMNS)  # writer and reader agree
+    # writer and reader agree; a written goldset has no reference answers (generated questions have none)
+    assert [field for field in GoldsetRow.__dataclass_fields__] == list(WRITTEN_FIELDS)
+    assert set(CSV_COLUMNS) - set(WRITTEN_FIELDS) == {"reference"}
     rows = [GoldsetRow("What does vega measure?", "finance", "a.pdf", 3, "first"),
             GoldsetRow('Was zeigt "Tabelle 4"; kurz?', "", "Bericht Ü.pdf", 12, "")]
     path = tmp_path / "gold.csv"
@@ -633,3 +636,35 @@ def test_written_goldset_reads_back_with_the_same_fields(tmp_path: Path) -> None
         ("What does vega measure?", "finance", (Location("a.pdf", 3),), "first", (2,)),
         ('Was zeigt "Tabelle 4"; kurz?', None, (Location("Bericht Ü.pdf", 12),), "", (3,)),
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference answers
+
+
+def test_reference_answers_are_read_from_either_header_and_from_jsonl(tmp_path: Path) -> None:
+    german = write(tmp_path, "frage;erwartete_quelle;erwartete_seite;antwort\n"
+                             "Wie hoch war der Umsatz 2022?;bericht.pdf;3;\"1.577,5 Mio. EUR\"\n"
+                             "Wer ist CEO?;bericht.pdf;1;\n", "de.csv")
+    gold = read_goldset(german)
+    assert [(q.question, q.reference) for q in gold.questions] == [
+        ("Wie hoch war der Umsatz 2022?", "1.577,5 Mio. EUR"), ("Wer ist CEO?", "")]
+    english = write(tmp_path, "question,expected_source,answer\nWhat was FY2018 capex?,3M.pdf,  $1577.00  \n",
+                    "en.csv")
+    assert read_goldset(english).questions[0].reference == "$1577.00"
+    jsonl = write(tmp_path, json.dumps({"question": "What was FY2018 capex?", "answer": " $1577.00 ",
+                                        "locations": [{"source": "3M.pdf", "page": 60}]}) + "\n", "gold.jsonl")
+    assert read_goldset(jsonl).questions[0].reference == "$1577.00"
+    assert gold.messages == []
+
+
+def test_rows_of_one_question_keep_the_first_reference_answer_and_name_a_different_one(tmp_path: Path) -> None:
+    path = write(tmp_path, "question,expected_source,expected_page,answer\n"
+                           "What was capex?,a.pdf,3,\n"                        # no answer on the first row
+                           "What was capex?,a.pdf,4,$1577.00\n"
+                           "What was capex?,b.pdf,1,$1577.00\n"                # the same answer: no message
+                           "What was capex?,b.pdf,2,$1.6 billion\n")
+    gold = read_goldset(path)
+    assert [q.reference for q in gold.questions] == ["$1577.00"]
+    assert gold.messages == ["line 5: same question as line 3 but another reference answer; the one of line 3 is "
+                             "kept"]

@@ -240,3 +240,20 @@ def test_large_goldset_shows_a_progress_bar(capsys, monkeypatch):
     assert "Lint: questions" in err and "Lint: near-duplicates" in err
     lint_goldset(questions, [], INDEX)
     assert capsys.readouterr().err == ""
+
+
+@dataclass(frozen=True)
+class Answered(Q):
+    reference: str = ""
+
+
+def test_questions_without_a_reference_answer_are_named_when_others_have_one():
+    questions = [Answered("What was FY2018 capex for 3M?", (Loc("Hull Options.pdf", 3),), (2,), "$1577.00"),
+                 Answered("What does vega measure here?", (Loc("Hull Options.pdf", 3),), (3, 5), ""),
+                 Answered("Which report covers the year?", (Loc("Bericht_2023.pdf", 1),), (4,), "  ")]
+    assert lint_goldset(questions, [], INDEX) == [LintFinding(
+        "warning", "2 of 3 questions have no reference answer (column antwort / answer): answer correctness "
+                   "cannot be judged for them; add one, or evaluate answers on the others only", (3, 4, 5))]
+    # All or none with an answer: nothing to say (a retrieval-only goldset has none).
+    assert lint_goldset([Answered(q.question, q.locations, q.lines, "yes") for q in questions], [], INDEX) == []
+    assert lint_goldset([Q(q.question, q.locations, q.lines) for q in questions], [], INDEX) == []

@@ -7,13 +7,15 @@ text, page 0 or a negative page makes the location invalid: the reader says so a
 out of the metrics (never widened to the whole file). Two formats are read:
 
 * CSV (UTF-8 with or without BOM; ``;`` or ``,`` as delimiter, detected from the header line),
-  with the German columns ``frage, korpus, erwartete_quelle, erwartete_seite, anmerkung`` or the
-  English ones ``question, corpus, expected_source, expected_page, note``. Only the question and
-  the source are required. Lines whose first non-blank character is ``#`` are comments; empty
+  with the German columns ``frage, korpus, erwartete_quelle, erwartete_seite, anmerkung, antwort`` or the
+  English ones ``question, corpus, expected_source, expected_page, note, answer``. Only the question and
+  the source are required; ``antwort`` / ``answer`` is the reference answer that answer-level evaluation
+  judges a chat's answer against. Lines whose first non-blank character is ``#`` are comments; empty
   lines are ignored. Line numbers in messages are physical lines of the file (1 = first line).
-* JSONL, one object a line: ``{"question", "corpus", "locations": [{"source", "page"}], "note"}``.
+* JSONL, one object a line: ``{"question", "corpus", "locations": [{"source", "page"}], "note", "answer"}``.
 
-Written goldsets (write_goldset_csv, e.g. generated ones) are CSV with the German columns and ``;``.
+Written goldsets (write_goldset_csv, e.g. generated ones) are CSV with the German columns of WRITTEN_FIELDS and
+``;``.
 
 Rows with the same question (after whitespace normalisation) form one question with several
 acceptable locations, e.g. a fact stated on two pages: retrieving any of them is a hit.
@@ -59,7 +61,10 @@ CSV_COLUMNS = {
     "source": ("erwartete_quelle", "expected_source"),
     "page": ("erwartete_seite", "expected_page"),
     "note": ("anmerkung", "note"),
+    "reference": ("antwort", "answer"),
 }
+# The columns a written goldset has (a generated question has no reference answer).
+WRITTEN_FIELDS = ("question", "corpus", "source", "page", "note")
 # Fields a goldset cannot do without.
 REQUIRED_FIELDS = ("question", "source")
 # Questions quoted in messages are cut to this many characters.
@@ -120,6 +125,7 @@ class GoldQuestion:
     locations: tuple[Location, ...]
     note: str
     lines: tuple[int, ...]
+    reference: str = ""  # the reference answer ("antwort" / "answer"); "" when the goldset gives none
 
 
 @dataclass
@@ -151,6 +157,7 @@ class _Row:
     corpus: str | None
     locations: tuple[Location, ...]
     note: str
+    reference: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,7 +359,7 @@ def _csv_row(
         messages.append(f"line {line}: {location.problem}")
     corpus = _cell(row, mapping, "corpus") or None
     note = _cell(row, mapping, "note")
-    return _Row(line, question, corpus, (location,), note), messages
+    return _Row(line, question, corpus, (location,), note, _cell(row, mapping, "reference")), messages
 
 
 def _read_csv_rows(text: str) -> tuple[list[_Row], list[str]]:
@@ -458,7 +465,8 @@ def _read_jsonl_rows(text: str) -> tuple[list[_Row], list[str]]:
             )
             continue
         corpus = _json_text(item.get("corpus")) or None
-        rows.append(_Row(line, question, corpus, tuple(locations), _json_text(item.get("note"))))
+        rows.append(_Row(line, question, corpus, tuple(locations), _json_text(item.get("note")),
+                         _json_text(item.get("answer")).strip()))
     return rows, messages
 
 
@@ -469,7 +477,8 @@ def _read_jsonl_rows(text: str) -> tuple[list[_Row], list[str]]:
 def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
     """One GoldQuestion per distinct question, in order of first appearance.
 
-    Locations are joined (repeats dropped); the first row's corpus and note are kept.
+    Locations are joined (repeats dropped); the first row's corpus and note are kept, and the first reference
+    answer given (another one on a later row is named in a message).
     """
     groups: dict[str, list[_Row]] = {}
     for row in rows:
@@ -480,7 +489,12 @@ def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
         first = group[0]
         seen: dict[tuple[str, int | None, int | None, str], int] = {}
         locations: list[Location] = []
+        answered = next((row for row in group if row.reference), None)
         for row in group:
+            if answered is not None and row.reference and row is not answered and \
+                    " ".join(row.reference.split()) != " ".join(answered.reference.split()):
+                messages.append(f"line {row.line}: same question as line {answered.line} but another reference "
+                                f"answer; the one of line {answered.line} is kept")
             if row.corpus is not None and row.corpus != first.corpus:
                 messages.append(
                     f"line {row.line}: same question as line {first.line} but corpus '{row.corpus}' "
@@ -502,6 +516,7 @@ def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
                 locations=tuple(locations),
                 note=first.note,
                 lines=tuple(row.line for row in group),
+                reference=answered.reference if answered is not None else "",
             )
         )
     return questions, messages
@@ -580,9 +595,9 @@ def write_goldset_csv(path: str | Path, rows: Iterable[GoldsetRow]) -> None:
 
     def write(stream) -> None:
         writer = csv.writer(stream, delimiter=WRITE_DELIMITER, lineterminator="\n")
-        writer.writerow(names[0] for names in CSV_COLUMNS.values())
+        writer.writerow(CSV_COLUMNS[field][0] for field in WRITTEN_FIELDS)
         for row in rows:
-            writer.writerow(neutralise_cell(getattr(row, field)) for field in CSV_COLUMNS)
+            writer.writerow(neutralise_cell(getattr(row, field)) for field in WRITTEN_FIELDS)
 
     write_atomic(path, write)
 

@@ -269,6 +269,19 @@ def _duplicate_findings(questions: Sequence[QuestionLike], progress: bool = Fals
     return findings
 
 
+def _reference_findings(questions: Sequence[QuestionLike]) -> list[LintFinding]:
+    """A goldset that gives reference answers ("antwort" / "answer") to some questions only: those without one
+    cannot be judged for answer correctness, which a rate over the others would hide."""
+    answered = [q for q in questions if getattr(q, "reference", "").strip()]
+    missing = [q for q in questions if not getattr(q, "reference", "").strip()]
+    if not answered or not missing:
+        return []
+    lines = tuple(sorted(line for q in missing for line in q.lines))
+    return [LintFinding("warning", f"{len(missing)} of {len(questions)} questions have no reference answer (column "
+                                   f"antwort / answer): answer correctness cannot be judged for them; add one, or "
+                                   f"evaluate answers on the others only", lines)]
+
+
 def lint_goldset(
     questions: Sequence[QuestionLike],
     reader_messages: Iterable[str],
@@ -309,6 +322,7 @@ def lint_goldset(
         problems = dict.fromkeys(files.diagnose(location) for location in question.locations)
         findings.extend(LintFinding("error", problem, tuple(question.lines)) for problem in problems if problem)
     findings.extend(_duplicate_findings(questions, progress))
+    findings.extend(_reference_findings(questions))
     return sorted(findings, key=lambda f: (min(f.lines, default=0), f.severity != "error", f.message))
 
 
