@@ -106,6 +106,8 @@ def test_cached_chat_asks_once_caches_with_meta_and_sends_our_settings(stub, tmp
     again, cached = chat.ask("Write two questions.", parse, {"source": "a.pdf"})
     assert (again, cached) == (entry, True)
     assert len(stub.requests) == 2 and chat.new_calls == 1
+    # Cost as the server reported it (the stub: 1 prompt and 1 completion token a reply), of new calls only.
+    assert (chat.cached_hits, chat.prompt_tokens, chat.completion_tokens, chat.unreported_usage) == (1, 1, 1, 0)
     assert cache.get(hashlib.sha256(b"gen\nWrite two questions.").hexdigest()) == entry
     # Our prompt, our model, temperature 0 and the placeholder key (only OPENAI_BASE_URL is set).
     assert [r.prompt() for r in stub.requests] == ["Write two questions."] * 2
@@ -300,3 +302,22 @@ def test_check_first_checks_before_the_first_new_call_only(stub, tmp_path):
     cached = make_chat(tmp_path, server=Server(check_first=True))
     assert cached.ask("p1", keep)[1] is True
     assert len(stub.listings) == 1  # every prompt cached: the server is never reached
+
+
+def test_token_usage_is_read_as_the_server_reports_it_and_never_guessed():
+    message = type("Message", (), {"usage_metadata": {"input_tokens": 120, "output_tokens": 7}})()
+    assert llm.usage_of(message) == {"prompt_tokens": 120, "completion_tokens": 7}
+    raw = type("Message", (), {"usage_metadata": None,
+                               "response_metadata": {"token_usage": {"prompt_tokens": 5, "completion_tokens": 2}}})()
+    assert llm.usage_of(raw) == {"prompt_tokens": 5, "completion_tokens": 2}
+    assert llm.usage_of("plain text") is None  # a server that reports none: counted apart, not as 0 tokens
+
+
+def test_a_reply_without_usage_is_counted_as_unreported(tmp_path):
+    class Silent:
+        def invoke(self, prompt):
+            return type("Message", (), {"content": "ok"})()
+
+    chat = make_chat(tmp_path, server=Server(chat=Silent()))
+    chat.ask("Q?", keep)
+    assert (chat.new_calls, chat.prompt_tokens, chat.completion_tokens, chat.unreported_usage) == (1, 0, 0, 1)

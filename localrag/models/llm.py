@@ -332,6 +332,20 @@ class Server:
     check_first: bool = False
 
 
+def usage_of(message: Any) -> dict[str, int] | None:
+    """{"prompt_tokens", "completion_tokens"} of a reply as the server reported them (LangChain's usage_metadata,
+    else the OpenAI response's token_usage); None when it reported none (a count is never guessed)."""
+    usage = getattr(message, "usage_metadata", None)
+    if isinstance(usage, Mapping) and isinstance(usage.get("input_tokens"), int) \
+            and isinstance(usage.get("output_tokens"), int):
+        return {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"]}
+    usage = (getattr(message, "response_metadata", None) or {}).get("token_usage")
+    if isinstance(usage, Mapping) and isinstance(usage.get("prompt_tokens"), int) \
+            and isinstance(usage.get("completion_tokens"), int):
+        return {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"]}
+    return None
+
+
 class CachedChat:
     """Ask a chat model through a ReplyCache: cached prompts cost nothing, new ones are retried.
 
@@ -367,6 +381,11 @@ class CachedChat:
         self.backoff_seconds = BACKOFF_SECONDS if retrying.backoff_seconds is None else retrying.backoff_seconds
         self.timeout_seconds = limits.timeout_seconds
         self.new_calls = 0
+        self.cached_hits = 0
+        # Tokens of the new calls as the server reported them; calls whose reply reported none are counted apart.
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.unreported_usage = 0
         self.stopped: str | None = None
         self._chat = server.chat
         self._environ = server.environ
@@ -394,6 +413,7 @@ class CachedChat:
         """
         entry = self.lookup(prompt, is_valid)
         if entry is not None:
+            self.cached_hits += 1
             return entry, True
         if self.stopped is not None:
             raise ChatStopped(self.stopped)
@@ -412,6 +432,12 @@ class CachedChat:
         finally:
             if self.stopped is None:
                 self.new_calls += 1
+        usage = usage_of(message)
+        if usage is None:
+            self.unreported_usage += 1
+        else:
+            self.prompt_tokens += usage["prompt_tokens"]
+            self.completion_tokens += usage["completion_tokens"]
         text = reply_text(getattr(message, "content", message))
         entry = {**(meta or {}), **parse(text), "model": self.model}
         self.cache.put(cache_key(self.model, prompt), entry)
