@@ -14,8 +14,8 @@ classic PPI, as ARES uses it (Saad-Falcon et al., NAACL 2024).
 
 The formulas are those of the paper in the mean case, computed as the reference implementation ppi-python 0.2.3
 computes them (ppi_py.ppi_mean_pointestimate, ppi_mean_ci, _calc_lam_glm with clip=True; bench/ppi_check.py
-compares them on seeded cases), with the normal approximation's two-sided interval. Where that code gives NaN
-(every judge verdict the same) this module gives a finite result, documented at `power_tuned_lambda`.
+compares them on seeded cases), with the normal approximation's two-sided interval. Where every judge verdict is
+the same, that code's lambda is 0/0 (NaN, so NaN estimates) and this module's 0, documented at `power_tuned_lambda`.
 """
 
 from __future__ import annotations
@@ -92,9 +92,10 @@ def power_tuned_lambda(labeled_judge: Sequence[bool], labeled_human: Sequence[bo
     """PPI++'s lambda for a mean: Cov(Y, Yhat) / ((1 + n/N) Var(Yhat)), clipped to [0, 1] unless clip is False.
 
     As ppi-python estimates them: the covariance over the n labelled pairs divided by n, the variance over all
-    n + N judge verdicts divided by n + N - 1. Where all n + N verdicts are equal the formula is 0/0 (ppi-python
-    returns NaN and so NaN estimates); here lambda is 0, since then every lambda gives the same estimate (the
-    labels' mean) and the same standard error."""
+    n + N judge verdicts divided by n + N - 1. Where all n + N verdicts are equal the formula is 0/0: ppi-python
+    gives NaN, and so NaN estimates (or, where its centring leaves a hair of variance, rounding noise anywhere in
+    [0, 1]); here lambda is 0, since then every lambda gives the same estimate (the labels' mean) and the same
+    standard error."""
     y, yhat, yhat_u = _ppi_inputs(labeled_judge, labeled_human, unlabeled_judge)
     return _tuned_lambda(y, yhat, yhat_u, clip)
 
