@@ -124,8 +124,8 @@ def ppi_mean(labeled_judge: Sequence[bool], labeled_human: Sequence[bool], unlab
 
 
 def labels_only_mean(labeled_human: Sequence[bool], alpha: float = DEFAULT_ALPHA) -> RateEstimate:
-    """The classical rate of the n human labels: their mean, standard error sd / sqrt(n) (sd divided by n), as
-    ppi_py.classical_mean_ci. All labels equal gives a zero-width interval."""
+    """The classical rate of the n human labels: their mean, standard error sd / sqrt(n) with the variance divided
+    by n (not n - 1), as ppi_py.baselines.classical_mean_ci. All labels equal gives a zero-width interval."""
     y = _array(labeled_human, "labeled_human")
     if len(y) == 0:
         raise ValueError("no labelled questions: the labels-only rate needs at least one human label")
