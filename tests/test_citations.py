@@ -79,7 +79,7 @@ def test_a_citation_keeps_its_text_and_a_range_its_ends():
 
 def test_attempts_that_are_no_citation_are_kept_with_their_problem():
     answer = ("X [a.pdf] [p. x] [1] [a.pdf, p. 0] [a.pdf, p. -2] [a.pdf, pp. 13-12] [a.pdf, p. x] [a.pdf p. 3] "
-              "[a.pdf, 3] [a.pdf, p. 12.5; b.pdf, p. 4]")
+              "[a.pdf, 3] [a.pdf, p. 12.5; b.pdf, p. 4] [a.pdf, pp. 1-51] [a.pdf, pp. 1-50]")
     assert problems_of(answer) == [
         ("a.pdf", "names no page; write [file, p. 12]"),
         ("p. x", "names no file before the page; write [file, p. 12]"),
@@ -91,8 +91,9 @@ def test_attempts_that_are_no_citation_are_kept_with_their_problem():
         ("a.pdf p. 3", "needs a comma between file and page; write [file, p. 12]"),
         ("a.pdf, 3", "has no page word before the page; write p., page or S."),
         ("a.pdf, p. 12.5", "'12.5' is not a page; write p. 12 or pp. 12-13"),
+        ("a.pdf, pp. 1-51", "the range 1-51 spans 51 pages, more than 50; cite the passage's pages"),
     ]
-    assert pages_of(answer) == [("b.pdf", (4,), 0)]  # the good part of a bracket stays
+    assert pages_of(answer) == [("b.pdf", (4,), 0), ("a.pdf", tuple(range(1, 51)), 0)]  # the good part stays
 
 
 def test_brackets_that_are_no_attempt_are_ignored():

@@ -89,10 +89,11 @@ def test_decimals_and_significant_digits_are_as_written():
 def test_years_dates_list_markers_and_names_are_no_figures():
     # The trap: only 36% and the 12 months count; the years, the day of the date and the form name do not.
     text = ("FY2022 and FY 2022, Q2, 3M, the 10-K and 8-K, COVID-19, the 10th, (1) first (2) second: 36% over the "
-            "12 months ended on January 28, 2023 (fiscal 2022); 28. Januar 2023")
+            "12 months ended on January 28, 2023 (fiscal 2022); 28. Januar 2023 (2023)")
     assert texts(reference_figures(text)) == ["36%", "12"]
     stated = list(stated_numbers(text))  # an answer's numbers: the years and markers are kept
-    assert [f.text for f in stated if is_year(f)] == ["2022", "2023", "2022", "2023"]
+    assert [f.text for f in stated if is_year(f)] == ["2022", "2023", "2022", "2023", "(2023)"]
+    assert [f.number for f in stated if is_year(f)][-1] == 2023  # a year in parentheses is no negative amount
     assert [f.text for f in stated if is_list_marker(f)] == ["(1)", "(2)"]
 
 

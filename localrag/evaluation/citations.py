@@ -9,7 +9,8 @@ precedes the page word, so a file name may hold commas ("[Hull, Options.pdf, p. 
 
 A bracket is a citation attempt when its text holds a digit, ".pdf" or a page word with something after it ("p. x",
 not the "s" of "Apple's"); then each ``;`` part that is not a citation is kept as an unparsed Citation with its
-``problem`` (no page, no file, no comma between them, page 0 or below, a range that runs backwards, ...), to be
+``problem`` (no page, no file, no comma between them, page 0 or below, a range that runs backwards or spans more
+than MAX_CITED_PAGES pages, ...), to be
 counted, never dropped. Other brackets ("[sic]", "[...]", "[x]", a Markdown link's text) are not attempts. An
 unclosed bracket is no bracket.
 
@@ -42,6 +43,8 @@ ABBREVIATIONS = frozenset({"p", "pp", "s", "vs", "e.g", "i.e", "z.b", "bzw", "ca
                            "mrs", "ms", "st", "vgl", "cf"})
 # Abbreviations that do not end a sentence only before a number: "No. 5", not "The answer is No. The ...".
 NUMBER_ABBREVIATIONS = frozenset({"no", "nr"})
+# Most pages one citation may span: a longer range cites no passage (and would be expanded page by page).
+MAX_CITED_PAGES = 50
 # Page words of a citation, as a pattern; "S" and "Seite(n)" are German.
 _PAGE_WORD = r"(?:pp?|pages?|s|seiten?)\b\.?"
 # One citation: file, last comma, page word, page text (checked by _pages).
@@ -168,6 +171,8 @@ def _pages(text: str) -> tuple[int, int] | str:
         return f"page {min(first, last)} is before the first page; pages count from {PAGE_OFFSET}"
     if last < first:
         return f"the range {first}-{last} runs backwards; write {last}-{first}"
+    if (span := last - first + 1) > MAX_CITED_PAGES:
+        return f"the range {first}-{last} spans {span} pages, more than {MAX_CITED_PAGES}; cite the passage's pages"
     return first, last
 
 

@@ -10,11 +10,11 @@ numbers written at different precisions and scales. The rules:
   Numbers in words ("two") are not read; a trailing "x" of a multiple ("2.7x") is. Text in square brackets
   (citations, chunk headers) is not read.
 * Not figures of a reference (an answer may state them; they cannot be missing): years (four digits 1900-2099
-  written bare: "2022", "FY 2022"; the question names the period, the answer need not repeat it), numbers glued
-  to letters ("FY2022", "Q2", "3M", "10th"; the form names "10-K", "8-K"; "COVID-19"), the day of a date
-  ("January 28", "28. Januar") and list markers (a bare one- or two-digit whole number in parentheses: "(1)"). A
-  year written as an amount ("2,022", "$2022") is a figure; "grew by 2022 units" is taken for a year. A figure
-  stated twice (same magnitude, decimals, scale and percent) counts once.
+  written bare: "2022", "FY 2022", "(2022)"; the question names the period, the answer need not repeat it),
+  numbers glued to letters ("FY2022", "Q2", "3M", "10th"; the form names "10-K", "8-K"; "COVID-19"), the day of a
+  date ("January 28", "28. Januar") and list markers (a bare one- or two-digit whole number in parentheses:
+  "(1)"). A year written as an amount ("2,022", "$2022") is a figure; "grew by 2022 units" is taken for a year. A
+  figure stated twice (same magnitude, decimals, scale and percent) counts once.
 * Separators: with both "," and "." the last one is the decimal mark ("1,577.5", "1.577,5"); one mark used
   several times separates thousands ("8,400,000,000", "8.400.000"); a single mark followed by exactly three digits
   separates thousands if it is "," ("1,577") and is a decimal mark if it is "." ("1.577"), as in English, unless
@@ -182,7 +182,8 @@ def _figure(match: re.Match[str]) -> Figure | None:
         return None
     scale = SCALES[scale_word] if scale_word else GLUED_SCALES[match["glued"].casefold()] if match["glued"] else None
     accounting = bool(match["open"] and match["close"]) and not (
-        match["inner_currency"] or scale or percent_word or _is_list_number(match["digits"]))
+        match["inner_currency"] or scale or percent_word or _is_list_number(match["digits"])
+        or _is_year_number(match["digits"]))
     if match["minus"] or match["inner_minus"] or accounting:
         number = -number
     return Figure(_written(match), number, scale, bool(percent_word), currency)
@@ -190,6 +191,10 @@ def _figure(match: re.Match[str]) -> Figure | None:
 
 def _is_list_number(digits: str) -> bool:
     return digits.isdigit() and int(digits) < LIST_MARKER_BELOW
+
+
+def _is_year_number(digits: str) -> bool:
+    return len(digits) == 4 and digits.isdigit() and int(digits) in YEARS
 
 
 def _written(match: re.Match[str]) -> str:
@@ -212,8 +217,10 @@ def stated_numbers(text: str) -> Iterator[Figure]:
 
 
 def is_year(figure: Figure) -> bool:
-    """A bare four-digit number 1900-2099, as written: "2022" (also of "FY 2022"), not "2,022" or "$2022"."""
-    return len(figure.text) == 4 and figure.text.isdigit() and int(figure.text) in YEARS
+    """A bare four-digit number 1900-2099, as written, alone or in parentheses: "2022" (also of "FY 2022"),
+    "(2022)"; not "2,022" or "$2022"."""
+    text = figure.text[1:-1] if figure.text.startswith("(") and figure.text.endswith(")") else figure.text
+    return _is_year_number(text)
 
 
 def is_list_marker(figure: Figure) -> bool:
