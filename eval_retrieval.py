@@ -236,6 +236,20 @@ def build_parser() -> argparse.ArgumentParser:
     jd.add_argument("--judge-max-calls", type=int, default=None, help="at most N new (uncached) judge calls in "
                                                                       "this run (default: no limit)")
     jd.add_argument("--judge-cache", default=None, help=f"judge cache file (default: {JUDGE_CACHE_PATH})")
+    ans = p.add_argument_group("answers", "answer-level evaluation: a chat's answers judged for correctness against "
+                                          "the goldset's reference answers (column antwort/answer), faithfulness to "
+                                          "their passages and their citations ([file, p. N])")
+    ans.add_argument("--answers", default=None, metavar="FILE",
+                     help="JSONL or CSV of the answers your chat gave: query_id or question, answer, and optionally "
+                          "passages (a JSON list of {source, page, text}) (default: none)")
+    ans.add_argument("--answer-model", default=None, metavar="MODEL",
+                     help="generate the answers with MODEL from the first --answer-k passages of this run, through "
+                          "the judge's client and cache (default: none)")
+    ans.add_argument("--answer-k", type=int, default=None,
+                     help="passages an --answer-model answer is given (default: RETRIEVAL_K in local_rag.py)")
+    ans.add_argument("--answer-judge", default=None, metavar="MODEL",
+                     help="the model that judges the answers (default: the --judge model, else none: only the "
+                          "deterministic figure and citation checks)")
     jd.add_argument("--judge-domain", default=None, help="field of the documents, to sharpen the prompt, e.g. "
                                                          "'option pricing' (default: JUDGE_DOMAIN, empty)")
     gl = p.add_argument_group("goldset tools", "grow and check goldsets")

@@ -9,8 +9,8 @@ import eval_retrieval as er
 from localrag import cli
 
 # The sections of eval_retrieval.py --help, in the order they are shown.
-EVAL_SECTIONS = ["goldset and report", "index", "index settings", "retrieval", "datasets", "judge", "goldset tools", "comparisons",
-                 "gates"]
+EVAL_SECTIONS = ["goldset and report", "index", "index settings", "retrieval", "datasets", "judge", "answers",
+                 "goldset tools", "comparisons", "gates"]
 
 
 def words(text: str) -> str:

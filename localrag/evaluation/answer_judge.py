@@ -19,6 +19,30 @@ from localrag.evaluation.rates import Rate, rate
 from localrag.models.llm import CachedChat, CallLimitReached, ChatStopped, UnreadableReply
 
 OK = "ok"
+NO_JUDGE = "not judged (no --answer-judge model)"
+
+
+@dataclass
+class Cost:
+    """What a stage's replies cost, counted over every reply the run uses (from the cache or new): replies, prompt
+    and completion tokens as the server reported them, and replies whose usage it did not report."""
+    replies: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    unreported: int = 0
+
+    def add(self, entry: dict) -> None:
+        self.replies += 1
+        usage = entry.get("usage")
+        if isinstance(usage, dict):
+            self.prompt_tokens += int(usage.get("prompt_tokens", 0))
+            self.completion_tokens += int(usage.get("completion_tokens", 0))
+        else:
+            self.unreported += 1
+
+    def to_json(self) -> dict[str, int]:
+        return {"replies": self.replies, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "usage_not_reported": self.unreported}
 
 
 @dataclass(frozen=True)
@@ -53,31 +77,40 @@ class AnswerVerdict:
     citation_status: str = OK
 
 
-def _ask(client: CachedChat, prompt: str, read: Callable[[str], Any]) -> tuple[Any, str]:
-    """(what `read` makes of the reply, OK) or (None, why there is none); never raises for the server's trouble."""
+def ask(client: CachedChat | None, prompt: str, read: Callable[[str], Any], cost: Cost | None = None) -> tuple[
+        Any, str]:
+    """(what `read` makes of the reply, OK) or (None, why there is none); never raises for the server's trouble.
+    `client` None: no judge model was given. The reply's tokens go into `cost`."""
+    if client is None:
+        return None, NO_JUDGE
     try:
-        entry, _ = client.ask(prompt, lambda text: {"read": read(text)}, is_valid=lambda entry: "read" in entry)
+        entry, _ = client.ask(prompt, lambda text: {"read": read(text)}, is_valid=lambda entry: "read" in entry,
+                              keep_usage=True)
     except UnreadableReply as error:
         return None, f"unreadable reply ({error})"
     except CallLimitReached:
         return None, "not judged (call limit reached)"
     except ChatStopped:
         return None, "not judged (server stopped)"
+    if cost is not None:
+        cost.add(entry)
     return entry["read"], OK
 
 
-def judge_correctness(client: CachedChat, item: AnswerItem, verdict: AnswerVerdict) -> None:
+def judge_correctness(client: CachedChat | None, item: AnswerItem, verdict: AnswerVerdict, cost: Cost | None = None) -> None:
     if not item.reference.strip():
         verdict.correctness_status = "no reference"
         return
     verdict.figures = check_figures(item.reference, item.answer)
-    read, verdict.correctness_status = _ask(client, prompts.correctness_prompt(item.question, item.reference,
-                                                                               item.answer), prompts.read_correctness)
+    read, verdict.correctness_status = ask(client, prompts.correctness_prompt(item.question, item.reference,
+                                                                              item.answer), prompts.read_correctness,
+                                           cost)
     if read is not None:
         verdict.correctness, verdict.correctness_reason = read
 
 
-def judge_faithfulness(client: CachedChat, item: AnswerItem, verdict: AnswerVerdict) -> None:
+def judge_faithfulness(client: CachedChat | None, item: AnswerItem, verdict: AnswerVerdict,
+                       cost: Cost | None = None) -> None:
     """Each sentence supported or not by the passages given; a refusal is a refusal, not a faithful answer."""
     if verdict.refusal:
         verdict.faithfulness_status = "refused"
@@ -85,8 +118,8 @@ def judge_faithfulness(client: CachedChat, item: AnswerItem, verdict: AnswerVerd
         verdict.faithfulness_status = "no passages"  # nothing to check the sentences against
     else:
         sentences = verdict.sentences
-        read, verdict.faithfulness_status = _ask(client, prompts.faithfulness_prompt(item.passages, sentences),
-                                                 lambda text: prompts.read_faithfulness(text, len(sentences)))
+        read, verdict.faithfulness_status = ask(client, prompts.faithfulness_prompt(item.passages, sentences),
+                                                lambda text: prompts.read_faithfulness(text, len(sentences)), cost)
         if read is not None:
             verdict.supported, verdict.faithfulness_reason = read
 
@@ -104,7 +137,8 @@ def cited_passages(citations: Sequence[Citation], passages: Sequence[prompts.Pro
     return out
 
 
-def judge_citations(client: CachedChat, item: AnswerItem, verdict: AnswerVerdict) -> None:
+def judge_citations(client: CachedChat | None, item: AnswerItem, verdict: AnswerVerdict,
+                    cost: Cost | None = None) -> None:
     """The deterministic check, then per cited sentence ALCE's recall (its cited passages support it) and
     precision (each cited passage is needed)."""
     if item.passages is None:
@@ -118,8 +152,8 @@ def judge_citations(client: CachedChat, item: AnswerItem, verdict: AnswerVerdict
         by_sentence.setdefault(citation.sentence, []).append(citation)
     for sentence, citations in sorted(by_sentence.items()):
         cited = cited_passages(citations, item.passages)
-        read, status = _ask(client, prompts.citation_prompt(verdict.sentences[sentence], cited),
-                            lambda text, n=len(cited): prompts.read_citation(text, n))
+        read, status = ask(client, prompts.citation_prompt(verdict.sentences[sentence], cited),
+                           lambda text, n=len(cited): prompts.read_citation(text, n), cost)
         if read is None:
             verdict.citation_status = status
             verdict.cited_supported[sentence] = None
@@ -130,12 +164,13 @@ def judge_citations(client: CachedChat, item: AnswerItem, verdict: AnswerVerdict
         verdict.needed += needed
 
 
-def judge_answer(client: CachedChat, item: AnswerItem) -> AnswerVerdict:
-    """Every verdict on one answer, in a fixed order (correctness, faithfulness, citations)."""
+def judge_answer(client: CachedChat | None, item: AnswerItem, cost: Cost | None = None) -> AnswerVerdict:
+    """Every verdict on one answer, in a fixed order (correctness, faithfulness, citations); `client` None: the
+    deterministic checks only (figures, citations), every judge verdict "not judged"."""
     verdict = AnswerVerdict(item.query_id, prompts.is_refusal(item.answer), sentences=split_sentences(item.answer))
-    judge_correctness(client, item, verdict)
-    judge_faithfulness(client, item, verdict)
-    judge_citations(client, item, verdict)
+    judge_correctness(client, item, verdict, cost)
+    judge_faithfulness(client, item, verdict, cost)
+    judge_citations(client, item, verdict, cost)
     return verdict
 
 

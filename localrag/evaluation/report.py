@@ -104,6 +104,8 @@ def render_text(result: EvalResult) -> str:
         lines += ["", *render_compare(result.compare)]
     if result.judge_lines:
         lines += ["", *result.judge_lines]
+    if result.answer_lines:
+        lines += ["", *result.answer_lines]
     losses = diagnosis.render_losses(result)
     if losses:
         lines += ["", *losses]

@@ -319,6 +319,8 @@ class EvalResult:
     left_out: tuple[LeftOut, ...] = ()
     judge: Json | None = None  # the LLM judge's section as the judge module writes it
     judge_lines: tuple[str, ...] = ()  # that section as text (not in the JSON report)
+    answers: Json | None = None  # the answer-level section (localrag/runs/answering.py)
+    answer_lines: tuple[str, ...] = ()  # that section as text (not in the JSON report)
     compare: Comparison | None = None
     messages: tuple[str, ...] = ()  # notes shown above the results
     seconds: float = 0.0  # wall time of retrieval and scoring (not in the JSON report)
@@ -357,7 +359,7 @@ class EvalResult:
                     "per_corpus": {corpus: entry.to_json() for corpus, entry in self.per_corpus.items()},
                     "not_found": [entry.to_json() for entry in self.not_found],
                     "left_out": [entry.to_json() for entry in self.left_out],
-                    "judge": self.judge, "compare": self.compare.to_json() if self.compare else None,
+                    "judge": self.judge, "answers": self.answers, "compare": self.compare.to_json() if self.compare else None,
                     "messages": list(self.messages), "stage_k": self.stage_k, "details": self.details}
         payload.update((key, value) for key, value in optional.items() if value)
         return payload
@@ -380,6 +382,7 @@ class EvalResult:
                    per_corpus={c: CorpusResult.from_json(e) for c, e in data.get("per_corpus", {}).items()},
                    not_found=tuple(map(NotFound.from_json, data.get("not_found", ()))),
                    left_out=tuple(map(LeftOut.from_json, data.get("left_out", ()))), judge=data.get("judge"),
+                   answers=data.get("answers"),
                    compare=Comparison.from_json(compare) if compare else None,
                    messages=tuple(data.get("messages", ())), stage_k=data.get("stage_k", 0),
                    details=data.get("details", ""), settings=dict(data.get("settings", {})),

@@ -405,11 +405,14 @@ class CachedChat:
         parse: Callable[[str], dict[str, Any]],
         meta: Mapping[str, Any] | None = None,
         is_valid: Callable[[dict[str, Any]], bool] = lambda _e: True,
+        keep_usage: bool = False,
     ) -> tuple[dict[str, Any], bool]:
         """The entry for `prompt` and whether it came from the cache.
 
         A new reply's text goes through `parse`; its result plus `meta` and the model
-        name is cached. UnreadableReply from `parse` propagates and nothing is cached.
+        name is cached, with `keep_usage` also its tokens as the server reported them ("usage", usage_of), so
+        that a report can state the cost of its replies whether they were asked now or before.
+        UnreadableReply from `parse` propagates and nothing is cached.
         """
         entry = self.lookup(prompt, is_valid)
         if entry is not None:
@@ -440,6 +443,8 @@ class CachedChat:
             self.completion_tokens += usage["completion_tokens"]
         text = reply_text(getattr(message, "content", message))
         entry = {**(meta or {}), **parse(text), "model": self.model}
+        if keep_usage and usage is not None:
+            entry["usage"] = usage
         self.cache.put(cache_key(self.model, prompt), entry)
         return entry, False
 

@@ -188,6 +188,11 @@ class CommandLine:
     judge_max_calls: int | None
     judge_cache: str | None
     judge_domain: str | None
+    # answers
+    answers: str | None
+    answer_model: str | None
+    answer_k: int | None
+    answer_judge: str | None
     # goldset tools
     lint: bool
     generate: int | None

@@ -78,7 +78,7 @@ def check_ranges(command: CommandLine) -> None:
             raise EvalError(f"{flag} must be 0 or more, got {value}")
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
     for flag, value in (("--max-queries", command.max_queries), ("--max-corpus-docs", command.max_corpus_docs),
-                        ("--judge-k", command.judge_k), ("--resamples", command.resamples),
+                        ("--judge-k", command.judge_k), ("--answer-k", command.answer_k), ("--resamples", command.resamples),
                         ("--diagnostic-depth", command.diagnostic_depth), ("--rrf-k", command.rrf_k),
                         ("--ivf-min-chunks", command.ivf_min_chunks),
                         ("--query-cache-entries", command.query_cache_entries)):
@@ -143,6 +143,17 @@ def check_model_flags(options: EvalOptions) -> None:
             raise EvalError("--judge works on a goldset evaluation of one configuration; drop "
                             "--dataset/--ablation/--sweep")
         llm.check_environment(os.environ, "--judge")
+    if options.answers or options.answer_model:
+        if options.dataset or options.ablation or options.sweep_axes:
+            raise EvalError("--answers and --answer-model work on a goldset evaluation of one configuration; drop "
+                            "--dataset/--ablation/--sweep")
+        if options.answers and options.answer_model:
+            raise EvalError("--answers and --answer-model contradict each other: evaluate the answers of your chat "
+                            "(--answers FILE) or generate them (--answer-model MODEL), not both")
+        for flag, model in (("--answer-model", options.answer_model),
+                            ("--answer-judge", options.answer_judge or options.judge)):
+            if model:
+                llm.check_environment(os.environ, flag)
     if options.no_rerank and options.rerank_model:
         raise EvalError("--no-rerank and --rerank-model contradict each other; give one of them")
     if llm_rerank.is_llm_reranker(options.rerank_model):

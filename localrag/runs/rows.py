@@ -19,6 +19,7 @@ from localrag.goldset import format as gs
 from localrag.text import language
 from localrag.models import loading
 from localrag.evaluation import report as eval_report
+from localrag.runs import answering as answers_run
 from localrag.runs.config_block import config_block, settings_json
 from localrag.goldset import lint as goldset_lint
 from localrag.runs.defaults import EvalOptions, Gates, LocalRAGLike, log
@@ -89,6 +90,11 @@ def run_goldset(options: EvalOptions, held: contextlib.ExitStack) -> Outcome:
         results_list[0], judge_degraded = add_judge(results_list[0], hits, checked.scored, judging,
                                                     judge_server_checked, options.quiet)
         degraded += judge_degraded
+    answering = answers_run.answering_of(options)
+    if answering:  # one configuration, as --judge
+        results_list[0], answer_degraded = answers_run.add_answers(results_list[0], hits, checked.scored, answering,
+                                                                   options.page_tolerance, options.quiet)
+        degraded += answer_degraded
     # One configuration (--run-file and --ablation/--sweep exclude each other): its lists and the qrels of its index.
     trec = (goldset_trec(rag, checked, hits, options.page_offset, options.page_tolerance)
             if options.run_file and len(results_list) == 1 else None)

@@ -1,0 +1,132 @@
+"""Answer-level evaluation end to end (eval_retrieval.py --answers / --answer-model) against a scripted server:
+the report's Answers section to the letter, exit codes, a cached rerun without calls, an unreadable reply."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import eval_retrieval as er
+from localrag.evaluation.answer_prompts import REFUSAL
+from openai_stub import OpenAIStub, closed_port
+
+GOLD = ("question,expected_source,expected_page,answer\n"
+        "How sensitive is the option value to volatility?,options.pdf,1,Vega measures it.\n"
+        "How do crops react to rainfall?,weather.pdf,1,They are sensitive to changes in rainfall.\n")
+VEGA = "How sensitive is the option value to volatility?"
+CROPS = "How do crops react to rainfall?"
+ANSWERS = [{"question": VEGA, "answer": "Vega measures the sensitivity to volatility [options.pdf, p. 1].",
+            "passages": [{"source": "options.pdf", "page": 1, "text": "Vega is the sensitivity of an option's value "
+                                                                     "to the implied volatility."}]},
+           {"question": CROPS, "answer": REFUSAL}]
+JUDGED = ['{"verdict": "correct", "reason": "same"}', '{"supported": [true]}',
+          '{"supported": true, "needed": [true], "reason": "p. 1 says it"}', '{"verdict": "refused"}']
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = er.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def argv(tiny_index, tmp_path, monkeypatch) -> list:
+    docs, index = tiny_index
+    (tmp_path / "gold.csv").write_text(GOLD, encoding="utf-8")
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(a) + "\n" for a in ANSWERS), encoding="utf-8")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return ["--goldset", tmp_path / "gold.csv", "--docs", docs, "--index", index, "--report", tmp_path / "r.txt",
+            "--answers", tmp_path / "answers.jsonl", "--judge-cache", tmp_path / "cache.json", "--quiet",
+            "--no-compare", "--no-rerank"]
+
+
+def section(path: Path) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Answers: "))
+    return lines[start:lines.index("", start)]
+
+
+def test_answers_judged_cited_and_costed_then_a_cached_rerun_asks_nothing(argv, tmp_path, capsys, monkeypatch):
+    with OpenAIStub() as stub:
+        for reply in JUDGED:
+            stub.add_content(reply)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, _, err = run(capsys, *argv, "--answer-judge", "stub-model")
+        assert len(stub.requests) == 4
+    assert (code, err) == (0, "")
+    answers = tmp_path / "answers.jsonl"
+    assert section(tmp_path / "r.txt") == [
+        f"Answers: {answers}; judged by stub-model",
+        "  correct:              0.500 [0.000, 1.000] (1 of 2)",
+        "  refused:              0.500 [0.000, 1.000] (1 of 2)",
+        "  figures stated:       no question",
+        "  faithful:             1.000 [1.000, 1.000] (1 of 1)",
+        "  cites a gold page:    1.000 [1.000, 1.000] (1 of 1)",
+        "  citation recall:      1.000 [1.000, 1.000] (1 of 1)",
+        "  citation precision:   1.000 [1.000, 1.000] (1 of 1)",
+        "  cost, judge:          4 replies, 4 prompt + 4 completion tokens",
+    ]
+    data = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["answers"]
+    assert [(q["correctness"], q["faithfulness_status"], q["citation_status"]) for q in data["questions"]] == [
+        ("correct", "ok", "ok"), ("refused", "refused", "no passages")]
+    before = (tmp_path / "r.txt").read_text(encoding="utf-8")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")  # no server: all cached
+    code, _, err = run(capsys, *argv, "--answer-judge", "stub-model")
+    assert (code, err) == (0, "")
+    same = lambda text: [x for x in text.splitlines() if not x.startswith("Generated: ")]  # noqa: E731
+    assert same((tmp_path / "r.txt").read_text(encoding="utf-8")) == same(before)
+
+
+def test_an_unreadable_reply_is_listed_and_degrades_the_run(argv, tmp_path, capsys, monkeypatch):
+    with OpenAIStub() as stub:
+        stub.add_content("The answer is correct.")  # no JSON: the small model broke its format
+        for reply in JUDGED[1:]:
+            stub.add_content(reply)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, _, err = run(capsys, *argv, "--answer-judge", "stub-model")
+    assert code == 1
+    lines = section(tmp_path / "r.txt")
+    assert lines[1] == "  correct:              0.000 [0.000, 0.000] (0 of 1; 1 not judged)"
+    vega = [q for q in json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["answers"]["questions"]
+            if q["answer"].startswith("Vega")][0]["query_id"]
+    assert (f"  not judged:           {vega} (unreadable reply (no JSON object with 'verdict' in the reply: "
+            f"'The answer is correct.'))") in lines
+    report = (tmp_path / "r.txt").read_text(encoding="utf-8")
+    assert "1 answer(s) were not fully judged (see 'Answers'); rerun to judge them (replies are cached)" in report
+
+
+def test_without_a_judge_only_the_deterministic_checks_count(argv, tmp_path, capsys):
+    code, _, err = run(capsys, *argv)
+    assert (code, err) == (0, "")
+    lines = section(tmp_path / "r.txt")
+    assert lines[0].endswith("; no judge (figures and citations only)")
+    assert lines[1] == "  correct:              no question judged (2 not judged)"
+    assert lines[5] == "  cites a gold page:    1.000 [1.000, 1.000] (1 of 1)"
+
+
+def test_answers_and_answer_model_contradict(argv, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    code, out, err = run(capsys, *argv, "--answer-model", "m")
+    assert (code, out) == (2, "")
+    assert err == ("error: --answers and --answer-model contradict each other: evaluate the answers of your chat "
+                   "(--answers FILE) or generate them (--answer-model MODEL), not both\n")
+
+
+def test_answer_model_answers_from_the_first_k_passages_with_their_headers(argv, tmp_path, capsys, monkeypatch):
+    args = [a for a in argv if a not in ("--answers", tmp_path / "answers.jsonl")]
+    with OpenAIStub() as stub:
+        stub.add_content("Vega measures it [options.pdf, p. 1].")
+        stub.add_content("  ")  # an empty answer: unreadable, never an empty string judged
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        code, _, err = run(capsys, *args, "--answer-model", "stub-model", "--answer-k", "2")
+        prompts = [r.prompt() for r in stub.requests]
+    assert code == 1
+    assert len(prompts) == 2 and all(p.startswith("localRAG answer prompt v1.") for p in prompts)
+    assert "Question: How sensitive is the option value to volatility?\n\nPassages:\n[options.pdf, p. 1]\n" in prompts[0]
+    assert prompts[0].count("\n[") == 2  # two passages, each under its header
+    lines = section(tmp_path / "r.txt")
+    assert lines[0] == "Answers: stub-model, first 2 passages, answer prompt v1; no judge (figures and citations only)"
+    crops = [q for q in json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["per_query"]
+             if q["question"] == CROPS][0]["query_id"]
+    assert (f"  no answer:            {crops} (unreadable reply (the answer model replied with no text))") in lines
