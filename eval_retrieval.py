@@ -59,6 +59,7 @@ SWEEP_REPORT_PATH = "eval/runs/sweep.txt"  # the --sweep table of the default go
 DATASET_SEED = 0  # seed for --max-queries / --max-corpus-docs sampling
 COMPARE_RESAMPLES = 10_000  # bootstrap and randomization resamples in comparisons
 GENERATED_PATH = "eval/runs/goldset_generated.csv"  # where --generate writes its goldset
+LABEL_SAMPLE_PATH = "eval/runs/answer_labels.csv"  # --label-sample's file
 JUDGE_CACHE_PATH = "eval/judge_cache.json"  # the LLM judge's (and --llm's) cache of replies
 SUITE_OUTPUT_DIR = "eval/suite_reports"  # where --suite writes entry reports and the summary
 DATASET_REPORT_DIR = "eval/dataset_reports"  # default reports of --dataset runs, named after dataset and split
@@ -247,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "the judge's client and cache (default: none)")
     ans.add_argument("--answer-k", type=int, default=None,
                      help="passages an --answer-model answer is given (default: RETRIEVAL_K in local_rag.py)")
+    ans.add_argument("--label-sample", type=int, default=None, metavar="N",
+                     help="write N judged answers, drawn uniformly at random with --seed, to --label-out for a "
+                          "person to label (default: none)")
+    ans.add_argument("--label-out", default=LABEL_SAMPLE_PATH, metavar="FILE",
+                     help="where --label-sample writes; an existing file is never replaced")
+    ans.add_argument("--answer-labels", default=None, metavar="FILE",
+                     help="a labelled --label-sample file: the judge's agreement with people (Cohen's kappa) and "
+                          "the PPI++ estimate of answer correctness in the Answers section (default: none)")
     ans.add_argument("--answer-judge", default=None, metavar="MODEL",
                      help="the model that judges the answers (default: the --judge model, else none: only the "
                           "deterministic figure and citation checks)")

@@ -130,3 +130,40 @@ def test_answer_model_answers_from_the_first_k_passages_with_their_headers(argv,
     crops = [q for q in json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["per_query"]
              if q["question"] == CROPS][0]["query_id"]
     assert (f"  no answer:            {crops} (unreadable reply (the answer model replied with no text))") in lines
+
+
+def test_a_label_sample_is_drawn_labelled_and_read_back_with_kappa_and_ppi(argv, tmp_path, capsys, monkeypatch):
+    from localrag.runs.answering import draw_sample
+
+    with OpenAIStub() as stub:
+        for reply in JUDGED:
+            stub.add_content(reply)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        labels = tmp_path / "labels.csv"
+        code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "1", "--label-out", labels)
+    assert code == 0
+    assert err == (f"Label sample: 1 answer written to {labels}; fill its label column with 1 (correct) or 0, then "
+                   f"rerun with --answer-labels {labels}\n")
+    ids = [q["query_id"] for q in json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["answers"]["questions"]]
+    [drawn] = draw_sample(ids, 1, 0)  # --seed's default
+    rows = labels.read_text(encoding="utf-8").splitlines()
+    assert rows[0] == "query_id,question,reference,answer,judge,judge_reason,label" and len(rows) == 2
+    assert rows[1].startswith(f"{drawn},") and rows[1].endswith(",")  # the label is the person's to fill
+    # Never replaced: the person may have labelled it already.
+    code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "1", "--label-out", labels)
+    assert (code, err) == (2, f"error: --label-sample: {labels} exists (it may hold labels already); give another "
+                              f"--label-out FILE or move it away\n")
+    labels.write_text(rows[0] + "\n" + rows[1] + "1\n", encoding="utf-8")
+    code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--answer-labels", labels)
+    assert (code, err) == (0, "")
+    lines = section(tmp_path / "r.txt")
+    assert any(line.startswith("  judge vs people:      kappa undefined, agreement 1.000 over 1 labelled") for line in lines)
+    assert any(line.startswith("  correct, PPI++:") and "(1 labelled, 1 more judged; lambda" in line
+               for line in lines)
+    assert not any("warning" in line for line in lines)
+    # Labels of another question than the drawn one: said.
+    other = [q for q in ids if q != drawn][0]
+    labels.write_text(rows[0] + "\n" + rows[1].replace(drawn, other, 1) + "1\n", encoding="utf-8")
+    run(capsys, *argv, "--answer-judge", "stub-model", "--answer-labels", labels)
+    assert ("  warning: the labelled questions are not the sample --label-sample 1 draws with seed 0; the PPI++ "
+            "interval assumes a uniform random sample") in section(tmp_path / "r.txt")

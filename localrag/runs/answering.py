@@ -13,6 +13,7 @@ import dataclasses
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from localrag.evaluation import answer_judge as aj
@@ -32,13 +33,128 @@ LABEL_WIDTH = 22  # width of the labels of the Answers section
 class Answering:
     """Where a run's answers come from and who judges them: `answers` a file of a chat's answers, or `model` the
     answer model given the first `k` passages; `judge` the judge model (None: the deterministic checks only);
-    `cache` the reply cache; `max_calls` new calls allowed per stage (None: no limit)."""
+    `cache` the reply cache; `max_calls` new calls allowed per stage (None: no limit). Calibration: `label_sample`
+    answers drawn (seed `seed`) into `label_out` for a person to label; `labels` a file of such labels read back."""
     answers: str | None
     model: str | None
     judge: str | None
     k: int
     cache: str
     max_calls: int | None
+    label_sample: int | None = None
+    label_out: str | None = None
+    labels: str | None = None
+    seed: int = 0
+
+
+LABEL_COLUMNS = ("query_id", "question", "reference", "answer", "judge", "judge_reason", "label")
+LABEL_VALUES = {"1": True, "0": False, "correct": True, "incorrect": False, "yes": True, "no": False,
+                "refused": False}  # a person's label: is the answer correct?
+
+
+def draw_sample(query_ids: Sequence[str], n: int, seed: int) -> list[str]:
+    """`n` of the query ids (all when fewer) drawn uniformly without replacement with `seed`, in their order."""
+    import random
+
+    chosen = set(random.Random(seed).sample(sorted(query_ids), min(n, len(query_ids))))
+    return [qid for qid in query_ids if qid in chosen]
+
+
+def write_label_sample(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """The drawn answers with the judge's verdict and an empty `label` column, for a person to fill with 1 or 0;
+    an existing file (perhaps labelled already) is never replaced."""
+    import csv
+    import io
+
+    from localrag.errors import EvalError
+    from localrag.files import write_text_atomic
+
+    if Path(path).exists():
+        raise EvalError(f"--label-sample: {path} exists (it may hold labels already); give another --label-out "
+                        f"FILE or move it away")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(LABEL_COLUMNS)
+    for row in rows:
+        writer.writerow([row.get(column, "") for column in LABEL_COLUMNS])
+    write_text_atomic(path, buffer.getvalue())
+
+
+def read_labels(path: str) -> tuple[dict[str, bool], list[str]]:
+    """query id -> a person's label (is the answer correct?) from a labels CSV (query_id and label columns), with
+    messages about rows without a usable label (left out, never read as 0)."""
+    import csv
+
+    from localrag.errors import EvalError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvalError(f"cannot read --answer-labels {path} ({type(exc).__name__}: {exc})") from None
+    rows = list(csv.DictReader(text.splitlines()))
+    if not rows or "query_id" not in rows[0] or "label" not in rows[0]:
+        raise EvalError(f"--answer-labels {path} needs the columns query_id and label (as --label-sample writes)")
+    labels, messages = {}, []
+    for line, row in enumerate(rows, start=2):
+        value = (row.get("label") or "").strip().casefold()
+        if value not in LABEL_VALUES:
+            messages.append(f"line {line}: label {row.get('label')!r} is not 1 or 0; left out")
+            continue
+        labels[row["query_id"].strip()] = LABEL_VALUES[value]
+    return labels, messages
+
+
+def calibration_json(verdicts: Sequence[aj.AnswerVerdict], labels: Mapping[str, bool], seed: int,
+                     messages: Sequence[str]) -> dict[str, Any]:
+    """The judge against a person's labels (Cohen's kappa, both base rates) and the PPI++ estimate of answer
+    correctness beside the judge-only and labels-only ones; a warning when the labelled questions are not the
+    sample --label-sample draws for as many answers with the same seed."""
+    from localrag.evaluation import calibration as cal
+
+    judged = {v.query_id: v.correctness == "correct" for v in verdicts if v.correctness is not None}
+    labelled = [qid for qid in judged if qid in labels]
+    out: dict[str, Any] = {"labelled": len(labelled), "messages": list(messages), "warning": ""}
+    unknown = sorted(set(labels) - set(judged))
+    if unknown:
+        out["messages"].append(f"{len(unknown)} labelled question(s) have no judged answer in this run; left out")
+    if not labelled:
+        out["warning"] = "no labelled question has a judged answer in this run"
+        return out
+    if labelled != draw_sample(list(judged), len(labelled), seed):
+        out["warning"] = (f"the labelled questions are not the sample --label-sample {len(labelled)} draws with "
+                          f"seed {seed}; the PPI++ interval assumes a uniform random sample")
+    kappa = cal.cohen_kappa([judged[q] for q in labelled], [labels[q] for q in labelled])
+    out["kappa"] = {"value": kappa.kappa, "observed": kappa.observed, "judge_rate": kappa.judge_rate,
+                    "people_rate": kappa.human_rate, "reason": kappa.reason}
+    unlabelled = [judged[q] for q in judged if q not in labels]
+    estimates = [cal.labels_only_mean([labels[q] for q in labelled])]
+    if unlabelled:
+        estimates = [cal.ppi_mean([judged[q] for q in labelled], [labels[q] for q in labelled], unlabelled),
+                     cal.judge_only_mean([judged[q] for q in labelled], unlabelled), *estimates]
+    out["estimates"] = [{"method": e.method, "estimate": e.estimate, "low": e.low, "high": e.high, "lam": e.lam,
+                         "labelled": e.n_labeled, "unlabelled": e.n_unlabeled} for e in estimates]
+    return out
+
+
+def render_calibration(section: Mapping[str, Any]) -> list[str]:
+    lines = []
+    kappa = section.get("kappa")
+    if kappa:
+        value = "undefined" if kappa["value"] is None else f"{kappa['value']:.3f}"
+        lines.append(f"  {'judge vs people:':<{LABEL_WIDTH}}kappa {value}, agreement {kappa['observed']:.3f} over "
+                     f"{section['labelled']} labelled answers; correct by the judge {kappa['judge_rate']:.3f}, by "
+                     f"people {kappa['people_rate']:.3f}")
+    for estimate in section.get("estimates", ()):
+        lam = f"; lambda {estimate['lam']:.3f}" if estimate["lam"] is not None else ""
+        name = estimate["method"].split(" (")[0]  # "PPI++ (power-tuned lambda)": the lambda is shown after
+        # A rate lies in [0, 1]; the normal interval may not (the JSON keeps it as computed).
+        low, high = (min(1.0, max(0.0, estimate[key])) for key in ("low", "high"))
+        lines.append(f"  {'correct, ' + name + ':':<{LABEL_WIDTH}}{estimate['estimate']:.3f} [{low:.3f}, "
+                     f"{high:.3f}] ({estimate['labelled']} labelled, {estimate['unlabelled']} more judged{lam})")
+    if section.get("warning"):
+        lines.append(f"  warning: {section['warning']}")
+    lines += [f"  labels: {message}" for message in section.get("messages", ())]
+    return lines
 
 
 def answering_of(options: Any) -> Answering | None:
@@ -47,7 +163,9 @@ def answering_of(options: Any) -> Answering | None:
         return None
     return Answering(options.answers, options.answer_model, options.answer_judge or options.judge,
                      options.answer_k or options.defaults.retrieval_k,
-                     str(options.judge_cache or options.defaults.judge_cache), options.judge_max_calls)
+                     str(options.judge_cache or options.defaults.judge_cache), options.judge_max_calls,
+                     label_sample=options.label_sample, label_out=options.label_out, labels=options.answer_labels,
+                     seed=options.seed)
 
 
 def chat_for(model: str | None, answering: Answering, who: str, flag: str, quiet: bool) -> CachedChat | None:
@@ -127,9 +245,23 @@ def add_answers(result: EvalResult, hits: Mapping[str, Sequence[Any]], questions
                                                               question.reference, answer, passages, gold, tolerance),
                                         judge_cost))
     rates = aj.answer_rates(verdicts)
+    texts = {q.query_id: answers[q.query_id][0] for q in questions if q.query_id in answers}
     section = answers_to_json(answering, verdicts, rates, missing, {"answers": answer_cost, "judge": judge_cost},
-                              {q.query_id: answers[q.query_id][0] for q in questions if q.query_id in answers},
-                              messages)
+                              texts, messages)
+    if answering.labels:
+        labels, label_messages = read_labels(answering.labels)
+        section["calibration"] = calibration_json(verdicts, labels, answering.seed, label_messages)
+    if answering.label_sample:
+        by_id = {q.query_id: q for q in questions}
+        judged = [v for v in verdicts if v.correctness is not None]
+        drawn = set(draw_sample([v.query_id for v in judged], answering.label_sample, answering.seed))
+        write_label_sample(answering.label_out, [
+            {"query_id": v.query_id, "question": by_id[v.query_id].question, "reference": by_id[v.query_id].reference,
+             "answer": texts[v.query_id], "judge": v.correctness, "judge_reason": v.correctness_reason}
+            for v in judged if v.query_id in drawn])
+        log(f"Label sample: {len(drawn)} answer{'s' if len(drawn) != 1 else ''} written to {display_path(answering.label_out)}; fill its label "
+            f"column with 1 (correct) or 0, then rerun with --answer-labels {display_path(answering.label_out)}",
+            False)
     new_calls = sum(c.new_calls for c in (client,) if c is not None)
     log(f"Answers: {len(verdicts)} judged in {time.perf_counter() - started:.1f} s (answers "
         f"{generated - started:.1f} s); {new_calls} new judge call{'s' if new_calls != 1 else ''}", quiet)
@@ -226,6 +358,8 @@ def render_answers(section: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {'no answer:':<{LABEL_WIDTH}}{qid} ({why})")
     for qid, why in sorted(unjudged_questions(section).items()):
         lines.append(f"  {'not judged:':<{LABEL_WIDTH}}{qid} ({why})")
+    if section.get("calibration"):
+        lines += render_calibration(section["calibration"])
     for stage, cost in section["cost"].items():
         if cost["replies"]:
             tokens = (f"{cost['prompt_tokens']:,} prompt + {cost['completion_tokens']:,} completion tokens"

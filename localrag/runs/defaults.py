@@ -193,6 +193,9 @@ class CommandLine:
     answer_model: str | None
     answer_k: int | None
     answer_judge: str | None
+    label_sample: int | None
+    label_out: str
+    answer_labels: str | None
     # goldset tools
     lint: bool
     generate: int | None

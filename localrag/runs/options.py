@@ -78,7 +78,8 @@ def check_ranges(command: CommandLine) -> None:
             raise EvalError(f"{flag} must be 0 or more, got {value}")
     # Checked before any index is opened: beir_data and retrieval_metrics would raise a bare ValueError later.
     for flag, value in (("--max-queries", command.max_queries), ("--max-corpus-docs", command.max_corpus_docs),
-                        ("--judge-k", command.judge_k), ("--answer-k", command.answer_k), ("--resamples", command.resamples),
+                        ("--judge-k", command.judge_k), ("--answer-k", command.answer_k),
+                        ("--label-sample", command.label_sample), ("--resamples", command.resamples),
                         ("--diagnostic-depth", command.diagnostic_depth), ("--rrf-k", command.rrf_k),
                         ("--ivf-min-chunks", command.ivf_min_chunks),
                         ("--query-cache-entries", command.query_cache_entries)):
@@ -143,6 +144,10 @@ def check_model_flags(options: EvalOptions) -> None:
             raise EvalError("--judge works on a goldset evaluation of one configuration; drop "
                             "--dataset/--ablation/--sweep")
         llm.check_environment(os.environ, "--judge")
+    if (options.label_sample or options.answer_labels) and not (options.answers or options.answer_model):
+        flag = "--label-sample" if options.label_sample else "--answer-labels"
+        raise EvalError(f"{flag} works on judged answers: give --answers FILE or --answer-model MODEL, and "
+                        f"--answer-judge MODEL")
     if options.answers or options.answer_model:
         if options.dataset or options.ablation or options.sweep_axes:
             raise EvalError("--answers and --answer-model work on a goldset evaluation of one configuration; drop "
