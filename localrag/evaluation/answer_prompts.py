@@ -17,12 +17,10 @@ then unjudged, never a silent 0 or 1).
 """
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from localrag.models.llm import UnreadableReply, collapse_whitespace
+from localrag.models.llm import UnreadableReply, collapse_whitespace, first_json_object
 
 PROMPT_VERSION = 1  # of every template below; part of each prompt, so of its cache key
 REFUSAL = "I cannot answer this from the given passages."  # the answer prompt's fixed refusal
@@ -121,18 +119,8 @@ def citation_prompt(sentence: str, cited: Sequence[PromptPassage]) -> str:
 # -- reading replies ----------------------------------------------------------------------------------------------
 
 def json_object_with(text: str, key: str) -> dict[str, Any]:
-    """The first JSON object in `text` that has `key` (prose and code fences around it are fine);
-    UnreadableReply when there is none."""
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        if isinstance(value, dict) and key in value:
-            return value
-    shown = collapse_whitespace(text)
-    raise UnreadableReply(f"no JSON object with {key!r} in the reply: {shown[:117] + '…' if len(shown) > 120 else shown!r}")
+    """The first JSON object in `text` that has `key` (llm.first_json_object); UnreadableReply when none has."""
+    return first_json_object(text, (key,))
 
 
 def _flag(value: Any, what: str) -> bool:

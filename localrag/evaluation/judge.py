@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from localrag.models.llm import (CachedChat, CallLimitReached, ChatStopped, Limits, Progress, Retrying, Server,
-                                 UnreadableReply, cache_key, collapse_whitespace, open_cache, reply_text)
+                                 UnreadableReply, cache_key, collapse_whitespace, first_json_object, open_cache,
+                                 reply_text)
 
 # Passages shown to the judge per question (the first k retrieved).
 JUDGE_K = 5
@@ -224,18 +225,7 @@ def build_prompt(
 
 def find_verdict_object(text: str) -> dict[str, Any]:
     """The first JSON object in `text` with an answer key; prose and fences around it are fine."""
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        if isinstance(value, dict) and any(key in value for key in ANSWER_KEYS):
-            return value
-    raise UnreadableReply(
-        f"no JSON object with {ANSWER_KEYS[0]!r} in the reply: "
-        f"{cut(collapse_whitespace(text), 120)!r}"
-    )
+    return first_json_object(text, ANSWER_KEYS)
 
 
 def passage_number(value: Any) -> int:

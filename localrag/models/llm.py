@@ -21,7 +21,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,6 +193,22 @@ def reply_text(content: Any) -> str:
 
 
 # -- cache --------------------------------------------------------------------------------
+
+
+def first_json_object(text: str, keys: Sequence[str]) -> dict[str, Any]:
+    """The first JSON object in a reply that has one of `keys` (prose and code fences around it are fine, as small
+    models write them); UnreadableReply naming the first key and the reply's start when there is none."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict) and any(key in value for key in keys):
+            return value
+    shown = collapse_whitespace(text)
+    shown = shown if len(shown) <= 120 else shown[:119].rstrip() + "…"
+    raise UnreadableReply(f"no JSON object with {keys[0]!r} in the reply: {shown!r}")
 
 
 def cache_key(model: str, prompt: str) -> str:
