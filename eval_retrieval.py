@@ -345,6 +345,10 @@ def run_compare(reports: Sequence[str], intersect: bool, resamples: int) -> int:
     compare = ev.compare_results(old, new, intersect, display_path(old_path), resamples=resamples)
     print(f"{display_path(new_path)} vs. {display_path(old_path)}")
     print("\n".join(eval_report.render_compare(compare)))
+    if old.answers and new.answers:
+        from localrag.runs.answering import compare_answers
+
+        print("\n" + "\n".join(compare_answers(old.answers, new.answers, resamples)))
     return 0
 
 

@@ -167,3 +167,27 @@ def test_a_label_sample_is_drawn_labelled_and_read_back_with_kappa_and_ppi(argv,
     run(capsys, *argv, "--answer-judge", "stub-model", "--answer-labels", labels)
     assert ("  warning: the labelled questions are not the sample --label-sample 1 draws with seed 0; the PPI++ "
             "interval assumes a uniform random sample") in section(tmp_path / "r.txt")
+
+
+def test_compare_gives_paired_answer_differences_and_the_questions_that_changed(argv, tmp_path, capsys,
+                                                                                monkeypatch):
+    for name, first in (("old", JUDGED[0]), ("new", '{"verdict": "incorrect", "reason": "other figure"}')):
+        with OpenAIStub() as stub:
+            for reply in [first, *JUDGED[1:]]:
+                stub.add_content(reply)
+            monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+            cache = tmp_path / f"{name}-cache.json"
+            assert run(capsys, *argv, "--answer-judge", "stub-model", "--judge-cache", cache,
+                       "--report", tmp_path / f"{name}.txt")[0] == 0
+    code, out, err = run(capsys, "--compare", tmp_path / "old.json", tmp_path / "new.json")
+    assert (code, err) == (0, "")
+    vega = [q["query_id"] for q in json.loads((tmp_path / "new.json").read_text(encoding="utf-8"))["answers"][
+        "questions"] if q["answer"].startswith("Vega")][0]
+    answers = out[out.index("Answers compared"):].splitlines()
+    assert answers[0] == ("Answers compared (paired randomization test over the questions judged in both, 10,000 "
+                          "resamples; Holm over 3 metrics)")
+    # One of two answers went from correct to not: -0.5, and two questions cannot show it (p = 1, as the sign-flip
+    # test of one non-zero difference gives).
+    assert answers[1] == ("  correct:              0.500 -> 0.000  -0.500 [-1.000, +1.000]  p 1.000 (Holm 1.000)  "
+                          "no detectable difference at this goldset size  (2 questions)")
+    assert answers[-1] == f"  changed:              {vega} correct -> not correct"

@@ -367,3 +367,55 @@ def render_answers(section: Mapping[str, Any]) -> list[str]:
                          else ""))
             lines.append(f"  {'cost, ' + stage + ':':<{LABEL_WIDTH}}{cost['replies']} replies, {tokens}")
     return lines
+
+
+# -- comparing the answers of two reports ------------------------------------------------------------------------
+
+ANSWER_METRICS = (("correct", "correct"), ("figures", "figures stated"), ("faithful", "faithful"),
+                  ("cites_gold", "cites a gold page"))
+
+
+def answer_scores(section: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """metric -> query id -> 1.0 / 0.0 of a report's Answers section, for the questions judged on that metric."""
+    scores: dict[str, dict[str, float]] = {name: {} for name, _ in ANSWER_METRICS}
+    for row in section["questions"]:
+        qid = row["query_id"]
+        if row["correctness"] is not None:
+            scores["correct"][qid] = float(row["correctness"] == "correct")
+        if row["figures"]:
+            scores["figures"][qid] = float(not row["figures"]["missing"])
+        if row["supported"] is not None:
+            scores["faithful"][qid] = float(all(row["supported"]))
+        if row["citations"]:
+            scores["cites_gold"][qid] = float(row["citations"]["cites_gold"])
+    return scores
+
+
+def compare_answers(old: Mapping[str, Any], new: Mapping[str, Any], resamples: int) -> list[str]:
+    """The paired comparison of two reports' answer metrics over the questions judged in both (one family, Holm),
+    with the questions whose correctness changed."""
+    from localrag.evaluation import stats
+
+    old_scores, new_scores = answer_scores(old), answer_scores(new)
+    pairs = {}
+    for name, _ in ANSWER_METRICS:
+        common = sorted(set(old_scores[name]) & set(new_scores[name]))
+        if common:
+            pairs[name] = ({q: old_scores[name][q] for q in common}, {q: new_scores[name][q] for q in common})
+    lines = [f"Answers compared (paired randomization test over the questions judged in both, {resamples:,} "
+             f"resamples; Holm over {len(pairs)} metric{'s' if len(pairs) != 1 else ''})"]
+    if not pairs:
+        return lines + ["  no question was judged in both reports"]
+    compared = stats.compare_family(pairs, resamples=resamples)
+    labels = dict(ANSWER_METRICS)
+    for name, result in compared.items():
+        low, high = result.ci
+        lines.append(f"  {labels[name] + ':':<{LABEL_WIDTH}}{result.old_mean:.3f} -> {result.new_mean:.3f}  "
+                     f"{result.diff:+.3f} [{low:+.3f}, {high:+.3f}]  p {result.p_value:.3f} (Holm "
+                     f"{result.p_adjusted:.3f})  {result.verdict}  ({result.n} questions)")
+    if "correct" in pairs:
+        old_correct, new_correct = pairs["correct"]
+        for qid in sorted(q for q in old_correct if old_correct[q] != new_correct[q]):
+            change = "not correct -> correct" if new_correct[qid] else "correct -> not correct"
+            lines.append(f"  {'changed:':<{LABEL_WIDTH}}{qid} {change}")
+    return lines
