@@ -70,6 +70,13 @@ def test_answers_judged_cited_and_costed_then_a_cached_rerun_asks_nothing(argv, 
     data = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["answers"]
     assert [(q["correctness"], q["faithfulness_status"], q["citation_status"]) for q in data["questions"]] == [
         ("correct", "ok", "ok"), ("refused", "refused", "no passages")]
+    details = (tmp_path / "r.details.md").read_text(encoding="utf-8")
+    vega = data["questions"][0]["query_id"]
+    assert details[details.index("## Answers"):].splitlines()[4:12] == [
+        f"### {vega}: {VEGA}", "", "> Vega measures the sensitivity to volatility [options.pdf, p. 1].", "",
+        "- correctness: correct (same)", "- faithfulness: 1 of 1 sentences supported (+)",
+        "- citations: 1 parsed, 1 of passages it was given, 0 of others, 0 unparsed; gold page cited: yes",
+        "- ALCE: 1 of 1 cited sentences supported by their citations, 1 of 1 citations needed"]
     before = (tmp_path / "r.txt").read_text(encoding="utf-8")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")  # no server: all cached
     code, _, err = run(capsys, *argv, "--answer-judge", "stub-model")
