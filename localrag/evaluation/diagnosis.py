@@ -362,7 +362,7 @@ def render_details(result: EvalResult, report: str) -> str:
     for q in rows:
         lines += render_question_block(q, result.stage_k, tolerance=tolerance)
     if result.answers:
-        from localrag.evaluation.answer_judge import render_answer_details
+        from localrag.evaluation.answer_details import render_answer_details
 
         lines += render_answer_details(result.answers, {q.query_id: q.question for q in result.per_query})
     return "\n".join(lines).rstrip() + "\n"
