@@ -112,7 +112,7 @@ def test_cached_chat_asks_once_caches_with_meta_and_sends_our_settings(stub, tmp
     # Our prompt, our model, temperature 0 and the placeholder key (only OPENAI_BASE_URL is set).
     assert [r.prompt() for r in stub.requests] == ["Write two questions."] * 2
     assert {r.body["model"] for r in stub.requests} == {"gen"}
-    assert stub.requests[-1].body["temperature"] == 0
+    assert stub.requests[-1].body["temperature"] == 0 and stub.requests[-1].body["seed"] == llm.SEED == 0
     assert stub.requests[-1].headers["authorization"] == f"Bearer {llm.PLACEHOLDER_API_KEY}"
 
 

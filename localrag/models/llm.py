@@ -39,6 +39,7 @@ MAX_BACKOFF_SECONDS = 60.0
 TIMEOUT_SECONDS = 180.0
 # Sampling temperature: 0 makes replies as repeatable as the server allows.
 TEMPERATURE = 0.0
+SEED = 0  # sent with every request: servers that honour it sample the same reply for the same prompt
 # Key sent when only OPENAI_BASE_URL is set: local servers ignore it, the client needs one.
 PLACEHOLDER_API_KEY = "local-server-needs-no-key"
 # HTTP statuses worth retrying besides every 5xx (the same set the openai SDK retries).
@@ -108,6 +109,7 @@ def make_chat(
         timeout=TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
         max_retries=0,
         temperature=TEMPERATURE,
+        seed=SEED,
     )
 
 
