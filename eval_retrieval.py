@@ -77,6 +77,7 @@ def eval_defaults() -> EvalDefaults:
     return EvalDefaults(
         goldset=GOLDSET_PATH, goldset_template=GOLDSET_TEMPLATE_PATH, report=REPORT_PATH,
         ablation_report=ABLATION_REPORT_PATH, sweep_report=SWEEP_REPORT_PATH, runs_dir=RUNS_DIR,
+        label_sample=LABEL_SAMPLE_PATH,
         compare_path=COMPARE_PATH, dataset_report_dir=DATASET_REPORT_DIR, goldset_report_suffix=GOLDSET_REPORT_SUFFIX,
         index=VECTORSTORE_PATH, docs=lr.DOCS_PATH, chroma_url=lr.CHROMA_URL,
         judge_cache=JUDGE_CACHE_PATH, dataset_cache=DATASET_CACHE, k_values=K_VALUES,
@@ -249,10 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     ans.add_argument("--answer-k", type=int, default=None,
                      help="passages an --answer-model answer is given (default: RETRIEVAL_K in local_rag.py)")
     ans.add_argument("--label-sample", type=int, default=None, metavar="N",
-                     help="write N judged answers, drawn uniformly at random with --seed, to --label-out for a "
-                          "person to label (default: none)")
-    ans.add_argument("--label-out", default=LABEL_SAMPLE_PATH, metavar="FILE",
-                     help="where --label-sample writes; an existing file is never replaced")
+                     help=f"write N judged answers, drawn uniformly at random with --seed, to --out FILE ("
+                          f"{LABEL_SAMPLE_PATH} without it) for a person to label (default: none)")
     ans.add_argument("--answer-labels", default=None, metavar="FILE",
                      help="a labelled --label-sample file: the judge's agreement with people (Cohen's kappa) and "
                           "the PPI++ estimate of answer correctness in the Answers section (default: none)")
@@ -266,8 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "exit 1 when anything is wrong")
     gl.add_argument("--generate", type=int, default=None, metavar="N", help="write N questions sampled from the "
                                                                             "indexed chunks (default: off)")
-    gl.add_argument("--out", default=GENERATED_PATH, help="goldset written by --generate; an existing file is "
-                                                          "refused unless --force")
+    gl.add_argument("--out", default=None, help=f"the file --generate writes its goldset to (an existing one is refused "
+                                                f"unless --force), or --label-sample its answers to label (an existing "
+                                                f"one is never replaced) (default: {GENERATED_PATH} and "
+                                                f"{LABEL_SAMPLE_PATH})")
     gl.add_argument("--force", action="store_true", help="with --generate: replace an existing --out file")
     gl.add_argument("--llm", default=None, metavar="MODEL", help="with --generate: let MODEL (OpenAI-compatible) "
                                                                  "write one natural question per chunk, cached "
@@ -330,12 +331,13 @@ def run_generate(options: EvalOptions, held: contextlib.ExitStack) -> int:
     if o.generate < 1:
         raise EvalError(f"--generate needs a positive number of questions, got {o.generate}")
     # Checked before the index is synced and the model asked, which may take long.
-    check_output_paths([("--out", o.out)], input_paths(o), protected_folders(o))  # --force or not
-    gen.check_out_file(o.out, o.force)
+    out = o.out or GENERATED_PATH
+    check_output_paths([("--out", out)], input_paths(o), protected_folders(o))  # --force or not
+    gen.check_out_file(out, o.force)
     ask, stopped = (llm_questions.llm_question_asker(o.llm, o.judge_cache or JUDGE_CACHE_PATH, o.quiet)
                     if o.llm else (None, lambda: None))
     rag = open_pdf_index(o, held, requested_settings(o)).rag
-    return gen.generate_goldset(rag, o.generate, o.seed, o.out, ask, o.llm, stopped)
+    return gen.generate_goldset(rag, o.generate, o.seed, out, ask, o.llm, stopped)
 
 
 def run_compare(reports: Sequence[str], intersect: bool, resamples: int) -> int:

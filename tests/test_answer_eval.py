@@ -147,7 +147,7 @@ def test_a_label_sample_is_drawn_labelled_and_read_back_with_kappa_and_ppi(argv,
             stub.add_content(reply)
         monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
         labels = tmp_path / "labels.csv"
-        code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "1", "--label-out", labels)
+        code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "1", "--out", labels)
     assert code == 0
     assert err == (f"Label sample: 1 answer written to {labels}; fill its label column with 1 (correct) or 0, then "
                    f"rerun with --answer-labels {labels}\n")
@@ -157,9 +157,9 @@ def test_a_label_sample_is_drawn_labelled_and_read_back_with_kappa_and_ppi(argv,
     assert rows[0] == "query_id,question,reference,answer,judge,judge_reason,label" and len(rows) == 2
     assert rows[1].startswith(f"{drawn},") and rows[1].endswith(",")  # the label is the person's to fill
     # Never replaced: the person may have labelled it already.
-    code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "1", "--label-out", labels)
+    code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "1", "--out", labels)
     assert (code, err) == (2, f"error: --label-sample: {labels} exists (it may hold labels already); give another "
-                              f"--label-out FILE or move it away\n")
+                              f"--out FILE or move it away\n")
     labels.write_text(rows[0] + "\n" + rows[1] + "1\n", encoding="utf-8")
     code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--answer-labels", labels)
     assert (code, err) == (0, "")

@@ -70,8 +70,8 @@ def write_label_sample(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
     from localrag.files import write_text_atomic
 
     if Path(path).exists():
-        raise EvalError(f"--label-sample: {path} exists (it may hold labels already); give another --label-out "
-                        f"FILE or move it away")
+        raise EvalError(f"--label-sample: {path} exists (it may hold labels already); give another --out FILE "
+                        f"or move it away")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(LABEL_COLUMNS)
@@ -164,7 +164,8 @@ def answering_of(options: Any) -> Answering | None:
     return Answering(options.answers, options.answer_model, options.answer_judge or options.judge,
                      options.answer_k or options.defaults.retrieval_k,
                      str(options.judge_cache or options.defaults.judge_cache), options.judge_max_calls,
-                     label_sample=options.label_sample, label_out=options.label_out, labels=options.answer_labels,
+                     label_sample=options.label_sample, label_out=options.out or options.defaults.label_sample,
+                     labels=options.answer_labels,
                      seed=options.seed)
 
 

@@ -99,6 +99,7 @@ class EvalDefaults:
     ablation_report: str  # the --ablation table
     sweep_report: str  # the --sweep table
     runs_dir: str  # reports of the default goldset under other settings
+    label_sample: str  # where --label-sample writes its answers to label without --out
     compare_path: str  # the committed baseline's comparison with the report it replaced
     dataset_report_dir: str  # default reports of --dataset runs
     goldset_report_suffix: str  # another goldset's default report: <goldset name><suffix>.txt beside it
@@ -194,12 +195,11 @@ class CommandLine:
     answer_k: int | None
     answer_judge: str | None
     label_sample: int | None
-    label_out: str
     answer_labels: str | None
     # goldset tools
     lint: bool
     generate: int | None
-    out: str
+    out: str | None  # --generate's or --label-sample's file; None: each one's default
     force: bool
     llm: str | None
     # comparisons
