@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from localrag.errors import EvalError
-from localrag.goldset.format import normalize_question, query_id
+from localrag.goldset.format import jsonl_objects, normalize_question, query_id
 
 ID_KEYS = ("query_id", "question")  # how a line names its question, in the order they are tried
 ANSWER_KEY = "answer"
@@ -106,22 +106,10 @@ def answer_of(record: Mapping[str, Any], line: int, questions: Mapping[str, str]
 
 
 def records(text: str, jsonl: bool) -> tuple[list[tuple[int, dict]], list[str]]:
-    """(line, record) of every non-empty line of a JSONL text or row of a CSV text, and messages."""
+    """(line, record) of every object line of a JSONL text (goldset.format.jsonl_objects: blank and # lines
+    skipped) or row of a CSV text, and messages."""
     if jsonl:
-        out, messages = [], []
-        for line, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                item = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                messages.append(f"line {line}: not valid JSON ({exc.msg} at column {exc.colno}); line skipped")
-                continue
-            if not isinstance(item, dict):
-                messages.append(f"line {line}: expected a JSON object, got {type(item).__name__}; line skipped")
-                continue
-            out.append((line, item))
-        return out, messages
+        return jsonl_objects(text)
     first = text.splitlines()[0] if text.strip() else ""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=";" if first.count(";") > first.count(",") else ",")
     header = [name.strip().casefold() for name in next(reader, [])]

@@ -434,9 +434,10 @@ def _json_text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _read_jsonl_rows(text: str) -> tuple[list[_Row], list[str]]:
-    """Usable rows and messages from JSONL text (BOM already removed)."""
-    rows: list[_Row] = []
+def jsonl_objects(text: str) -> tuple[list[tuple[int, dict]], list[str]]:
+    """(line, object) of every JSON object line of a JSONL text (blank and ``#`` lines skipped), and a message
+    for each other line (not JSON, or JSON but no object), which is skipped."""
+    objects: list[tuple[int, dict]] = []
     messages: list[str] = []
     for line, raw_line in enumerate(io.StringIO(text, newline=""), start=1):
         if _is_skippable(raw_line):
@@ -449,6 +450,15 @@ def _read_jsonl_rows(text: str) -> tuple[list[_Row], list[str]]:
         if not isinstance(item, dict):
             messages.append(f"line {line}: expected a JSON object, got {type(item).__name__}; line skipped")
             continue
+        objects.append((line, item))
+    return objects, messages
+
+
+def _read_jsonl_rows(text: str) -> tuple[list[_Row], list[str]]:
+    """Usable rows and messages from JSONL text (BOM already removed)."""
+    rows: list[_Row] = []
+    found, messages = jsonl_objects(text)
+    for line, item in found:
         question = normalize_question(_json_text(item.get("question")))
         if not question:
             messages.append(f'line {line}: no "question"; line skipped')
