@@ -156,7 +156,8 @@ def test_a_label_sample_is_drawn_labelled_and_read_back_with_kappa_and_ppi(argv,
     rows = labels.read_text(encoding="utf-8").splitlines()
     assert rows[0] == "query_id,question,reference,answer,judge,judge_reason,label" and len(rows) == 2
     assert rows[1].startswith(f"{drawn},") and rows[1].endswith(",")  # the label is the person's to fill
-    # Never replaced: the person may have labelled it already.
+    # Never replaced: the person may have labelled it already. Refused before any retrieval or call (no server).
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
     code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "1", "--out", labels)
     assert (code, err) == (2, f"error: --label-sample: {labels} exists (it may hold labels already); give another "
                               f"--out FILE or move it away\n")
@@ -198,3 +199,18 @@ def test_compare_gives_paired_answer_differences_and_the_questions_that_changed(
     assert answers[1] == ("  correct:              0.500 -> 0.000  -0.500 [-1.000, +1.000]  p 1.000 (Holm 1.000)  "
                           "no detectable difference at this goldset size  (2 questions)")
     assert answers[-1] == f"  changed:              {vega} correct -> not correct"
+
+
+def test_a_label_sample_that_cannot_be_written_is_a_clear_error_and_the_reports_stay(argv, tmp_path, capsys,
+                                                                                   monkeypatch):
+    with OpenAIStub() as stub:
+        for reply in JUDGED:
+            stub.add_content(reply)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        (tmp_path / "a_file").write_text("x", encoding="utf-8")
+        blocked = tmp_path / "a_file" / "labels.csv"  # its folder is a file
+        code, out, err = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "1", "--out", blocked)
+    assert (code, out) == (2, "")
+    assert err == (f"error: --label-sample: cannot write {blocked} (File exists); nothing was written. The "
+                   f"answers and verdicts are cached: rerun with another --out FILE\n")
+    assert not (tmp_path / "r.txt").exists()

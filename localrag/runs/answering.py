@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from localrag.evaluation import answer_judge as aj
 from localrag.evaluation import answer_prompts as prompts
+from localrag.errors import EvalError
 from localrag.evaluation.answers import read_answers
 from localrag.evaluation.result import EvalResult
 from localrag.files import display_path
@@ -60,32 +61,41 @@ def draw_sample(query_ids: Sequence[str], n: int, seed: int) -> list[str]:
     return [qid for qid in query_ids if qid in chosen]
 
 
+def existing_label_file(path: str | Path) -> EvalError | None:
+    """The error for a --label-sample file that exists (a person may have labelled it), else None; asked before
+    any retrieval, and again before writing."""
+    if not Path(path).exists():
+        return None
+    return EvalError(f"--label-sample: {path} exists (it may hold labels already); give another --out FILE or "
+                     f"move it away")
+
+
 def write_label_sample(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
     """The drawn answers with the judge's verdict and an empty `label` column, for a person to fill with 1 or 0;
-    an existing file (perhaps labelled already) is never replaced."""
+    an existing file (perhaps labelled already) is never replaced. EvalError when it cannot be written."""
     import csv
     import io
 
-    from localrag.errors import EvalError
     from localrag.files import write_text_atomic
 
-    if Path(path).exists():
-        raise EvalError(f"--label-sample: {path} exists (it may hold labels already); give another --out FILE "
-                        f"or move it away")
+    if (error := existing_label_file(path)) is not None:
+        raise error
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(LABEL_COLUMNS)
     for row in rows:
         writer.writerow([row.get(column, "") for column in LABEL_COLUMNS])
-    write_text_atomic(path, buffer.getvalue())
+    try:
+        write_text_atomic(path, buffer.getvalue())
+    except OSError as exc:
+        raise EvalError(f"--label-sample: cannot write {path} ({exc.strerror or exc}); nothing was written. The "
+                        f"answers and verdicts are cached: rerun with another --out FILE") from None
 
 
 def read_labels(path: str) -> tuple[dict[str, bool], list[str]]:
     """query id -> a person's label (is the answer correct?) from a labels CSV (query_id and label columns), with
     messages about rows without a usable label (left out, never read as 0)."""
     import csv
-
-    from localrag.errors import EvalError
 
     try:
         text = Path(path).read_text(encoding="utf-8-sig")

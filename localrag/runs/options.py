@@ -19,6 +19,7 @@ from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.query import text_problem
 from localrag.runs.plan import apply_profile, check_sweep, warn_ineffective_settings
+from localrag.runs.answering import existing_label_file
 
 
 def parse_ks(text: str) -> list[int]:
@@ -152,6 +153,8 @@ def check_model_flags(options: EvalOptions) -> None:
         if options.dataset or options.ablation or options.sweep_axes:
             raise EvalError("--answers and --answer-model work on a goldset evaluation of one configuration; drop "
                             "--dataset/--ablation/--sweep")
+        if options.label_sample and (error := existing_label_file(options.out or options.defaults.label_sample)):
+            raise error  # before any retrieval or model call, which may take an hour with a local model
         if options.answers and options.answer_model:
             raise EvalError("--answers and --answer-model contradict each other: evaluate the answers of your chat "
                             "(--answers FILE) or generate them (--answer-model MODEL), not both")
