@@ -32,7 +32,7 @@ from localrag.runs.defaults import CommandLine, EvalDefaults, EvalOptions
 from localrag.runs.options import resolve
 from localrag.runs.rows import evaluate, goldset_scoring, print_outcome, print_summary
 from localrag.errors import EvalError
-from localrag.files import display_path, same_path
+from localrag.files import display_path, same_path, warnings_once, wrote_line
 from localrag.runs.outputs import QRELS_SUFFIX, check_output_paths, input_paths, load_json_report, protected_folders
 from localrag.evaluation.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.runs.indexes import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
                            f"reverse); without it such a run writes under {RUNS_DIR}/ and says why. A run of changed "
                            f"settings replaces it anyway; an incomplete judge section never does")
     gold.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
+    gold.add_argument("--output-dir", default=None, metavar="DIR",
+                      help=f"write every report this run writes by default (report, JSON, details, the comparison "
+                           f"file, ablation and sweep tables and their rows' reports, a dataset's and a suite's "
+                           f"reports) into DIR, created if missing, under its default name; a path given with "
+                           f"--report, --json, --markdown, ... stays as given, and {REPORT_PATH} is never replaced "
+                           f"(default: none: {REPORT_PATH}, {RUNS_DIR}/, ...)")
     gold.add_argument("--explain", default=None, metavar="QUESTION",
                       help="print, for one question of the goldset (its text or query id) or any other question, "
                            "where the expected location ranked at each stage and the passages retrieved; no "
@@ -325,8 +331,9 @@ def run_lint(options: EvalOptions, held: contextlib.ExitStack) -> int:
     return 1 if findings else 0
 
 
-def run_generate(options: EvalOptions, held: contextlib.ExitStack) -> int:
-    """Sample chunks from the index and write a goldset of generated questions; 1 if the model stopped early."""
+def run_generate(options: EvalOptions, held: contextlib.ExitStack, written: list[str]) -> int:
+    """Sample chunks from the index and write a goldset of generated questions (its path added to `written`); 1 if
+    the model stopped early."""
     o = options
     if o.generate < 1:
         raise EvalError(f"--generate needs a positive number of questions, got {o.generate}")
@@ -337,7 +344,11 @@ def run_generate(options: EvalOptions, held: contextlib.ExitStack) -> int:
     ask, stopped = (llm_questions.llm_question_asker(o.llm, o.judge_cache or JUDGE_CACHE_PATH, o.quiet)
                     if o.llm else (None, lambda: None))
     rag = open_pdf_index(o, held, requested_settings(o)).rag
-    return gen.generate_goldset(rag, o.generate, o.seed, out, ask, o.llm, stopped)
+    before = Path(out).stat().st_mtime_ns if Path(out).exists() else None
+    code = gen.generate_goldset(rag, o.generate, o.seed, out, ask, o.llm, stopped)
+    if Path(out).exists() and Path(out).stat().st_mtime_ns != before:
+        written.append(out)
+    return code
 
 
 def run_compare(reports: Sequence[str], intersect: bool, resamples: int) -> int:
@@ -381,18 +392,19 @@ def run_explain(options: EvalOptions, held: contextlib.ExitStack) -> int:
     return EXIT_OK
 
 
-def run_suite(options: EvalOptions) -> int:
-    """Every entry of the --suite file evaluated in this process, then the summary table; 1 if any failed."""
+def run_suite(options: EvalOptions, written: list[str]) -> int:
+    """Every entry of the --suite file evaluated in this process, then the summary table (--output-dir, else
+    SUITE_OUTPUT_DIR); 1 if any failed. Every file written is added to `written`."""
     return eval_suite.run_suite(options.suite, options.output_name,
-                                lambda entry, report: run_suite_entry(entry, report, options),
-                                output_dir=SUITE_OUTPUT_DIR)
+                                lambda entry, report: run_suite_entry(entry, report, options, written),
+                                output_dir=options.output_dir or SUITE_OUTPUT_DIR, written=written)
 
 
-def run_suite_entry(entry: Mapping[str, Any], report: Path,
-                    suite: CommandLine) -> EvalResult | list[EvalResult] | None:
+def run_suite_entry(entry: Mapping[str, Any], report: Path, suite: CommandLine,
+                    written: list[str]) -> EvalResult | list[EvalResult] | None:
     """One suite entry: its options read as on the command line (plus --quiet, --rebuild and --no-sync of the
-    suite's command line), reports at `report`: its result, a sweep's results (one per row), or None, with the
-    reason on stderr, when it evaluated nothing."""
+    suite's command line), reports at `report` (added to `written`): its result, a sweep's results (one per row),
+    or None, with the reason on stderr, when it evaluated nothing."""
     try:
         command = parse(option_flags(entry))
     except SystemExit:  # argparse printed why (an unknown key, a bad value); the other entries still run
@@ -403,6 +415,7 @@ def run_suite_entry(entry: Mapping[str, Any], report: Path,
     outcome, _ = guarded(command, evaluate)
     if outcome is None:
         return None
+    written += outcome.written
     if command.sweep:  # the table was printed
         return outcome.results
     print_outcome(outcome, command.quiet)
@@ -415,20 +428,25 @@ def option_flags(options: Mapping[str, Any]) -> list[str]:
     return eval_suite.option_flags(options, repeatable)
 
 
-def run_command(options: EvalOptions, held: contextlib.ExitStack) -> int:
+def run_command(options: EvalOptions, held: contextlib.ExitStack, written: list[str]) -> int:
     """Run what the resolved options ask for: a tool (compare, suite, lint, generate, explain), else the
-    evaluation (plan, open and sync, retrieve and score, write, gate); the exit code. Index locks go on `held`."""
+    evaluation (plan, open and sync, retrieve and score, write, gate); the exit code. Index locks go on `held`,
+    every file written on `written`."""
     o = options
     if not (o.compare or o.suite or o.dataset):  # those read only the files given
         check_project_folder(o.goldset, o.index, o.docs, o.chroma_url)
     tools: tuple[tuple[Any, Callable[[], int]], ...] = (
-        (o.compare, lambda: run_compare(o.compare, o.intersect, o.resamples)), (o.suite, lambda: run_suite(o)),
-        (o.lint, lambda: run_lint(o, held)), (o.generate is not None, lambda: run_generate(o, held)),
+        (o.compare, lambda: run_compare(o.compare, o.intersect, o.resamples)), (o.suite, lambda: run_suite(o, written)),
+        (o.lint, lambda: run_lint(o, held)), (o.generate is not None, lambda: run_generate(o, held, written)),
         (o.explain is not None, lambda: run_explain(o, held)))
     for asked, tool in tools:
         if asked:
             return tool()
     outcome = evaluate(o, held)
+    written += outcome.written
+    label_file = o.out or o.defaults.label_sample
+    if o.label_sample and Path(label_file).exists():  # refused before the run when it existed: written now
+        written.append(label_file)
     if len(outcome.results) == 1 and not o.sweep_axes:  # an ablation or a sweep printed its table
         print_summary(outcome, o.quiet)
     return outcome.results[0].status.exit_code
@@ -460,7 +478,15 @@ def guarded(command: CommandLine, run: Callable[[EvalOptions, contextlib.ExitSta
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    code, failure = guarded(parse(argv), run_command)
+    """Run the command line; the last line on stdout of a run that writes files (an evaluation, a suite,
+    --generate) names every file it wrote, also under --quiet (a result, not progress), or says it wrote none; one
+    stopped by an error says so only when it had written a file. --compare, --lint and --explain only print."""
+    command, written = parse(argv), []
+    with warnings_once():  # a warning of every index or suite entry is said once
+        code, failure = guarded(command, lambda options, held: run_command(options, held, written))
+    prints_only = command.compare or command.lint or command.explain is not None
+    if (code is not None and not prints_only) or written:
+        print(wrote_line(written), flush=True)
     return failure if code is None else code
 
 

@@ -7,13 +7,15 @@ temp file is removed and the old file stays as it was.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any, Callable, Iterator, Sequence
 
 
 def current_umask() -> int:
@@ -127,8 +129,38 @@ def same_path(a: str | Path, b: str | Path) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
+def wrote_line(paths: Sequence[str | Path]) -> str:
+    """The last line of a run on stdout: every file it wrote, in the order given, each once, as messages show
+    paths ('Wrote eval/baseline.txt, eval/baseline.json'); 'Wrote no file' when there is none. Every writer of a
+    run adds its paths to one list and the script renders it here, so a new output joins by being added."""
+    shown = list(dict.fromkeys(display_path(path) for path in paths))
+    return "Wrote " + (", ".join(shown) if shown else "no file")
+
+
+# The warnings shown in the run now (`warnings_once`), None outside one.
+_shown_warnings: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("shown_warnings", default=None)
+
+
+@contextlib.contextmanager
+def warnings_once() -> Iterator[None]:
+    """One run of a command: within it a warning (a `log` message starting "warning: ") of the same text is shown
+    once, e.g. the reranker that is off on every index of a sweep or every entry of a suite."""
+    token = _shown_warnings.set(set())
+    try:
+        yield
+    finally:
+        _shown_warnings.reset(token)
+
+
 def log(message: str, quiet: bool = False) -> None:
     """A note for the user on stderr, unless `quiet`: what the index's parts say while they work (waiting for a
-    lock, rebuilding, skipping a file), and the evaluation's progress."""
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
+    lock, rebuilding, skipping a file), and the evaluation's progress. Within `warnings_once` a warning already
+    shown is not shown again."""
+    if quiet:
+        return
+    shown = _shown_warnings.get()
+    if shown is not None and message.startswith("warning: "):
+        if message in shown:
+            return
+        shown.add(message)
+    print(message, file=sys.stderr, flush=True)

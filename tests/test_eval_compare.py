@@ -323,7 +323,10 @@ def test_ablation_without_reranker(tiny_index, gold, tmp_path, capsys, monkeypat
                          tmp_path / "abl.md")
     assert code == 1  # scans.pdf is not in the index: degraded
     text = report.read_text(encoding="utf-8")
-    assert out == text  # the table is printed as written
+    # The table as written, then every file written: the table, the Markdown table, each row's three files.
+    assert out == text + "Wrote abl.txt, abl.md, " + ", ".join(
+        f"abl-{name}{ext}" for name in ("dense", "bm25", "hybrid", "union")
+        for ext in (".txt", ".json", ".details.md")) + "\n"
     lines = text.splitlines()
     assert lines[1] == "Status: exit 1, evaluated but the run is degraded"
     assert lines[1] in err

@@ -311,7 +311,7 @@ def test_sample_keeps_gold_documents(dataset, tmp_path, capsys, monkeypatch):
     code, out, _ = run(capsys, "--dataset", folder, "--max-queries", "2", "--max-corpus-docs", "4", "--k", "1,3",
                        "--quiet", "--no-compare", "--report", tmp_path / "sample.txt")
     assert code == 1  # degraded, as every run of this dataset (its broken lines)
-    assert out.endswith("(2 questions)\n")
+    assert out.endswith(f"(2 questions)\nWrote {tmp_path}/sample.txt, {tmp_path}/sample.json\n")
     # Seed 0 orders the 6 queries with a relevant document as q4, q1, q5, q7, q3, q2 (q6 has none): the sample
     # is q1 and q4, whose relevant documents doc1 and doc6 are both kept; the other 2 of the 4 documents are
     # seeded distractors (doc2, which q1 judged not relevant, and doc3).

@@ -79,7 +79,8 @@ def status_lines(report: Path) -> list[str]:
 def test_every_goldset_file_missing_from_the_index_exits_1(evaluate, tmp_path):
     code, out, err = evaluate("question,expected_source\nWhat is vega?,Greeks.pdf\nWhat is theta?,Theta.pdf\n",
                               "--report", tmp_path / "r.txt")
-    assert (code, out) == (1, "hybrid: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (2 questions)\n")
+    assert (code, out) == (1, "hybrid: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (2 questions)\n"
+                              f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n")
     status = [
         "Status: exit 1, evaluated but the run is degraded",
         "  degraded: 2 expected files not in the index (Greeks.pdf, Theta.pdf): their questions count as misses; "
@@ -191,7 +192,8 @@ def test_fail_on_regression_fails_on_a_significant_drop(evaluate, tmp_path):
     assert code == 1
     # Every run says its verdict on stdout: the comparison, then the metrics line.
     assert out.startswith(f"Compared to previous report {report.with_suffix('.json')} (8 common questions)\n")
-    assert out.endswith("\nbm25: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (8 questions)\n")
+    assert out.endswith("\nbm25: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (8 questions)\n"
+                        f"Wrote {report}, {report.with_suffix('.json')}, {tmp_path}/r.details.md\n")
     assert "  Hit@5       1.000  0.000  -1.000  [-1.000, -1.000]    0.008   0.031  worse" in out.splitlines()
     lines = status_lines(report)
     assert lines[0] == "Status: exit 1, evaluated but a gate failed"
@@ -252,7 +254,7 @@ def test_generate_refuses_an_existing_out_unless_forced(tiny_index, tmp_path, ca
     assert err == f"error: --out {kept} already exists; pass --force to replace it, or choose another --out\n"
     assert kept.read_text(encoding="utf-8") == CLEAN
     code, out, _ = run(capsys, *argv, "--force")
-    assert code == 0 and out.endswith(f" to {kept}\n")  # the path as given, not the bare file name
+    assert code == 0 and out.endswith(f" to {kept}\nWrote {kept}\n")  # the path as given, not the bare file name
     assert kept.read_text(encoding="utf-8") != CLEAN
 
 
@@ -282,10 +284,10 @@ def test_another_goldset_reports_beside_itself_and_leaves_the_baseline_alone(tin
     baseline = write(tmp_path / "eval" / "baseline.json", '{"kept": true}')
     write(tmp_path / "eval" / "baseline.txt", "kept")
     write(tmp_path / "sets" / "mine.csv", CLEAN)
-    code, _, err = run(capsys, "--goldset", "sets/mine.csv", "--docs", docs, "--index", index)
+    code, out, err = run(capsys, "--goldset", "sets/mine.csv", "--docs", docs, "--index", index)
     assert code == 0
     # Paths inside the working folder are shown relative to it, never as a bare file name.
-    assert "Report written to sets/mine.report.txt and sets/mine.report.json\n" in err
+    assert out.endswith("\nWrote sets/mine.report.txt, sets/mine.report.json, sets/mine.report.details.md\n")
     assert (tmp_path / "sets" / "mine.report.txt").exists()
     # The default goldset on another index is not the committed baseline's run either.
     write(tmp_path / "eval" / "goldset.csv", CLEAN)
@@ -341,7 +343,8 @@ def test_pages_ranges_and_page_words_are_read_bad_pages_are_left_out(evaluate, t
             "Which page has no text layer?;scan.pdf;-3\n"                                 # line 7: left out
             "What does the scanned appendix contain?;scan.pdf;zwei\n")                    # line 8: left out
     code, out, _ = evaluate(gold, "--report", tmp_path / "r.txt", "--page-tolerance", "0", "--no-compare")
-    assert (code, out) == (1, "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n")
+    assert (code, out) == (1, "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n"
+                              f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n")
     text = (tmp_path / "r.txt").read_text(encoding="utf-8")
     lines = text.splitlines()
     assert lines[1:3] == ["Status: exit 1, evaluated but the run is degraded",
@@ -400,7 +403,9 @@ def test_the_baseline_is_the_default_run_s_and_carries_no_comparison(tiny_index,
     # An everyday ablation writes beside it, under a name that says its settings, and compares with it.
     before = baseline.read_bytes(), baseline.with_suffix(".json").read_bytes()
     code, out, err = run(capsys, "--mode", "dense")
-    assert code == 0 and "Report written to eval/runs/baseline.mode-dense.txt" in err
+    assert code == 0 and out.splitlines()[-1] == ("Wrote eval/runs/baseline.mode-dense.txt, "
+                                                  "eval/runs/baseline.mode-dense.json, "
+                                                  "eval/runs/baseline.mode-dense.details.md")
     ablation = (tmp_path / "eval" / "runs" / "baseline.mode-dense.txt").read_text(encoding="utf-8")
     assert "Compared to report eval/baseline.json (3 common questions)" in ablation
     assert (baseline.read_bytes(), baseline.with_suffix(".json").read_bytes()) == before

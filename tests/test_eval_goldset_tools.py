@@ -219,6 +219,7 @@ def test_generate_is_seeded_and_reproducible(gen_index, tmp_path, capsys):
         "questions per language: de 1, en 2",
         "rejected by the gates: none",
         f"Wrote 3 questions to {er.display_path(first)}",
+        f"Wrote {er.display_path(first)}",
     ]
     lines = first.read_text(encoding="utf-8").splitlines()
     assert lines[0] == HEADER
@@ -371,12 +372,13 @@ def test_llm_questions_are_cached_and_rerun_without_requests(gen_index, tmp_path
                                                 "--judge-cache", cache)[2:], "--generate", 4)
         assert len(stub.requests) == 1 and "Rho is the sensitivity" in stub.requests[0].prompt()
     assert code == 1
-    assert text.splitlines()[-4:] == [
+    assert text.splitlines()[-5:] == [
         "rejected by the gates: none",
         "model: asked 6, questions 3, declined 1, unusable replies 2",
         "note: 1 question short: the remaining chunks gave no question that passed the gates (see the "
         "per-document table)",
         f"Wrote 3 questions to {er.display_path(more)}",
+        f"Wrote {er.display_path(more)}",
     ]
     assert err.count("warning: question generation stopped: ") == 1
     assert "error: the model stopped before the goldset was complete: " in err

@@ -102,6 +102,11 @@ def without_generated(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.startswith("Generated: ")]
 
 
+def wrote(folder: Path, name: str = "report") -> str:
+    """The last line on stdout of a goldset run whose report is `folder`/`name`.txt with a details file."""
+    return f"Wrote {folder}/{name}.txt, {folder}/{name}.json, {folder}/{name}.details.md\n"
+
+
 @pytest.fixture
 def gold_args(tiny_index, tmp_path):
     """CLI arguments for the tiny corpus with reports in tmp_path; call with the goldset text and extra flags."""
@@ -127,7 +132,7 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
     # vega 1 (Greeks.pdf is not indexed, the alternative options.pdf page 2 matches options p0 at ±1);
     # "no text layer" 1 (scan p0 is within 1 of the image-only page 2); scans.pdf: never. Page 3 of a 1-page
     # file is left out of the metrics. Hit@k = 6/7 = 0.857 for every k; MRR = (6 * 1/1) / 7 = 0.857.
-    assert out == "hybrid: Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, MRR 0.857 (7 questions)\n"
+    assert out == "hybrid: Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, MRR 0.857 (7 questions)\n" + wrote(tmp_path)
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert report.splitlines()[1:5] == [
         "Status: exit 1, evaluated but the run is degraded",
@@ -229,7 +234,7 @@ def test_tolerance_zero_moves_ranks(gold_args, tmp_path, capsys):
     # ±0 pages: volatility needs options p1 -> rank 2; vega needs options p1 -> rank 3 (after options p0 and
     # weather p0); "no text layer" needs scan p1, which has no chunk -> never. Hit@5 = 5/7 = 0.714;
     # MRR = (1/2 + 1 + 1 + 1 + 1/3) / 7 = 3.8333 / 7 = 0.548.
-    assert out == "hybrid: Hit@5 0.714, Hit@10 0.714, Hit@20 0.714, MRR 0.548 (7 questions)\n"
+    assert out == "hybrid: Hit@5 0.714, Hit@10 0.714, Hit@20 0.714, MRR 0.548 (7 questions)\n" + wrote(tmp_path)
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert block(report, "Per question") == [
         "Per question (7, sorted by rank, then question)",
@@ -266,7 +271,7 @@ def test_shallow_depth_gives_wrong_page_hint(gold_args, tmp_path, capsys):
     assert code == 1
     # Depth 2 (--k sorted to 1,2): volatility rank 2; vega's options p1 sits at rank 3, beyond the depth.
     # Hit@1 = 3/7 = 0.429, Hit@2 = 4/7 = 0.571, MRR = (1 + 1 + 1 + 1/2) / 7 = 0.500 (MRR over 2).
-    assert out == "hybrid: Hit@1 0.429, Hit@2 0.571, MRR 0.500 (7 questions)\n"
+    assert out == "hybrid: Hit@1 0.429, Hit@2 0.571, MRR 0.500 (7 questions)\n" + wrote(tmp_path)
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert "MRR over the first 2.)" in report
     lines = block(report, "Never found")
@@ -286,7 +291,7 @@ def test_german_goldset_semicolon_bm25_per_corpus(gold_args, tmp_path, capsys):
     # widened to any page of options.pdf); crops expects options.pdf p. 1 -> options p0 at rank 2 behind
     # weather p0; vega expects weather.pdf, but BM25 returns only options p0 -> never.
     # Hit@5 = 2/3; MRR = (1 + 1/2 + 0) / 3 = 0.500.
-    assert out == "bm25: Hit@5 0.667, Hit@10 0.667, Hit@20 0.667, MRR 0.500 (3 questions)\n"
+    assert out == "bm25: Hit@5 0.667, Hit@10 0.667, Hit@20 0.667, MRR 0.500 (3 questions)\n" + wrote(tmp_path)
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert block(report, "Left out of the metrics") == [
         "Left out of the metrics (1; not counted in any average)",
@@ -704,7 +709,7 @@ def test_no_sync_on_stale_index_warns(tiny_index, tmp_path, capsys):
     report = (tmp_path / "r.txt").read_text(encoding="utf-8")
     assert f"  {warning}" in block(report, "Notes")
     # Not synced: weather.pdf is still in the index, so the crops question is still found at rank 1.
-    assert out == "hybrid: Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, MRR 0.857 (7 questions)\n"
+    assert out == "hybrid: Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, MRR 0.857 (7 questions)\n" + wrote(tmp_path, "r")
 
 
 def test_run_file_and_qrels_file_usage_errors(gold_args, tmp_path, capsys):
@@ -816,11 +821,13 @@ def test_judge_section_and_cache(judge_args, tmp_path, capsys, monkeypatch):
     ]
     lines = report.splitlines()
     start = lines.index("  per question: first answering passage (judge), first page-matching rank (page)")
-    assert lines[start + 1:start + 4] == [
-        f"  {ids[0]}  judge  1  page  1  How sensitive is the option value to volatility? | Passage 1 defines vega.",
+    # Each question whole, its line wrapped at 100 characters under the question's column.
+    assert lines[start + 1:start + 6] == [
+        f"  {ids[0]}  judge  1  page  1  How sensitive is the option value to volatility? | Passage 1",
+        f"{' ' * 33}defines vega.",
         f"  {ids[1]}  judge  –  page  1  How do crops react to rainfall? | No passage says how crops react.",
-        f"  {ids[2]}  judge  2  page  1  Wie reagiert die Familie auf Gregor Samsa? | Passage 2 describes the "
-        f"family.",
+        f"  {ids[2]}  judge  2  page  1  Wie reagiert die Familie auf Gregor Samsa? | Passage 2 describes",
+        f"{' ' * 33}the family.",
     ]
     assert "  LLM judge:          stub-model, first 5 passages" in block(report, "Configuration")
     payload = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
@@ -862,7 +869,7 @@ def test_judge_server_that_stops_midway_degrades_the_run(judge_args, tmp_path, c
         code, out, err = run(capsys, *judge_args())
         assert len(stub.listings) == 1 and len(stub.requests) == 3  # the check; one verdict, two failed tries
     assert code == 1  # the retrieval report is written, but the judge is incomplete: degraded
-    assert out == "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n"
+    assert out == "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n" + wrote(tmp_path)
     stopped = f"The judge server ({stub.base_url}) failed 2 times in a row for model 'stub-model'; last error: "
     assert f"warning: judging stopped: {stopped}" in err
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
@@ -888,7 +895,13 @@ def test_judge_max_calls(judge_args, tmp_path, capsys, monkeypatch):
                                         "not judged; rerun to judge them (verdicts are cached)"]
     assert block(report, "LLM judge")[1:3] == ["  judged questions    1 of 3 (unreadable 0, not judged 2)",
                                                "  Answer@5            1.000 (1 of 1)"]
-    assert sum("not judged (call limit)" in line for line in report.splitlines()) == 2
+    entries = []  # a question's line with its continuation lines (indented under the question) joined
+    for line in report.splitlines():
+        if line.startswith(" " * 33) and entries:
+            entries[-1] += " " + line.strip()
+        else:
+            entries.append(line)
+    assert sum("not judged (call limit)" in entry for entry in entries) == 2
 
 
 # ----------------------------------------------------------------------------- the sample corpus
@@ -902,12 +915,16 @@ def test_sample_corpus_end_to_end(tmp_path, capsys):
                        "--report", tmp_path / "baseline.txt", "--quiet")
     assert code == 0
     n = len(gs.read_goldset(goldset).questions)
-    assert out.endswith(f" ({n} questions)\n")
+    assert out.endswith(f" ({n} questions)\n" + wrote(tmp_path, "baseline"))
     report = (tmp_path / "baseline.txt").read_text(encoding="utf-8")
     for title in ("Configuration", "Results", "Per question"):
         assert block(report, title)
     assert block(report, "Per question")[0] == f"Per question ({n}, sorted by rank, then question)"
-    assert len(block(report, "Per question")) == 2 * n + 1  # the question, then where it was expected
+    # Every question shown whole (wrapped, never cut), then where it was expected.
+    shown = " ".join(line.strip() for line in block(report, "Per question"))
+    assert all(" ".join(q.question.split()) in shown for q in gs.read_goldset(goldset).questions)
+    assert "…" not in shown
+    assert sum(line.startswith(" " * 22 + "expected: ") for line in block(report, "Per question")) == n
     assert f"  Questions:          {n}" in block(report, "Configuration")
     assert json.loads((tmp_path / "baseline.json").read_text(encoding="utf-8"))["num_queries"] == n
 

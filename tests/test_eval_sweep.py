@@ -221,7 +221,11 @@ def test_sweep_table_rows_share_indexes_and_query_vectors(workdir, capsys, monke
     assert len(opened) == 2  # one index per chunk size, shared by both modes
     assert [rag.stats["query_embeddings"] for rag in opened] == [6, 0]  # the page index reused the vectors
     table = (workdir / "gold.sweep.rerank-off.page_tolerance-0.txt").read_text(encoding="utf-8")
-    assert out == table
+    # The table, then the last line: every file written, the table first, then each row's report, JSON, details.
+    base = "gold.sweep.rerank-off.page_tolerance-0"
+    rows = [f"{base}-chunk_size-{size}.mode-{mode}" for size in ("2000", "page") for mode in ("dense", "bm25")]
+    assert out == table + "Wrote " + ", ".join([f"{base}.txt"] + [row + ext for row in rows for ext in (
+        ".txt", ".json", ".details.md")]) + "\n"
     lines = [re.sub(r"\s+[\d.]+$", "", line) for line in table.splitlines()]  # seconds vary between runs
     start = lines.index("Results (* = best in column; seconds = wall time of the row, including opening and "
                         "syncing its index on the first row that uses it)")

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "localrag"
 ROOT_SCRIPTS = {"local_rag", "eval_retrieval", "add_pdfs"}
 # The units from the bottom up: top-level modules, then folders. A unit may import only the units before it.
-ORDER = ("errors", "files", "settings", "cli",
+ORDER = ("errors", "files", "progress", "settings", "cli",
          "models", "search", "text", "datasets",
          "index", "retrieval", "goldset", "evaluation", "runs")
 RETRIEVER_SIDE = {"search", "index", "retrieval"}

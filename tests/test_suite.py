@@ -118,7 +118,11 @@ def test_two_entries_write_reports_and_summary(gold_entry, beir_dir, tmp_path, c
         pytest.approx({"hit@5": 2 / 3, "hit@10": 2 / 3, "recall@100": 0.5, "mrr": 2 / 3})
 
     summary = (out_dir / "summary.txt").read_text(encoding="utf-8")
-    assert out == summary  # the summary is also what the run prints
+    # The summary is also what the run prints, then the last line: every file written, each entry's, the summary's.
+    written = [f"eval/suite_reports/{name}" for name in ("gold-bm25.txt", "gold-bm25.json", "gold-bm25.details.md",
+                                                         "beir-bm25.txt", "beir-bm25.json", "summary.txt",
+                                                         "summary.md")]
+    assert out == summary + "Wrote " + ", ".join(written) + "\n"
     assert summary.splitlines()[0] == f"localRAG suite: {suite.as_posix()}"
     lines = summary.splitlines()
     assert lines[2].split() == ["entry", "Hit@5", "Hit@10", "NDCG@10", "Recall@100", "MRR", "queries", "report"]
@@ -176,8 +180,10 @@ def test_failing_entries_are_listed_and_the_others_reported(gold_entry, tmp_path
     lines = out.splitlines()
     assert list(table_rows(out)) == ["gold-bm25"]
     assert table_rows(out)["gold-bm25"][:3] == ["0.667", "0.667", "0.667"]  # Hit@5, Hit@10, MRR; one row: no *
-    assert lines[-1] == "Failed entries (see the messages above): no-goldset, typo"
-    assert (tmp_path / "reports" / "summary.txt").read_text(encoding="utf-8") == out
+    assert lines[-2:] == ["Failed entries (see the messages above): no-goldset, typo",
+                          "Wrote reports/gold-bm25.txt, reports/gold-bm25.json, reports/gold-bm25.details.md, "
+                          "reports/summary.txt, reports/summary.md"]
+    assert (tmp_path / "reports" / "summary.txt").read_text(encoding="utf-8") + lines[-1] + "\n" == out
     assert not (tmp_path / "reports" / "no-goldset.json").exists()
 
 
@@ -189,8 +195,10 @@ def test_an_entry_failing_its_gate_is_reported_and_listed(gold_entry, tmp_path, 
     code, out, _ = run(capsys, "--suite", suite, "--quiet")
     assert code == 1
     assert list(table_rows(out)) == ["gold-bm25", "gated"]
-    assert out.splitlines()[-1] == ("Entries with a failed gate or a degraded run (see the status in their reports): "
-                                    "gated")
+    assert out.splitlines()[-2:] == [
+        "Entries with a failed gate or a degraded run (see the status in their reports): gated",
+        "Wrote reports/gold-bm25.txt, reports/gold-bm25.json, reports/gold-bm25.details.md, reports/gated.txt, "
+        "reports/gated.json, reports/gated.details.md, reports/summary.txt, reports/summary.md"]
     assert (tmp_path / "reports" / "gated.txt").read_text(encoding="utf-8").splitlines()[1:3] == [
         "Status: exit 1, evaluated but a gate failed", "  gate failed: Hit@5 0.6667 is under --fail-under hit@5=0.9"]
 
@@ -202,7 +210,8 @@ def test_all_entries_failing_still_writes_a_summary(gold_entry, tmp_path, capsys
     code, out, _ = run(capsys, "--suite", suite, "--quiet")
     assert code == 1
     assert out.splitlines() == [f"localRAG suite: {suite.as_posix()}", "", "  no entry finished", "",
-                                "Failed entries (see the messages above): only"]
+                                "Failed entries (see the messages above): only",
+                                "Wrote reports/summary.txt, reports/summary.md"]
 
 
 def test_entries_are_results_of_the_function_handed_in(tmp_path, capsys):

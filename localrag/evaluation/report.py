@@ -11,15 +11,14 @@ import textwrap
 from typing import Any, Mapping, Sequence
 
 from localrag.evaluation import diagnosis
-from localrag.evaluation.judge import OK, cut, status_note
+from localrag.evaluation.judge import OK, status_note
 from localrag.evaluation.metrics import parse_metric_key
 from localrag.evaluation.result import Comparison, EvalResult, LeftOut, NotFound, QuestionResult, Status
 
-QUESTION_WIDTH = 70  # characters of a question shown per report line
+QUESTION_LINE_WIDTH = 100  # a line of the report showing a question wraps at this width, the question never cut
 NOTE_WIDTH = 116  # characters of a wrapped explanatory line under a table
 LABEL_WIDTH = 20  # width of the label column in the configuration block
 JUDGE_LABEL_WIDTH = 20  # width of the labels in the judge's summary block
-JUDGE_QUESTION_CHARS = 60  # characters of a question shown on a judge line
 DASH = "–"  # shown instead of a rank when nothing acceptable was retrieved
 ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
 # Metrics each sweep or ablation row is compared on with its reference row, when the run has them: one family.
@@ -38,9 +37,12 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def shorten(text: str, width: int = QUESTION_WIDTH) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+def question_lines(prefix: str, text: str, width: int = QUESTION_LINE_WIDTH) -> list[str]:
+    """`prefix` and the whole question (its whitespace collapsed), wrapped at `width` with each continuation line
+    indented under the question's first character; words are never broken."""
+    return textwrap.wrap(" ".join(text.split()), width=width, initial_indent=prefix,
+                         subsequent_indent=" " * len(prefix), break_long_words=False,
+                         break_on_hyphens=False) or [prefix.rstrip()]
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -81,7 +83,7 @@ def render_left_out(entries: Sequence[LeftOut]) -> list[str]:
     lines = [f"Left out of the metrics ({len(entries)}; not counted in any average)"]
     for entry in entries:
         where = f"line{'s' if len(entry.lines) > 1 else ''} {', '.join(map(str, entry.lines))}"
-        lines.append(f"  - {shorten(entry.question)} ({where})")
+        lines += question_lines("  - ", f"{entry.question} ({where})")
         lines += [f"    {reason}" for reason in entry.reasons]
     return lines
 
@@ -195,7 +197,7 @@ def render_per_query(result: EvalResult) -> list[str]:
     indent = " " * (8 + (14 if with_corpus else 0))
     for q in rows:
         corpus = f"  {q.corpus:<12}" if with_corpus else ""
-        lines.append(f"  {rank_text(q.rank):>4}{corpus}  {shorten(q.question)}")
+        lines += question_lines(f"  {rank_text(q.rank):>4}{corpus}  ", q.question)
         lines.append(f"{indent}{where_line(q, result.stage_k, result.page_tolerance)}")
     return lines
 
@@ -219,7 +221,7 @@ def where_line(q: QuestionResult, k: int, tolerance: int | None = None) -> str:
 def render_not_found(entries: Sequence[NotFound]) -> list[str]:
     lines = [f"Never found ({len(entries)})"]
     for entry in entries:
-        lines.append(f"  - {shorten(entry.question)}")
+        lines += question_lines("  - ", entry.question)
         lines.append(f"    expected: {'; '.join(location_text(loc) for loc in entry.locations)}")
         lines += [f"    hint: {hint}" for hint in entry.hints]
     return lines
@@ -276,7 +278,7 @@ def render_compare(compare: Comparison) -> list[str]:
     for title, moved in (("Better", compare.improved), ("Worse", compare.worsened)):
         lines.append(f"  {title} ({len(moved)}):" + ("" if moved else " none"))
         for m in moved:
-            lines.append(f"    {rank_text(m.old_rank):>4} -> {rank_text(m.new_rank):<4} {shorten(m.question, 60)}")
+            lines += question_lines(f"    {rank_text(m.old_rank):>4} -> {rank_text(m.new_rank):<4} ", m.question)
             if m.lost_at:
                 lines.append(f"                 lost at: {m.lost_at}")
     return lines
@@ -469,7 +471,7 @@ def render_judge(judge: Mapping[str, Any]) -> list[str]:
     lines.append("  per question: first answering passage (judge), first page-matching rank (page)")
     for row in rows:
         note = row["reason"] if row["status"] == OK else status_note(row["status"], row["error"])
-        question = cut(row["question"], JUDGE_QUESTION_CHARS)
-        lines.append(f"  {row['query_id']:<{width}}  judge {rank_text(row['first_answering']):>2}"
-                     f"  page {rank_text(row['page_rank']):>2}  " + (f"{question} | {note}" if question else note))
+        prefix = (f"  {row['query_id']:<{width}}  judge {rank_text(row['first_answering']):>2}"
+                  f"  page {rank_text(row['page_rank']):>2}  ")
+        lines += question_lines(prefix, f"{row['question']} | {note}" if row["question"] else note)
     return lines

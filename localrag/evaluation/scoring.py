@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Protocol, Sequence
@@ -23,6 +22,7 @@ from localrag.evaluation.report import ci_label, fmt_p, metric_label, plural
 from localrag.evaluation.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank,
                                         MetricComparison, NotFound, Passage, QuestionResult, RankMove, StageRanks,
                                         Status)
+from localrag.progress import progress_iter
 from localrag.text.pages import page_key
 
 TOP_IN_JSON = 5  # retrieved (source, page) pairs kept per question in the JSON output
@@ -87,11 +87,8 @@ def metric_keys(kind: str, ks: Sequence[int]) -> list[str]:
 
 
 def progress_bar(items: Sequence, show: bool, desc: str) -> Iterable:
-    from tqdm import tqdm
-
-    # Not on a non-terminal stderr (CI logs, files): tqdm's \r redraws and cursor codes only garble them.
-    return tqdm(items, desc=desc, unit="q", file=sys.stderr, disable=not show or not sys.stderr.isatty(),
-                leave=False)
+    """`items` counted on stderr (localrag.progress: a bar on a terminal, plain lines elsewhere)."""
+    return progress_iter(items, desc, len(items), "q", show=show)
 
 
 # ----------------------------------------------------------------------------- goldsets

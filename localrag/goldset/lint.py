@@ -22,13 +22,13 @@ import difflib
 import itertools
 import math
 import re
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from localrag.goldset.format import MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, normalize_source
+from localrag.progress import progress_iter
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.words import jaccard, set_jaccard, tokens, word_count
 
@@ -175,9 +175,7 @@ def _progress(items: Iterable, total: int, enabled: bool, desc: str) -> Iterable
     """``items`` with a tqdm bar on stderr when enabled and the goldset is large."""
     if not enabled or total < PROGRESS_MIN_QUESTIONS:
         return items
-    from tqdm import tqdm
-
-    return tqdm(items, total=total, desc=desc, unit="q", file=sys.stderr, leave=False)
+    return progress_iter(items, desc, total, "q")
 
 
 def min_overlap(size: int, threshold: float) -> int:

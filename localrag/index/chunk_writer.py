@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -13,6 +12,7 @@ from localrag.models import backends as embedding_backends
 from localrag.text import language
 from localrag.text.identity import chunk_context
 from localrag.files import log
+from localrag.progress import Progress
 from localrag.index.manifest import Manifest
 from localrag.settings import text_splitter
 from localrag.text.pages import chunk_header, shown_page
@@ -149,10 +149,8 @@ class ChunkWriter:
         inside a write, or a killed process, up to two groups. The manifest lists a file only once all its chunks
         are stored.
         """
-        from tqdm import tqdm
-
-        bar = tqdm(desc="Embedding", unit="chunk", file=sys.stderr,
-                   disable=not progress or self.target.quiet or total == 0 or not sys.stderr.isatty())
+        bar = Progress("Embedding chunks", None, "chunk", show=progress and not self.target.quiet and total > 0,
+                       leave=True)
         group: list[tuple[str, str, str, dict]] = []  # (source, id, text, metadata)
         writer = GroupWriter(embedding_backends.wait_work(self.target.model.embeddings) if total else None)
         failed = True

@@ -11,7 +11,6 @@ unchanged files, and a later sync reuses every stored chunk of an interrupted on
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from localrag.text import language
 from localrag.text.identity import document_context
 from localrag.errors import RAGError
 from localrag.files import log
+from localrag.progress import Progress
 from localrag.index.manifest import INDEX_FORMAT, RECORDED_PACKAGES, package_versions
 from localrag.text.pdf import TEXT_RULES, ExtractedPdf, extract_pdf, front_page, read_outline, sections_by_page
 from localrag.index.store import STORE_CHANGE_ROWS, delete_ids
@@ -221,13 +221,10 @@ class Sync:
     def pdf_units(self, todo: list[tuple[str, Path, str]], progress: bool,
                   extract: Callable[[Sequence[Path], str], Iterator[ExtractedPdf]]) -> Iterator[SourceUnit]:
         """The PDFs to embed, read by `extract`; a file that fails is recorded as failed and loses its old chunks."""
-        from tqdm import tqdm
-
         target, report = self.target, self.report
         loader = target.settings["pdf_loader"]
-        # No bar on a non-terminal stderr (CI logs, files): tqdm's \r redraws only garble them.
-        bar = tqdm(total=len(todo), desc="Reading PDFs", unit="file", file=sys.stderr,
-                   disable=not progress or target.quiet or not todo or not sys.stderr.isatty())
+        bar = Progress("Reading PDFs", len(todo), "file", show=progress and not target.quiet and bool(todo),
+                       leave=True)
         extracted = extract([path for _, path, _ in todo], loader)
         try:
             for (name, path, digest), pdf in zip(todo, extracted):
@@ -279,9 +276,12 @@ class Sync:
                            reason="index does not match its manifest")
 
     def drop_orphan_segments(self) -> None:
-        """After a sync that changed a local index: delete the segment folders its database no longer names."""
+        """After a sync that changed a local index: delete the segment folders its database no longer names; said
+        only when the sync did not rebuild (a rebuild's emptied database leaves them: the tool's own housekeeping)."""
         place = self.target.place
         if self.report.changed and not place.chroma_url:
             for name in remove_orphan_segments(place.folder):
-                log(f"note: removed the segment folder {name} of the index {place.path}: its database no longer "
-                    f"names it (a deleted chroma.sqlite3 or a dropped collection left it)", self.target.quiet)
+                if not self.report.rebuilt_because:
+                    log(f"note: removed the segment folder {name} of the index {place.path}: its database no "
+                        f"longer names it (a deleted chroma.sqlite3 or a dropped collection left it)",
+                        self.target.quiet)

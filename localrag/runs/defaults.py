@@ -138,6 +138,7 @@ class CommandLine:
     json: str | None
     replace_baseline: bool
     markdown: str | None
+    output_dir: str | None  # where the reports written by default go instead of their default folders
     explain: str | None
     diagnostic_depth: int
     quiet: bool

@@ -178,7 +178,7 @@ def fill_query_vectors(rag: LocalRAGLike, questions: Sequence[str], modes: Seque
     cached, embedded = query_vectors.fill(rag.retriever, cache, prepared, embed=True,
                                           batch_size=options.defaults.embedding_batch_size * 4,
                                           refresh=options.rebuild)
-    if cache is not None:
+    if cache is not None and (cached or embedded):  # neither: an earlier index's retriever lent them (reused)
         log(f"Query vectors: {cached} from the cache {display_path(cache.path)}, {embedded} embedded"
             + (" (--rebuild: none read from the cache)" if options.rebuild else ""), options.quiet)
 

@@ -14,7 +14,8 @@ from localrag.retrieval import llm_rerank
 from localrag.runs.defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
 from localrag.errors import EvalError
 from localrag.evaluation.scoring import metric_keys
-from localrag.runs.outputs import check_output_paths, input_paths, output_paths, protected_folders, with_report_paths
+from localrag.runs.outputs import (check_output_dir, check_output_paths, input_paths, output_paths, protected_folders,
+                                   with_report_paths)
 from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.query import text_problem
@@ -61,6 +62,7 @@ def resolve(command: CommandLine, defaults: EvalDefaults) -> EvalOptions:
     options = with_report_paths(EvalOptions(**command.flags(), defaults=defaults, k_values=tuple(k_values),
                                             sweep_axes=axes, profile_keys=profile_keys, page_offset=PAGE_OFFSET,
                                             gates=gates))
+    check_output_dir(options)
     tool = options.lint or options.generate is not None or options.suite or options.compare
     if not (tool or options.explain is not None):
         check_output_paths(output_paths(options), input_paths(options), protected_folders(options))

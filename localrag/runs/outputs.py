@@ -65,26 +65,57 @@ def default_report_path(options: EvalOptions, suffix: str | None = None) -> str:
     return str(goldset.with_name(f"{goldset.stem}{table}{suffix}.txt"))
 
 
+def in_output_dir(path: str, output_dir: str | None) -> str:
+    """A default output path moved into --output-dir under its own file name; unchanged without one."""
+    return str(Path(output_dir) / Path(path).name) if output_dir else path
+
+
 def with_report_paths(options: EvalOptions) -> EvalOptions:
     """The options with the report paths they left out filled in: `report` and `json`, and `settings_base_json`
     (the JSON report a run of other settings is compared with: the run of its retrieval settings on the evaluated
-    index, else the run of the default settings) and `compare_file` (where the committed baseline's comparison goes
-    instead of into the baseline), or None."""
+    index, else the run of the default settings; with --output-dir, else the report the run would have replaced
+    without it) and `compare_file` (where the committed baseline's comparison goes instead of into the baseline), or
+    None. With --output-dir the default paths are in that folder (in_output_dir)."""
     report, json_report, settings_base_json, compare_file = options.report, options.json, None, None
     if report is None:
-        report = default_report_path(options)
-        if report == options.defaults.report and not (options.ablation or options.sweep_axes):
-            compare_file = options.defaults.compare_path
+        default = default_report_path(options)
+        report = in_output_dir(default, options.output_dir)
+        if default == options.defaults.report and not (options.ablation or options.sweep_axes):
+            compare_file = in_output_dir(options.defaults.compare_path, options.output_dir)
         if run_suffix(options) and json_report is None:
             # Other index settings: the same retrieval settings on the evaluated index, if that run exists; else the
             # run of the default settings (the committed baseline for the default goldset and index).
             bases = [str(Path(default_report_path(options, suffix=suffix)).with_suffix(".json"))
                      for suffix in dict.fromkeys((retrieval_suffix(options) if settings_suffix(options) else "", ""))]
             settings_base_json = next((base for base in bases if Path(base).exists()), bases[-1])
+        elif options.output_dir and json_report is None and Path(default).with_suffix(".json").exists():
+            settings_base_json = str(Path(default).with_suffix(".json"))
     if json_report is None:
         json_report = str(Path(report).with_suffix(".json"))
     return dataclasses.replace(options, report=report, json=json_report, settings_base_json=settings_base_json,
                                compare_file=compare_file)
+
+
+def check_output_dir(options: EvalOptions) -> None:
+    """EvalError (before any work) when --output-dir is a file, lies inside an index, docs or dataset folder, or
+    would let this run replace the committed baseline (by its default name or by --report/--json)."""
+    folder = options.output_dir
+    if not folder:
+        return
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise EvalError(f"--output-dir {folder} is a file, not a folder; give a folder (it is created if missing)")
+    for what, protected in protected_folders(options):
+        if is_inside(folder, protected):
+            raise EvalError(f"--output-dir {folder} is inside the {what} {protected}; writing there could replace "
+                            f"what it holds. Give a folder outside it")
+    index = index_folder_above(folder)
+    if index is not None:
+        raise EvalError(f"--output-dir {folder} is inside the index folder {display_path(index)}; writing there "
+                        f"could replace its manifest or store. Give a folder outside it")
+    baseline = options.defaults.report
+    if options.report and options.json and is_committed_baseline(options.report, options.json, baseline):
+        raise EvalError(f"--output-dir {folder} never replaces the committed {display_path(baseline)}, and this run "
+                        f"would write {display_path(options.report)}; give another folder, or drop --output-dir")
 
 
 def is_committed_baseline(report: str, json_report: str, baseline: str) -> bool:
@@ -241,32 +272,35 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
                                 f"other. Give them different paths")
 
 
-def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tuple[str, str]] = ()) -> None:
+def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tuple[str, str]] = ()) -> list[str]:
     """The details file (a goldset's), the report and the JSON report, plus the `extra` (path, text) files (a
     goldset's run file and qrels), all or none; the details first, so a report never names a details file that
-    is not there.
+    is not there. Returns the paths written as the run's last line names them: the report and the JSON report
+    first, then the others in the order written.
 
     The committed baseline carries no comparison: it would differ between the run that made it (compared
     with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
     the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary)."""
     files: list[tuple[str, str]] = []
+    if result.details:
+        files.append((details_path(options.report), diagnosis.render_details(result, display_path(options.report))))
     if options.compare_file and result.compare:
         files.append((options.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
         result = dataclasses.replace(result, compare=None)
-    if result.details:
-        files.append((details_path(options.report), diagnosis.render_details(result, display_path(options.report))))
     files += [(options.report, eval_report.render_text(result)), (options.json, eval_report.render_json(result))]
     if options.markdown:
         files.append((options.markdown, eval_report.render_markdown(result)))
-    write_reports([*files, *extra])
+    written = write_reports([*files, *extra])
+    return [options.report, options.json, *(path for path in written if path not in (options.report, options.json))]
 
 
-def write_reports(files: Sequence[tuple[str, str]]) -> None:
-    """Write a run's report files all or none (files.write_texts_atomic); an OSError (a full disk, a read-only
-    folder) is one EvalError naming the report and the error, with advice that fits it, and every earlier report
-    left as it was."""
+def write_reports(files: Sequence[tuple[str, str]]) -> list[str]:
+    """Write a run's report files all or none (files.write_texts_atomic); the paths written, in order. An OSError
+    (a full disk, a read-only folder) is one EvalError naming the report and the error, with advice that fits it,
+    and every earlier report left as it was."""
     try:
         write_texts_atomic(files)
+        return [str(path) for path, _ in files]
     except OSError as exc:
         where = f"{display_path(exc.filename)}: " if exc.filename else ""
         raise EvalError(f"the reports could not be written: {where}{exc.strerror or exc}; the reports there before "
@@ -286,8 +320,9 @@ def write_error_advice(exc: OSError) -> str:
     return "Run again once that is mended"
 
 
-def write_row_reports(results: Sequence[EvalResult], reports: Sequence[Path]) -> None:
-    """Each configuration's own report (text and JSON) at its path, with its details file first when it has one."""
+def write_row_reports(results: Sequence[EvalResult], reports: Sequence[Path]) -> list[str]:
+    """Each configuration's own report (text and JSON) at its path, with its details file first when it has one;
+    the paths written, each row's report and JSON report before its details file."""
     files = []
     for r, report in zip(results, reports):
         if r.details:
@@ -296,6 +331,8 @@ def write_row_reports(results: Sequence[EvalResult], reports: Sequence[Path]) ->
         files += [(str(report), eval_report.render_text(r)), (str(report.with_suffix(".json")),
                                                                eval_report.render_json(r))]
     write_reports(files)
+    return [path for report in reports for path in (str(report), str(report.with_suffix(".json")),
+                                                    details_path(report)) if path in dict(files)]
 
 
 def load_json_report(path: str | Path) -> EvalResult:

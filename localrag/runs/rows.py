@@ -39,11 +39,13 @@ from localrag.runs.plan import (INDEX_SETTINGS, dataset_index_path, dataset_sett
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """What an evaluation gives back: its results (one, or an --ablation's or --sweep's rows, each with its status)
-    and where its report and JSON report went (beside --report when the report there was kept)."""
+    and where its report and JSON report went (beside --report when the report there was kept); `written`: every
+    file it wrote, as the run's last line names them (files.wrote_line)."""
 
     results: list[EvalResult]
     report: str
     json: str
+    written: tuple[str, ...] = ()
 
 
 def evaluate(options: EvalOptions, held: contextlib.ExitStack) -> Outcome:
@@ -509,10 +511,10 @@ def finish(results: list[EvalResult], options: EvalOptions, previous: tuple[Eval
         results = [kept]
     if not options.dataset:  # a goldset's questions not at rank 1 get their passages in the details file
         results = [dataclasses.replace(r, details=display_path(details_path(options.report))) for r in results]
-    if options.sweep_axes:
-        return Outcome(write_sweep(results, options, degraded, missing_rows), options.report, options.json)
-    if len(results) > 1:
-        return Outcome(write_ablation(results, options, degraded, missing_rows), options.report, options.json)
+    if options.sweep_axes or len(results) > 1:
+        table = write_sweep if options.sweep_axes else write_ablation
+        rows, written = table(results, options, degraded, missing_rows)
+        return Outcome(rows, options.report, options.json, written)
     result = results[0]
     old, label, why_not = previous
     if old is not None:
@@ -531,15 +533,18 @@ def finish(results: list[EvalResult], options: EvalOptions, previous: tuple[Eval
     gates = options.gates
     failed = ev.gate_failures(result.metrics, gates.fail_under, gates.fail_on_regression, result.compare, why_not)
     result = dataclasses.replace(result, status=ev.run_status(degraded, failed, gate_descriptions(gates)))
-    write_outputs(result, options, trec_files(options, result.name, *trec) if options.run_file and trec else ())
+    written = write_outputs(result, options, trec_files(options, result.name, *trec) if options.run_file and trec
+                            else ())
     if options.run_file and run is not None:
         from localrag.datasets import beir as beir_data
 
         try:
             beir_data.write_trec_run(options.run_file, run, tag=f"localrag-{result.name.replace(' ', '')}")
         except beir_data.RunFormatError as exc:
-            raise EvalError(f"--run-file {options.run_file} not written (the reports are): {exc}") from None
-    return Outcome([result], options.report, options.json)
+            raise EvalError(f"--run-file {options.run_file} not written (the reports are: "
+                            f"{', '.join(display_path(path) for path in written)}): {exc}") from None
+        written.append(options.run_file)
+    return Outcome([result], options.report, options.json, tuple(written))
 
 
 def trec_files(options: EvalOptions, name: str, run: Mapping[str, dict[str, float]],
@@ -562,22 +567,24 @@ def gate_descriptions(gates: Gates) -> list[str]:
 
 
 def write_table(table_text: str, results: Sequence[EvalResult], path: Path, markdown: str | None,
-                quiet: bool) -> None:
+                quiet: bool) -> list[str]:
     """An --ablation or --sweep table: written to `path` (and `markdown`, --markdown), printed, with the run's
-    status."""
+    status; the paths written."""
     files = [(str(path), table_text)]
     if markdown:
         rows, keys = eval_report.ablation_table(results)
         files.append((markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
                                                                  extra=["seconds"])) + "\n"))
-    write_reports(files)
+    written = write_reports(files)
     print(table_text, end="")
     print_status(results[0].status, quiet)
+    return written
 
 
 def write_ablation(results: list[EvalResult], options: EvalOptions, degraded: Sequence[str],
-                   missing_rows: str = "") -> list[EvalResult]:
-    """One table over all configurations (written and printed) plus one report per configuration beside it."""
+                   missing_rows: str = "") -> tuple[list[EvalResult], tuple[str, ...]]:
+    """One table over all configurations (written and printed) plus one report per configuration beside it; the
+    results and the paths written (the table first)."""
     results = [dataclasses.replace(r, status=ev.run_status(degraded, [], [])) for r in results]
     reference = ablation_reference(results, options.mode)
     label = f"{results[reference].name} (the configured retriever)"
@@ -586,14 +593,15 @@ def write_ablation(results: list[EvalResult], options: EvalOptions, degraded: Se
                                     keys=eval_report.SWEEP_COMPARE_METRICS) if others else [])
     results = [r if n == reference else dataclasses.replace(r, compare=next(compared)) for n, r in enumerate(results)]
     base = Path(options.report)
-    write_row_reports(results, [base.with_name(f"{base.stem}-{r.name.replace(' + ', '-')}.txt") for r in results])
+    rows = write_row_reports(results, [base.with_name(f"{base.stem}-{r.name.replace(' + ', '-')}.txt")
+                                       for r in results])
     table_text = eval_report.render_ablation(results, missing_rows,
                                              display_path(base.with_name(base.stem + "-<configuration>.txt")),
                                              label)
-    write_table(table_text, results, base, options.markdown, options.quiet)
+    table = write_table(table_text, results, base, options.markdown, options.quiet)
     log(f"Ablation: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s of retrieval",
         options.quiet)
-    return results
+    return results, (*table, *rows)
 
 
 def ablation_reference(results: Sequence[EvalResult], mode: str) -> int:
@@ -607,9 +615,10 @@ def ablation_reference(results: Sequence[EvalResult], mode: str) -> int:
 
 
 def write_sweep(results: list[EvalResult], options: EvalOptions, degraded: Sequence[str],
-                missing_rows: str = "") -> list[EvalResult]:
+                missing_rows: str = "") -> tuple[list[EvalResult], tuple[str, ...]]:
     """The sweep table (written and printed), each row compared with the first by the paired test, plus one
-    report per row beside it (its comparison with the first row included)."""
+    report per row beside it (its comparison with the first row included); the results and the paths written
+    (the table first)."""
     first = results[0]
     label = f"first row ({first.name})"
     # Every row against the first on the table's metrics: one family of tests, adjusted together (Holm).
@@ -618,20 +627,19 @@ def write_sweep(results: list[EvalResult], options: EvalOptions, degraded: Seque
     results = [dataclasses.replace(r, status=ev.run_status(degraded, [], []), compare=None if n == 0 else
                                    compared[n - 1]) for n, r in enumerate(results)]
     base = Path(options.report)
-    write_row_reports(results, [base.with_name(f"{base.stem}-{slug(r.name.replace('=', '-').replace(' ', '.'))}.txt")
-                                for r in results])
+    rows = write_row_reports(results, [base.with_name(f"{base.stem}-{slug(r.name.replace('=', '-').replace(' ', '.'))}"
+                                                      f".txt") for r in results])
     axes = [(axis, [format_setting(v) for v in values]) for axis, values in options.sweep_axes]
     table_text = eval_report.render_sweep(results, axes, missing_rows,
                                           display_path(base.with_name(base.stem + "-<row>.txt")))
-    write_table(table_text, results, base, options.markdown, options.quiet)
-    log(f"Sweep: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s; table written to "
-        f"{display_path(base)}", options.quiet)
-    return results
+    table = write_table(table_text, results, base, options.markdown, options.quiet)
+    log(f"Sweep: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s", options.quiet)
+    return results, (*table, *rows)
 
 
 def print_summary(outcome: Outcome, quiet: bool) -> None:
     """The comparison of a run of one configuration (every run that has one says its verdict) and the metrics line
-    on stdout, then the outcome on stderr."""
+    on stdout, then its status on stderr (the files written are the run's last line: files.wrote_line)."""
     result = outcome.results[0]
     if result.compare:
         print("\n".join(eval_report.render_compare(result.compare)))
@@ -641,10 +649,8 @@ def print_summary(outcome: Outcome, quiet: bool) -> None:
 
 
 def print_outcome(outcome: Outcome, quiet: bool) -> None:
-    """The status of a run of one configuration (always when the exit code is not 0) and where the reports went,
-    on stderr."""
+    """The status of a run of one configuration on stderr (always when the exit code is not 0)."""
     print_status(outcome.results[0].status, quiet)
-    log(f"Report written to {display_path(outcome.report)} and {display_path(outcome.json)}", quiet)
 
 
 def print_status(status: Status, quiet: bool) -> None:

@@ -76,8 +76,9 @@ def report_path(entry: dict[str, Any], output_dir: Path, suffix: str) -> Path:
 
 
 def run_suite(path: str | Path, output_name: str | None, evaluate: EvaluateEntry,
-              output_dir: str | Path) -> int:
-    """Run every entry through `evaluate`; write the summary table; non-zero if any entry failed."""
+              output_dir: str | Path, written: list[str] | None = None) -> int:
+    """Run every entry through `evaluate`; write the summary table (its paths added to `written`); non-zero if any
+    entry failed."""
     entries = load_suite(path)
     out = Path(output_dir)
     suffix = f"-{output_name}" if output_name else ""
@@ -118,6 +119,8 @@ def run_suite(path: str | Path, output_name: str | None, evaluate: EvaluateEntry
     except OSError as exc:
         raise SuiteError(f"the suite's summary could not be written: {exc.filename}: {exc.strerror or exc}; the "
                          f"entries' reports are written. {write_error_advice(exc)}") from None
+    if written is not None:
+        written += [str(summary) for summary in summaries]
     print(text, end="")
     return 1 if failed or degraded else 0
 

@@ -1,0 +1,80 @@
+"""Progress on stderr: a tqdm bar on a terminal; elsewhere (a CI log, a file) plain lines, at most one every
+LINE_SECONDS, and a closing line for a task that printed any. `show=False` (--quiet) shows neither.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO, Callable, Iterable, Iterator, TypeVar
+
+LINE_SECONDS = 10.0  # at most one plain progress line this often
+
+T = TypeVar("T")
+
+
+class Progress:
+    """One task's progress: `update(n)` as its items are done, `close()` at the end (or use it in a with block).
+
+    On stderr: on a terminal a tqdm bar; otherwise 'Embedding chunks: 1,200/22,730 (5 %), 10 s elapsed' once
+    LINE_SECONDS passed since the task began or since the last line, and once more when the task closes after
+    printing any, unless that line showed the final count (a task done within LINE_SECONDS prints nothing there). `clock` and `terminal` are for tests.
+    """
+
+    def __init__(self, desc: str, total: int | None = None, unit: str = "it", *, show: bool = True,
+                 clock: Callable[[], float] = time.monotonic, terminal: bool | None = None,
+                 leave: bool = False) -> None:
+        self.stream: IO[str] = sys.stderr
+        self.desc, self.total, self.clock = desc, total, clock
+        terminal = self.stream.isatty() if terminal is None else terminal
+        self.bar = None
+        if show and terminal:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit=unit, file=self.stream, leave=leave)
+        self.lines = show and not terminal
+        self.done = 0
+        self.started = self.last = clock()
+        self.printed: int | None = None  # the count the last plain line showed, None before the first
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif self.lines and self.clock() - self.last >= LINE_SECONDS:
+            self._line()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        elif self.lines and self.printed is not None:
+            if self.printed != self.done:
+                self._line()
+            self.lines = False
+
+    def line(self, now: float) -> str:
+        """The plain line at time `now`: done/total (percent) when the total is known, and the seconds elapsed."""
+        count = f"{self.done:,}"
+        if self.total:
+            count += f"/{self.total:,} ({100 * self.done // self.total} %)"
+        return f"{self.desc}: {count}, {now - self.started:.0f} s elapsed"
+
+    def _line(self) -> None:
+        now = self.clock()
+        print(self.line(now), file=self.stream, flush=True)
+        self.last, self.printed = now, self.done
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def progress_iter(items: Iterable[T], desc: str, total: int | None = None, unit: str = "it", *,
+                  show: bool = True, **options) -> Iterator[T]:
+    """`items`, each counted on a Progress (`options`: Progress's keywords) closed when they run out."""
+    with Progress(desc, total, unit, show=show, **options) as progress:
+        for item in items:
+            yield item
+            progress.update()

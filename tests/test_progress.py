@@ -1,0 +1,67 @@
+"""localrag/progress.py: plain progress lines on a non-terminal stderr, throttled by an injected clock."""
+from __future__ import annotations
+
+from localrag import progress
+from localrag.progress import Progress, progress_iter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_plain_lines_at_most_every_ten_seconds_then_a_closing_line(capsys):
+    clock = Clock()
+    bar = Progress("Embedding chunks", 22_730, "chunk", clock=clock, terminal=False)
+    for seconds in (2.0, 9.9):  # within the first 10 s: nothing
+        clock.now = 100 + seconds
+        bar.update(64)
+    assert capsys.readouterr().err == ""
+    clock.now = 110.0  # 10 s after the start: a line
+    bar.update(1_072)
+    clock.now = 119.5  # 9.5 s after that line: none
+    bar.update(64)
+    clock.now = 120.4  # 10.4 s after it: one
+    bar.update(64)
+    clock.now = 125.0
+    bar.update(22_730 - 1_328)
+    bar.close()
+    bar.close()  # closing twice prints nothing more
+    assert capsys.readouterr().err == ("Embedding chunks: 1,200/22,730 (5 %), 10 s elapsed\n"
+                                       "Embedding chunks: 1,328/22,730 (5 %), 20 s elapsed\n"
+                                       "Embedding chunks: 22,730/22,730 (100 %), 25 s elapsed\n")
+
+
+def test_a_task_without_a_total_counts_only(capsys):
+    clock = Clock()
+    with Progress("Embedding chunks", None, "chunk", clock=clock, terminal=False) as bar:
+        clock.now = 112.0
+        bar.update(640)
+        clock.now = 115.0
+        bar.update(64)
+    assert capsys.readouterr().err == ("Embedding chunks: 640, 12 s elapsed\n"
+                                       "Embedding chunks: 704, 15 s elapsed\n")
+
+
+def test_a_short_task_prints_nothing_and_quiet_prints_nothing(capsys):
+    clock = Clock()
+    assert list(progress_iter(range(3), "Questions (hybrid)", 3, "q", clock=clock, terminal=False)) == [0, 1, 2]
+    assert capsys.readouterr().err == ""  # done within 10 s: no line, no closing line
+    items = []
+    for item in progress_iter(range(3), "Questions (hybrid)", 3, "q", show=False, clock=clock, terminal=False):
+        clock.now += 30  # a slow task under --quiet: still nothing
+        items.append(item)
+    assert items == [0, 1, 2] and capsys.readouterr().err == ""
+
+
+def test_the_iterator_counts_each_item_and_closes(capsys):
+    clock = Clock()
+    for _ in progress_iter(range(4), "Lint: questions", 4, "q", clock=clock, terminal=False):
+        clock.now += 6  # a line after the second item (12 s), another after the fourth (24 s; 12 s later)
+    # The line of the fourth item showed the final count: closing adds no copy of it.
+    assert capsys.readouterr().err == ("Lint: questions: 2/4 (50 %), 12 s elapsed\n"
+                                       "Lint: questions: 4/4 (100 %), 24 s elapsed\n")
+    assert progress.LINE_SECONDS == 10.0
