@@ -570,3 +570,73 @@ def test_no_output_may_land_in_the_folder_the_index_follows_without_docs(project
     assert (code, out, err) == (2, "", f"error: {flag} {pdf} is inside the docs folder {project['docs']}; writing "
                                        f"there could replace what it holds. Give {flag} a path outside it\n")
     assert snapshot(tmp_path) == before  # the PDF as it was, nothing written
+
+
+# ----------------------------------------------------------------------------- --output-dir
+
+def test_output_dir_moves_the_default_reports_and_keeps_given_paths(tmp_path):
+    assert outputs.in_output_dir("eval/runs/ablation.txt", "out") == "out/ablation.txt"
+    assert outputs.in_output_dir("eval/runs/ablation.txt", None) == "eval/runs/ablation.txt"
+    moved = outputs.with_report_paths(default_args(output_dir="out"))
+    assert (moved.report, moved.json, moved.compare_file) == ("out/baseline.txt", "out/baseline.json",
+                                                              "out/baseline.compare.txt")
+    assert outputs.details_path(moved.report) == "out/baseline.details.md"
+    dense = outputs.with_report_paths(default_args(output_dir="out", mode="dense"))
+    assert (dense.report, dense.json, dense.compare_file) == ("out/baseline.mode-dense.txt",
+                                                              "out/baseline.mode-dense.json", None)
+    assert outputs.with_report_paths(default_args(output_dir="out", ablation=True)).report == "out/ablation.txt"
+    dataset = default_args(output_dir="out", dataset="../shared/data/scifact", split="test")
+    assert outputs.with_report_paths(dataset).report == "out/scifact-test.txt"
+    # A path given keeps its place; the JSON report follows --report, as without --output-dir.
+    given = outputs.with_report_paths(default_args(output_dir="out", report="mine/r.txt", markdown="m.md"))
+    assert (given.report, given.json, given.markdown) == ("mine/r.txt", "mine/r.json", "m.md")
+
+
+def test_output_dir_that_is_a_file_or_inside_an_index_is_refused(tmp_path):
+    a_file = write(tmp_path / "notes.txt", "x")
+    with pytest.raises(outputs.EvalError) as caught:
+        outputs.check_output_dir(outputs.with_report_paths(default_args(output_dir=str(a_file))))
+    assert str(caught.value) == (f"--output-dir {a_file} is a file, not a folder; give a folder (it is created if "
+                                 f"missing)")
+    write(tmp_path / "idx" / "index_info.json", "{}")
+    inside = tmp_path / "idx" / "reports"
+    with pytest.raises(outputs.EvalError) as caught:
+        outputs.check_output_dir(outputs.with_report_paths(default_args(output_dir=str(inside),
+                                                                        index=str(tmp_path / "idx"))))
+    assert str(caught.value) == (f"--output-dir {inside} is inside the index folder {tmp_path / 'idx'}; writing "
+                                 f"there could replace what it holds. Give a folder outside it")
+    # The folder the committed baseline is in: the default run would replace it.
+    with pytest.raises(outputs.EvalError) as caught:
+        outputs.check_output_dir(outputs.with_report_paths(default_args(output_dir="eval")))
+    assert str(caught.value) == ("--output-dir eval never replaces the committed eval/baseline.txt, and this run "
+                                 "would write eval/baseline.txt; give another folder, or drop --output-dir")
+    outputs.check_output_dir(outputs.with_report_paths(default_args(output_dir=str(tmp_path / "new" / "out"))))
+
+
+def test_output_dir_run_writes_there_and_leaves_the_baseline_alone(tiny_index, tmp_path, capsys, monkeypatch):
+    docs, index = tiny_index
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(er, "VECTORSTORE_PATH", str(index))
+    monkeypatch.setattr(er.local_rag, "DOCS_PATH", str(docs))
+    write(tmp_path / "eval" / "goldset.csv", CLEAN)
+    assert run(capsys, "--quiet")[0] == 0
+    baseline = tmp_path / "eval" / "baseline.txt"
+    before = baseline.read_bytes(), baseline.with_suffix(".json").read_bytes()
+    code, out, err = run(capsys, "--quiet", "--output-dir", "out/today")  # created, parents too
+    assert (code, err) == (0, "")
+    # Compared with the committed baseline it would have replaced; the comparison goes to its own file there.
+    assert out.startswith("Compared to report eval/baseline.json (3 common questions)\n")
+    assert out.splitlines()[-1] == ("Wrote out/today/baseline.txt, out/today/baseline.json, "
+                                    "out/today/baseline.details.md, out/today/baseline.compare.txt")
+    assert sorted(p.name for p in (tmp_path / "out" / "today").iterdir()) == [
+        "baseline.compare.txt", "baseline.details.md", "baseline.json", "baseline.txt"]
+    assert (baseline.read_bytes(), baseline.with_suffix(".json").read_bytes()) == before
+    assert not (tmp_path / "eval" / "runs" / "baseline.compare.txt").exists()
+    # A file in DIR's place, and the baseline's own folder: refused before any work, nothing written.
+    write(tmp_path / "taken", "x")
+    assert run(capsys, "--output-dir", "taken") == (
+        2, "", "error: --output-dir taken is a file, not a folder; give a folder (it is created if missing)\n")
+    assert run(capsys, "--output-dir", "eval") == (
+        2, "", "error: --output-dir eval never replaces the committed eval/baseline.txt, and this run would write "
+               "eval/baseline.txt; give another folder, or drop --output-dir\n")
+    assert (baseline.read_bytes(), baseline.with_suffix(".json").read_bytes()) == before

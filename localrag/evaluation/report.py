@@ -413,6 +413,16 @@ def union_notes(results: Sequence[EvalResult]) -> list[str]:
 
 
 
+def render_varied(results: Sequence[EvalResult], varied: Sequence[str],
+                  values: Mapping[str, Sequence[Any]]) -> list[str]:
+    """The settings that differ between a table's rows as a table: the row's name, then one column per setting
+    (`values`: each setting's value per row, None where a row lacks it: the dash)."""
+    cells = [["row", *varied]] + [[r.name, *(DASH if values[label][n] is None else str(values[label][n])
+                                             for label in varied)] for n, r in enumerate(results)]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(cells[0]))]
+    return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+
+
 def render_sweep(results: Sequence[EvalResult], axes: Sequence[tuple[str, Sequence[str]]], missing_rows: str,
                  per_row_reports: str) -> str:
     """The sweep report: the axes, the settings all rows share, one table row per configuration, then each row
@@ -429,10 +439,7 @@ def render_sweep(results: Sequence[EvalResult], axes: Sequence[tuple[str, Sequen
              "Configuration (shared by every row)",
              *[f"  {label + ':':<{LABEL_WIDTH}}{value}" for label, value in shared]]
     if varied:
-        lines += ["", "Configuration (per row)"]
-        for label in varied:
-            lines.append(f"  {label}:")
-            lines += [f"    {r.name}: {value}" for r, value in zip(results, values[label])]
+        lines += ["", "Configuration (per row)", *render_varied(results, varied, values)]
     lines += ["", "Results (* = best in column; seconds = wall time of the row, including opening and syncing its "
                   "index on the first row that uses it)", *render_table(rows, keys, extra=["seconds"]),
               f"  total wall time of the {len(results)} rows: {sum(r.seconds for r in results):.1f} s"]
