@@ -18,8 +18,18 @@ from localrag import cli
 from localrag.settings import IndexSettings, parse_chunk_size, profile_filling
 
 
+# The examples at the end of --help: real commands, run from the project folder.
+HELP_EXAMPLES = (
+    ("python add_pdfs.py", f"sync the folder the index follows ({local_rag.DOCS_PATH} for a new index) into "
+                           f"{local_rag.VECTORSTORE_PATH}"),
+    ("python add_pdfs.py ~/papers --index ~/papers-index", "index the PDFs of ~/papers into an index of their own"),
+    ("python add_pdfs.py eval/docs --index /tmp/index-800 --chunk-size 800",
+     "a second index of the sample PDFs, with chunks of 800 characters, beside the default one"),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = cli.new_parser(__doc__)
+    parser = cli.new_parser(__doc__, HELP_EXAMPLES)
     parser.add_argument("paths", nargs="*", default=None,
                         help=f"PDF files or folders to index; the index then holds exactly these (default: the "
                              f"folder the index follows, else {local_rag.DOCS_PATH})")

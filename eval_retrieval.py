@@ -69,6 +69,15 @@ COMPARE_PATH = "eval/runs/baseline.compare.txt"  # the baseline's comparison wit
 RUNS_DIR = "eval/runs"  # reports of the default goldset under other settings, ablations, sweeps (git-ignored)
 
 T = TypeVar("T")
+# The examples at the end of --help: real commands, run from the project folder.
+HELP_EXAMPLES = (
+    ("python eval_retrieval.py --mode dense",
+     "evaluate eval/goldset.csv with dense retrieval only (report: eval/runs/baseline.mode-dense.txt)"),
+    ("python eval_retrieval.py --compare-to eval/baseline.json --no-rerank",
+     "without the reranker, compared question by question with the committed baseline"),
+    ("python eval_retrieval.py --ablation --output-dir /tmp/localrag-eval",
+     "every retrieval mode with and without the reranker, the table and its reports in /tmp/localrag-eval"),
+)
 
 
 def eval_defaults() -> EvalDefaults:
@@ -95,7 +104,7 @@ def eval_defaults() -> EvalDefaults:
 # ----------------------------------------------------------------------------- CLI
 
 def build_parser() -> argparse.ArgumentParser:
-    p = cli.new_parser(__doc__)
+    p = cli.new_parser(__doc__, HELP_EXAMPLES)
     gold = p.add_argument_group("goldset and report")
     gold.add_argument("--goldset", default=GOLDSET_PATH, help="goldset CSV (; or ,) or JSONL")
     gold.add_argument("--k", default=None, help=f"cutoffs, comma-separated (default: "

@@ -29,20 +29,32 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Appends "(default: X)" except to flags whose None default means "the index's" and to help that already
     names its default; their help says so."""
 
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """A text of several lines (the examples of an epilog) as written; one line is wrapped to the width."""
+        if "\n" in text:
+            return "\n".join(indent + line if line else "" for line in text.splitlines())
+        return super()._fill_text(text, width, indent)
+
     def _get_help_string(self, action: argparse.Action) -> str | None:
         if action.default is None or "(default: " in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
 
-def new_parser(script_doc: str) -> argparse.ArgumentParser:
-    """A parser described by the first line of the script's docstring, with HelpFormatter.
+def examples_epilog(examples: Sequence[tuple[str, str]]) -> str:
+    """The epilog of --help: each example command on its own line, what it does indented below it."""
+    return "examples:\n" + "\n".join(f"  {command}\n      {what}" for command, what in examples)
+
+
+def new_parser(script_doc: str, examples: Sequence[tuple[str, str]] = ()) -> argparse.ArgumentParser:
+    """A parser described by the first line of the script's docstring, with HelpFormatter; `examples` (command,
+    what it does) are shown after the flags (examples_epilog).
 
     A shortened flag is an error, never another flag: argparse's abbreviations would read "--output" as
     --output-name.
     """
     return argparse.ArgumentParser(description=script_doc.splitlines()[0], formatter_class=HelpFormatter,
-                                   allow_abbrev=False)
+                                   allow_abbrev=False, epilog=examples_epilog(examples) if examples else None)
 
 
 def add_index_setting_flags(group: argparse._ArgumentGroup, defaults: Mapping[str, Any], *,

@@ -107,3 +107,22 @@ def test_a_reader_that_closes_stdout_early_gets_no_traceback(tmp_path):
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=60) == 141
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+def test_help_ends_with_three_examples_that_parse():
+    import shlex
+
+    import add_pdfs
+
+    for script, parser in ((er, er.build_parser()), (add_pdfs, add_pdfs.build_parser())):
+        examples = script.HELP_EXAMPLES
+        assert len(examples) == 3
+        text = parser.format_help()
+        # The epilog as written, not reflowed: each command on its own line, what it does indented below.
+        assert text.endswith("\nexamples:\n" + "".join(f"  {command}\n      {what}\n" for command, what in examples))
+        for command, _ in examples:
+            words_ = shlex.split(command)
+            assert words_[:2] == ["python", f"{script.__name__}.py"]
+            parser.parse_args(words_[2:])  # argparse exits on a flag it does not know
+    assert er.HELP_EXAMPLES[0][0] == "python eval_retrieval.py --mode dense"
+    assert add_pdfs.HELP_EXAMPLES[1][0] == "python add_pdfs.py ~/papers --index ~/papers-index"
