@@ -600,6 +600,18 @@ def test_failed_export_leaves_no_folder_and_says_what_to_do(tiny_model_dir, tmp_
     assert path.is_file() and path.parent.name.startswith("onnx-int8-")
 
 
+def test_a_first_export_says_once_what_it_does_and_later_loads_are_silent(tiny_model_dir, tmp_path, capsys):
+    model = _load(str(tiny_model_dir))
+    capsys.readouterr()
+    path = eb.prepare(model, "tiny-bert", "onnx", cache=tmp_path)
+    assert capsys.readouterr().err == (f"Exporting embedding model tiny-bert for onnx once (about 2 s on 2 cores for "
+                                       f"all-MiniLM-L6-v2, longer for a larger model) into {path.parent}; later "
+                                       f"runs load it from there\n")
+    assert eb.prepare(model, "tiny-bert", "onnx", cache=tmp_path) == path
+    assert capsys.readouterr().err == ""
+    assert eb.EXPORT_SECONDS == {"onnx": 2, "onnx-int8": 4, "openvino-int8": 15}
+
+
 def test_openvino_export_of_a_tiny_model_follows_its_calibration(tiny_model_dir, tmp_path, monkeypatch):
     model = _load(str(tiny_model_dir))
     first = eb.prepare(model, "tiny-bert", "openvino-int8", cache=tmp_path, calibration=SENTENCES)
