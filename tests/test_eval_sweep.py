@@ -300,6 +300,23 @@ def test_bad_sweeps_exit_2_before_any_work(argv, message, capsys, tmp_path, monk
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_sweep_says_each_warning_once_and_nothing_of_reused_query_vectors(workdir, capsys):
+    assert run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--docs", "docs", "--no-rerank",
+               "--quiet")[0] == 1
+    # Two indexes (chunk sizes), each opened with the default reranker, which is not on this machine.
+    code, _, err = run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--index-cache",
+                       workdir / "cache", "--sweep", "chunk_size=2000,page", "--mode", "dense",
+                       "--query-cache", workdir / "qv.sqlite3")
+    assert code == 1
+    lines = err.splitlines()
+    assert [line for line in lines if line.startswith("warning: reranking off")] == [
+        "warning: reranking off: cross-encoder/ms-marco-MiniLM-L-6-v2 is not downloaded: not in the local Hugging "
+        "Face cache; --allow-downloads fetches it once"]
+    # The page index reuses the first index's vectors: only the first says where its vectors came from.
+    assert [line for line in lines if line.startswith("Query vectors:")] == [
+        "Query vectors: 0 from the cache qv.sqlite3, 6 embedded"]
+
+
 def test_a_suite_entry_sweeps(workdir, capsys):
     assert run(capsys, "--goldset", "gold.csv", "--index", workdir / "base", "--docs", "docs", "--no-rerank")[0] == 1
     (workdir / "suite.toml").write_text(

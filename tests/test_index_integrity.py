@@ -172,6 +172,17 @@ def test_a_deleted_store_file_is_refused_without_writing_and_its_repair_leaves_n
     assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
 
 
+def test_a_rebuild_removes_its_old_segment_folder_without_a_note(capsys, tmp_path, docs_a):
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    old_segments = [p.name for p in index.iterdir() if p.is_dir() and p.name != "bm25"]
+    code, out, err = run(capsys, str(docs_a), "--index", str(index), "--rebuild", quiet=False)
+    assert code == 0 and out[-1].startswith("files added 2 / updated 0")
+    # The tool's own housekeeping after its rebuild: done, not announced.
+    assert "segment folder" not in err and "Rebuilding the whole index (--rebuild was given)" in err
+    assert not set(old_segments) & {p.name for p in index.iterdir()}
+
+
 def test_chunks_of_no_indexed_file_are_removed_and_never_measured(tmp_path, docs_a):
     index = tmp_path / "index"
     rag = LocalRAG(index, reranker_model=None, quiet=True)
