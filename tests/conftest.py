@@ -144,6 +144,16 @@ def _query_vector_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(eval_retrieval, "QUERY_VECTOR_CACHE", str(tmp_path / "query_vectors.sqlite3"))
 
 
+@pytest.fixture(autouse=True)
+def _no_timed_progress_lines(request, monkeypatch):
+    """Plain progress lines come once 10 s of work have passed: on a busy machine a test's stderr would depend on
+    its speed. Off in every test but those of localrag/progress.py, which drive its clock themselves."""
+    if request.module.__name__.rpartition(".")[2] != "test_progress":
+        from localrag import progress
+
+        monkeypatch.setattr(progress, "LINE_SECONDS", float("inf"))
+
+
 # A goldset of the tiny corpus (TINY_CORPUS): five questions with their expected file and 1-based page, one with a
 # misspelled file name (scans.pdf) that the lint reports.
 TINY_GOLD = (
