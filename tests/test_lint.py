@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -234,6 +235,7 @@ def test_large_goldset_shows_a_progress_bar(capsys, monkeypatch):
     from localrag.goldset import lint as goldset_lint
 
     monkeypatch.setattr(goldset_lint, "PROGRESS_MIN_QUESTIONS", 3)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: the bars (elsewhere, timed lines)
     questions = [Q(f"What does page {n} of the report say?", (Loc("Bericht_2023.pdf", 1),), (n,)) for n in range(5)]
     lint_goldset(questions, [], INDEX, progress=True)
     err = capsys.readouterr().err
