@@ -148,7 +148,9 @@ def test_a_machine_where_the_reranker_loads_writes_beside_the_baseline(project, 
     put_in_hf_cache(hf_cache, DEFAULT, tiny_cross_encoder)  # this machine has the default reranker
     code, out, err = run(capsys, "--quiet")
     # stdout: the comparison with the baseline (every run says its verdict), then the metrics line.
-    assert code == 0 and out.splitlines()[-1].startswith("hybrid + rerank: ")
+    assert code == 0 and out.splitlines()[-2].startswith("hybrid + rerank: ")
+    assert out.splitlines()[-1] == ("Wrote eval/runs/baseline.reranker-on.txt, eval/runs/baseline.reranker-on.json, "
+                                    "eval/runs/baseline.reranker-on.details.md")
     assert err == (f"warning: eval/baseline.txt not replaced: {REFUSED_ON}. Reports written to "
                    f"eval/runs/baseline.reranker-on.txt and eval/runs/baseline.reranker-on.json; to make this "
                    f"configuration the baseline, run again with --replace-baseline\n")
@@ -271,8 +273,8 @@ def judged(tiny_index, tmp_path, capsys, monkeypatch) -> list[str]:
 def test_a_fully_cached_judge_run_needs_no_server(judged, tmp_path, capsys, monkeypatch):
     before = (tmp_path / "r.txt").read_text(encoding="utf-8")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
-    assert run(capsys, *judged) == (0, "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n",
-                                    "")
+    assert run(capsys, *judged) == (0, "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n"
+                                       f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n", "")
     same = lambda text: [x for x in text.splitlines() if not x.startswith("Generated: ")]  # noqa: E731
     assert same((tmp_path / "r.txt").read_text(encoding="utf-8")) == same(before)
 
