@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                            f"reverse); without it such a run writes under {RUNS_DIR}/ and says why. A run of changed "
                            f"settings replaces it anyway; an incomplete judge section never does")
     gold.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
+    gold.add_argument("--csv", default=None, metavar="FILE",
+                      help="one row per question (and per configuration of an ablation or sweep) with its ranks, "
+                           "stage ranks and metrics, for a spreadsheet (default: none)")
     gold.add_argument("--explain", default=None, metavar="QUESTION",
                       help="print, for one question of the goldset (its text or query id) or any other question, "
                            "where the expected location ranked at each stage and the passages retrieved; no "

@@ -138,6 +138,7 @@ class CommandLine:
     json: str | None
     replace_baseline: bool
     markdown: str | None
+    csv: str | None
     explain: str | None
     diagnostic_depth: int
     quiet: bool
