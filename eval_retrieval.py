@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                            f"reports) into DIR, created if missing, under its default name; a path given with "
                            f"--report, --json, --markdown, ... stays as given, and {REPORT_PATH} is never replaced "
                            f"(default: none: {REPORT_PATH}, {RUNS_DIR}/, ...)")
+    gold.add_argument("--csv", default=None, metavar="FILE",
+                      help="one row per question (and per configuration of an ablation or sweep) with its ranks, "
+                           "stage ranks and metrics, for a spreadsheet (default: none)")
     gold.add_argument("--explain", default=None, metavar="QUESTION",
                       help="print, for one question of the goldset (its text or query id) or any other question, "
                            "where the expected location ranked at each stage and the passages retrieved; no "

@@ -273,8 +273,9 @@ def judged(tiny_index, tmp_path, capsys, monkeypatch) -> list[str]:
 def test_a_fully_cached_judge_run_needs_no_server(judged, tmp_path, capsys, monkeypatch):
     before = (tmp_path / "r.txt").read_text(encoding="utf-8")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
-    assert run(capsys, *judged) == (0, "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n"
-                                       f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n", "")
+    assert run(capsys, *judged) == (0, ("hybrid: Hit@1 1.000, Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, "
+                                        "NDCG@5 1.000, NDCG@10 1.000, NDCG@20 1.000, MRR 1.000 (3 questions)\n"
+                                        f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n"), "")
     same = lambda text: [x for x in text.splitlines() if not x.startswith("Generated: ")]  # noqa: E731
     assert same((tmp_path / "r.txt").read_text(encoding="utf-8")) == same(before)
 

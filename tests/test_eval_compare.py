@@ -335,12 +335,13 @@ def test_ablation_without_reranker(tiny_index, gold, tmp_path, capsys, monkeypat
     assert rows_line == ("Rows: 4 configurations; every '+ rerank' row is missing (no reranker: "
                          "cross-encoder/ms-marco-MiniLM-L-6-v2 is not downloaded: not in the local Hugging Face "
                          "cache; --allow-downloads fetches it once)")
-    assert "  configuration   Hit@1   Hit@3   Hit@5     MRR  seconds" in text
+    assert "  configuration   Hit@1   Hit@3   Hit@5  NDCG@5     MRR  seconds" in text
     # From the rank table above (6 questions): Hit@1 = 3/6 for every mode (a four-way tie: all marked);
     # Hit@3 = Hit@5 = 5/6 for dense/hybrid/union, 4/6 for bm25 (volatility at 3 counts, vega is lost);
     # MRR = (1/2 + 1 + 1 + 1 + 1/3) / 6 = 0.639 for dense/hybrid/union, (1/3 + 3) / 6 = 0.556 for bm25.
-    best = ["0.500*", "0.833*", "0.833*", "0.639*"]
-    assert table_rows(text) == {"dense": best, "bm25": ["0.500*", "0.667", "0.667", "0.556"],
+    # NDCG@5 = (1/log2(3) + 3 + 1/log2(4)) / 6 = 0.688, for bm25 (3 + 1/log2(4)) / 6 = 0.583.
+    best = ["0.500*", "0.833*", "0.833*", "0.688*", "0.639*"]
+    assert table_rows(text) == {"dense": best, "bm25": ["0.500*", "0.667", "0.667", "0.583", "0.556"],
                                 "hybrid": best, "union": best}
     for name in ("dense", "bm25", "hybrid", "union"):
         assert (tmp_path / f"abl-{name}.txt").exists()
@@ -364,8 +365,8 @@ def test_ablation_without_reranker(tiny_index, gold, tmp_path, capsys, monkeypat
         "reranker reorders)")
     assert bm25["config"]["Retrieval mode"] == "bm25 (30 candidates per retriever)"  # said of union only
     markdown = (tmp_path / "abl.md").read_text(encoding="utf-8").splitlines()
-    assert markdown[0] == "| configuration | Hit@1 | Hit@3 | Hit@5 | MRR | seconds |"
-    assert markdown[3].startswith("| bm25 | 0.500 **best** | 0.667 | 0.667 | 0.556 | ")
+    assert markdown[0] == "| configuration | Hit@1 | Hit@3 | Hit@5 | NDCG@5 | MRR | seconds |"
+    assert markdown[3].startswith("| bm25 | 0.500 **best** | 0.667 | 0.667 | 0.583 | 0.556 | ")
     assert len(markdown) == 6
 
 

@@ -79,8 +79,9 @@ def status_lines(report: Path) -> list[str]:
 def test_every_goldset_file_missing_from_the_index_exits_1(evaluate, tmp_path):
     code, out, err = evaluate("question,expected_source\nWhat is vega?,Greeks.pdf\nWhat is theta?,Theta.pdf\n",
                               "--report", tmp_path / "r.txt")
-    assert (code, out) == (1, "hybrid: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (2 questions)\n"
-                              f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n")
+    assert (code, out) == (1, ("hybrid: Hit@1 0.000, Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, "
+                               "NDCG@5 0.000, NDCG@10 0.000, NDCG@20 0.000, MRR 0.000 (2 questions)\n"
+                               f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n"))
     status = [
         "Status: exit 1, evaluated but the run is degraded",
         "  degraded: 2 expected files not in the index (Greeks.pdf, Theta.pdf): their questions count as misses; "
@@ -159,10 +160,10 @@ def test_fail_under_passes_and_fails(evaluate, tmp_path):
 
 
 @pytest.mark.parametrize("flag, message", [
-    ("hit@50=0.8", "--fail-under hit@50=0.8: this run reports no metric 'hit@50'; valid keys: hit@5, hit@10, "
-                   "hit@20, mrr (the cutoffs follow --k)"),
-    ("ndcg@10=0.5", "--fail-under ndcg@10=0.5: this run reports no metric 'ndcg@10'; valid keys: hit@5, hit@10, "
-                    "hit@20, mrr (the cutoffs follow --k)"),
+    ("hit@50=0.8", "--fail-under hit@50=0.8: this run reports no metric 'hit@50'; valid keys: hit@1, hit@5, "
+                   "hit@10, hit@20, ndcg@5, ndcg@10, ndcg@20, mrr (the cutoffs follow --k)"),
+    ("recall@5=0.5", "--fail-under recall@5=0.5: this run reports no metric 'recall@5'; valid keys: hit@1, hit@5, "
+                     "hit@10, hit@20, ndcg@5, ndcg@10, ndcg@20, mrr (the cutoffs follow --k)"),
     ("hit@5", "--fail-under needs METRIC=VALUE like hit@5=0.8, got 'hit@5'"),
     ("hit@5=high", "--fail-under hit@5=high: 'high' is not a number; write a value between 0 and 1 like "
                    "hit@5=0.8"),
@@ -192,7 +193,8 @@ def test_fail_on_regression_fails_on_a_significant_drop(evaluate, tmp_path):
     assert code == 1
     # Every run says its verdict on stdout: the comparison, then the metrics line.
     assert out.startswith(f"Compared to previous report {report.with_suffix('.json')} (8 common questions)\n")
-    assert out.endswith("\nbm25: Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, MRR 0.000 (8 questions)\n"
+    assert out.endswith("\nbm25: Hit@1 0.000, Hit@5 0.000, Hit@10 0.000, Hit@20 0.000, NDCG@5 0.000, "
+                        "NDCG@10 0.000, NDCG@20 0.000, MRR 0.000 (8 questions)\n"
                         f"Wrote {report}, {report.with_suffix('.json')}, {tmp_path}/r.details.md\n")
     assert "  Hit@5       1.000  0.000  -1.000  [-1.000, -1.000]    0.008   0.031  worse" in out.splitlines()
     lines = status_lines(report)
@@ -343,8 +345,9 @@ def test_pages_ranges_and_page_words_are_read_bad_pages_are_left_out(evaluate, t
             "Which page has no text layer?;scan.pdf;-3\n"                                 # line 7: left out
             "What does the scanned appendix contain?;scan.pdf;zwei\n")                    # line 8: left out
     code, out, _ = evaluate(gold, "--report", tmp_path / "r.txt", "--page-tolerance", "0", "--no-compare")
-    assert (code, out) == (1, "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n"
-                              f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n")
+    assert (code, out) == (1, ("hybrid: Hit@1 1.000, Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, "
+                               "NDCG@5 1.000, NDCG@10 1.000, NDCG@20 1.000, MRR 1.000 (3 questions)\n"
+                               f"Wrote {tmp_path}/r.txt, {tmp_path}/r.json, {tmp_path}/r.details.md\n"))
     text = (tmp_path / "r.txt").read_text(encoding="utf-8")
     lines = text.splitlines()
     assert lines[1:3] == ["Status: exit 1, evaluated but the run is degraded",

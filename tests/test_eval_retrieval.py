@@ -19,6 +19,8 @@ The index holds 5 chunks (scan.pdf page 2 is image-only), so every depth >= 5 re
 """
 from __future__ import annotations
 
+import math
+
 import json
 import subprocess
 import sys
@@ -132,7 +134,12 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
     # vega 1 (Greeks.pdf is not indexed, the alternative options.pdf page 2 matches options p0 at ±1);
     # "no text layer" 1 (scan p0 is within 1 of the image-only page 2); scans.pdf: never. Page 3 of a 1-page
     # file is left out of the metrics. Hit@k = 6/7 = 0.857 for every k; MRR = (6 * 1/1) / 7 = 0.857.
-    assert out == "hybrid: Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, MRR 0.857 (7 questions)\n" + wrote(tmp_path)
+    # NDCG@k (each location once, at its best match; neighbour 0.5): volatility p2 itself at rank 2, 1/log2(3) =
+    # 0.631 > 0.5 of its neighbour at rank 1; Black-Scholes, crops, Kafka 1; vega's two locations (Greeks.pdf
+    # never retrieved) make the ideal 1 + 0.631, its options p2 at rank 3 earns 1/2: 0.5/1.631 = 0.307; the
+    # image-only page's neighbour 0.5; scans.pdf 0. (0.631 + 3 + 0.307 + 0.5) / 7 = 0.634.
+    assert out == ("hybrid: Hit@1 0.857, Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, NDCG@5 0.634, NDCG@10 0.634, "
+                   "NDCG@20 0.634, MRR 0.857 (7 questions)\n") + wrote(tmp_path)
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert report.splitlines()[1:5] == [
         "Status: exit 1, evaluated but the run is degraded",
@@ -162,17 +169,24 @@ def test_english_goldset_default_tolerance(gold_args, tiny_index, tmp_path, caps
     # Beside them the exact page, from the same lists: volatility's p. 2 (0-based p1) at rank 2, vega's at 3, the
     # image-only page never (it has no chunk); ranks 2, 1, 1, 1, 3, -, - give Hit@k 5/7 = 0.714 and MRR
     # (1/2 + 1 + 1 + 1 + 1/3) / 7 = 0.548, the figures of --page-tolerance 0 (test_tolerance_zero_moves_ranks).
-    # Only the tolerance made the hit of "no text layer" at every k, and the ranks of these three questions.
+    # Only the tolerance made the hit of "no text layer" at every k, and the ranks of these three questions (so
+    # their hits at 1). NDCG: 0.634 at ±1 (test_english_goldset_default_tolerance's out), 0.563 exact.
     assert block(report, "Results")[2:] == [
+        "  (NDCG@k: each expected location counts once, where it scores best: gain 1 on the expected page, 0.5 on "
+        "a page only within the tolerance; ideal: every expected location at the top)",
         "  (±1: an acceptable location is an expected page or a page within 1 of it, as every other figure of this "
         "report counts; exact page: the expected page itself, in the same lists)",
-        "          ±1 page           exact page",
-        "  Hit@5   0.857  (6 of 7)   0.714  (5 of 7)",
-        "  Hit@10  0.857  (6 of 7)   0.714  (5 of 7)",
-        "  Hit@20  0.857  (6 of 7)   0.714  (5 of 7)",
-        "  MRR     0.857             0.548",
-        "  Made only by the ±1 tolerance: 1 hit at 5, 1 at 10, 1 at 20; the rank of 3 questions (a neighbouring page "
-        "ranked before the exact one: \"via\" under Per question)",
+        "           ±1 page           exact page",
+        "  Hit@1    0.857  (6 of 7)   0.429  (3 of 7)",
+        "  Hit@5    0.857  (6 of 7)   0.714  (5 of 7)",
+        "  Hit@10   0.857  (6 of 7)   0.714  (5 of 7)",
+        "  Hit@20   0.857  (6 of 7)   0.714  (5 of 7)",
+        "  NDCG@5   0.634             0.563",
+        "  NDCG@10  0.634             0.563",
+        "  NDCG@20  0.634             0.563",
+        "  MRR      0.857             0.548",
+        "  Made only by the ±1 tolerance: 3 hits at 1, 1 at 5, 1 at 10, 1 at 20; the rank of 3 questions (a "
+        "neighbouring page ranked before the exact one: \"via\" under Per question)",
     ]
     assert block(report, "Per question") == [
         "Per question (7, sorted by rank, then question)",
@@ -233,8 +247,10 @@ def test_tolerance_zero_moves_ranks(gold_args, tmp_path, capsys):
     assert code == 1
     # ±0 pages: volatility needs options p1 -> rank 2; vega needs options p1 -> rank 3 (after options p0 and
     # weather p0); "no text layer" needs scan p1, which has no chunk -> never. Hit@5 = 5/7 = 0.714;
-    # MRR = (1/2 + 1 + 1 + 1 + 1/3) / 7 = 3.8333 / 7 = 0.548.
-    assert out == "hybrid: Hit@5 0.714, Hit@10 0.714, Hit@20 0.714, MRR 0.548 (7 questions)\n" + wrote(tmp_path)
+    # MRR = (1/2 + 1 + 1 + 1 + 1/3) / 7 = 3.8333 / 7 = 0.548. Hit@1 = 3/7. NDCG: volatility 1/log2(3) = 0.631,
+    # vega 1/log2(4) over its ideal 1 + 0.631 = 0.307: (0.631 + 3 + 0.307) / 7 = 0.5625.
+    assert out == ("hybrid: Hit@1 0.429, Hit@5 0.714, Hit@10 0.714, Hit@20 0.714, NDCG@5 0.563, NDCG@10 0.563, "
+                   "NDCG@20 0.563, MRR 0.548 (7 questions)\n") + wrote(tmp_path)
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert block(report, "Per question") == [
         "Per question (7, sorted by rank, then question)",
@@ -262,7 +278,9 @@ def test_tolerance_zero_moves_ranks(gold_args, tmp_path, capsys):
            "find it: OCR the PDF or point to a page with text" in block(report, "Notes")
     payload = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert payload["metrics"]["mrr"] == pytest.approx((1 / 2 + 1 + 1 + 1 + 1 / 3) / 7)
-    assert payload["counts"] == {"hit@5": 5, "hit@10": 5, "hit@20": 5}
+    assert payload["counts"] == {"hit@1": 3, "hit@5": 5, "hit@10": 5, "hit@20": 5}
+    assert payload["metrics"]["ndcg@5"] == pytest.approx(
+        (1 / math.log2(3) + 3 + (1 / 2) / (1 + 1 / math.log2(3))) / 7)
 
 
 def test_shallow_depth_gives_wrong_page_hint(gold_args, tmp_path, capsys):
@@ -271,7 +289,8 @@ def test_shallow_depth_gives_wrong_page_hint(gold_args, tmp_path, capsys):
     assert code == 1
     # Depth 2 (--k sorted to 1,2): volatility rank 2; vega's options p1 sits at rank 3, beyond the depth.
     # Hit@1 = 3/7 = 0.429, Hit@2 = 4/7 = 0.571, MRR = (1 + 1 + 1 + 1/2) / 7 = 0.500 (MRR over 2).
-    assert out == "hybrid: Hit@1 0.429, Hit@2 0.571, MRR 0.500 (7 questions)\n" + wrote(tmp_path)
+    # NDCG@2: volatility at rank 2, 1/log2(3) = 0.631, vega beyond 2: (3 + 0.631) / 7 = 0.519; NDCG@1 = 3/7.
+    assert out == "hybrid: Hit@1 0.429, Hit@2 0.571, NDCG@1 0.429, NDCG@2 0.519, MRR 0.500 (7 questions)\n" + wrote(tmp_path)
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert "MRR over the first 2.)" in report
     lines = block(report, "Never found")
@@ -290,8 +309,9 @@ def test_german_goldset_semicolon_bm25_per_corpus(gold_args, tmp_path, capsys):
     # BM25, ±1: Kafka 1; volatility: page "zwei" is not a page, so the question is left out of the metrics (never
     # widened to any page of options.pdf); crops expects options.pdf p. 1 -> options p0 at rank 2 behind
     # weather p0; vega expects weather.pdf, but BM25 returns only options p0 -> never.
-    # Hit@5 = 2/3; MRR = (1 + 1/2 + 0) / 3 = 0.500.
-    assert out == "bm25: Hit@5 0.667, Hit@10 0.667, Hit@20 0.667, MRR 0.500 (3 questions)\n" + wrote(tmp_path)
+    # Hit@5 = 2/3; MRR = (1 + 1/2 + 0) / 3 = 0.500; Hit@1 = 1/3; NDCG = (1 + 1/log2(3) + 0) / 3 = 0.544.
+    assert out == ("bm25: Hit@1 0.333, Hit@5 0.667, Hit@10 0.667, Hit@20 0.667, NDCG@5 0.544, NDCG@10 0.544, "
+                   "NDCG@20 0.544, MRR 0.500 (3 questions)\n") + wrote(tmp_path)
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
     assert block(report, "Left out of the metrics") == [
         "Left out of the metrics (1; not counted in any average)",
@@ -306,14 +326,15 @@ def test_german_goldset_semicolon_bm25_per_corpus(gold_args, tmp_path, capsys):
         "  line 6: 6 fields but the header has 5; put a field that contains ';' in double quotes or remove a "
         "stray one; row skipped",
     ])
-    # Per corpus (sorted): finanzen = vega (never); literatur = Kafka (1); wetter = crops (2): Hit 1, MRR 1/2.
-    # Each cell ±1 / exact page: crops' options p0 is the expected page 1 itself, so the two agree.
+    # Per corpus (sorted): finanzen = vega (never); literatur = Kafka (1); wetter = crops (2): Hit 1 from k = 5,
+    # MRR 1/2. Each cell ±1 / exact page: crops' options p0 is the expected page 1 itself, so the two agree.
+    # NDCG is left out of this table (it stays readable); the Results block has it.
     assert block(report, "Per corpus") == [
         "Per corpus (±1 / exact page)",
-        "  corpus        n          Hit@5         Hit@10         Hit@20            MRR",
-        "  finanzen      1  0.000 / 0.000  0.000 / 0.000  0.000 / 0.000  0.000 / 0.000",
-        "  literatur     1  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000",
-        "  wetter        1  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000  0.500 / 0.500",
+        "  corpus        n          Hit@1          Hit@5         Hit@10         Hit@20            MRR",
+        "  finanzen      1  0.000 / 0.000  0.000 / 0.000  0.000 / 0.000  0.000 / 0.000  0.000 / 0.000",
+        "  literatur     1  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000",
+        "  wetter        1  0.000 / 0.000  1.000 / 1.000  1.000 / 1.000  1.000 / 1.000  0.500 / 0.500",
     ]
     assert block(report, "Per question") == [
         "Per question (3, sorted by rank, then question)",
@@ -344,7 +365,11 @@ def test_json_output(gold_args, tmp_path, capsys):
     assert payload["status"]["exit_code"] == 1 and payload["status"]["failed"] == []
     assert payload["config"]["Goldset"] == f"{tmp_path / 'gold.csv'} (8 questions)"
     assert payload["config"]["Page tolerance"] == "±1 (expected pages are 1-based)"
-    assert payload["metrics"] == {"hit@5": 6 / 7, "hit@10": 6 / 7, "hit@20": 6 / 7, "mrr": 6 / 7}
+    ndcg = (1 / math.log2(3) + 3 + (1 / 2) / (1 + 1 / math.log2(3)) + 0.5) / 7  # test_english_goldset_default_tolerance
+    assert payload["metrics"] == pytest.approx({"hit@1": 6 / 7, "hit@5": 6 / 7, "hit@10": 6 / 7, "hit@20": 6 / 7,
+                                                "ndcg@5": ndcg, "ndcg@10": ndcg, "ndcg@20": ndcg, "mrr": 6 / 7})
+    assert list(payload["metrics"]) == ["hit@1", "hit@5", "hit@10", "hit@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr"]
+    assert payload["tested"] == ["hit@5", "hit@10", "hit@20", "mrr"]  # what a comparison tests
     assert payload["num_queries"] == 7
     assert [(q["question"], q["lines"]) for q in payload["left_out"]] == [
         ("How do crops react to rainfall in autumn?", [13])]
@@ -354,7 +379,10 @@ def test_json_output(gold_args, tmp_path, capsys):
     assert vol["corpus"] == ""
     assert vol["locations"] == [{"source": "options.pdf", "page": 2}]
     assert vol["rank"] == 1
-    assert vol["metrics"] == {"hit@5": 1.0, "hit@10": 1.0, "hit@20": 1.0, "mrr": 1.0}
+    # Rank 1 through the neighbouring page, the page itself at rank 2: NDCG 1/log2(3) beats the neighbour's 0.5.
+    assert vol["metrics"] == pytest.approx({"hit@1": 1.0, "hit@5": 1.0, "hit@10": 1.0, "hit@20": 1.0,
+                                            "ndcg@5": 1 / math.log2(3), "ndcg@10": 1 / math.log2(3),
+                                            "ndcg@20": 1 / math.log2(3), "mrr": 1.0})
     # Pages in `top` are 1-based, as the goldset writes them; the first five of the hybrid order.
     assert [(t["source"], t["page"]) for t in vol["top"]] == [
         ("options.pdf", 1), ("options.pdf", 2), ("weather.pdf", 1), ("scan.pdf", 1), ("Literatur_Übersicht.pdf", 1)]
@@ -409,8 +437,13 @@ def test_exact_and_tolerant_are_scored_from_the_same_lists():
     result = exact_result(1)
     assert {q.query_id: (q.rank, q.exact.rank) for q in result.per_query} == {
         "near": (2, 3), "only": (1, None), "exact": (1, 1), "never": (None, None)}
-    assert result.metrics == {"hit@1": 0.5, "hit@2": 0.75, "hit@3": 0.75, "mrr": 0.625}
-    assert result.metrics_exact == {"hit@1": 0.25, "hit@2": 0.25, "hit@3": 0.5, "mrr": pytest.approx(1 / 3)}
+    assert result.metrics == {"hit@1": 0.5, "hit@2": 0.75, "hit@3": 0.75, "mrr": 0.625,
+                              # near: its neighbour at rank 2 (0.5/log2 3 = 0.315) or itself at 3 (1/2); only: its
+                              # neighbour at rank 1 (0.5); exact 1; never 0.
+                              "ndcg@1": 0.375, "ndcg@2": pytest.approx((0.5 / math.log2(3) + 0.5 + 1) / 4),
+                              "ndcg@3": 0.5}
+    assert result.metrics_exact == {"hit@1": 0.25, "hit@2": 0.25, "hit@3": 0.5, "mrr": pytest.approx(1 / 3),
+                                    "ndcg@1": 0.25, "ndcg@2": 0.25, "ndcg@3": 0.375}
     assert (result.counts, result.counts_exact) == ({"hit@1": 2, "hit@2": 3, "hit@3": 3},
                                                     {"hit@1": 1, "hit@2": 1, "hit@3": 2})
     assert eval_report.tolerance_only(result) == {"hit@1": 1, "hit@2": 2, "hit@3": 1, "mrr": 2}
@@ -420,14 +453,17 @@ def test_exact_and_tolerant_are_scored_from_the_same_lists():
                                                                     {"source": "a.pdf", "page": 5})
     assert (by_id["only"].exact.via, by_id["only"].exact.page) == ({"source": "a.pdf", "page": 3}, None)
     assert [q.query_id for q in result.per_query if q.via_tolerance] == ["near", "only"]
-    assert eval_report.render_metrics(result)[2:] == [
+    assert eval_report.render_metrics(result)[3:] == [
         "  (±1: an acceptable location is an expected page or a page within 1 of it, as every other figure of this "
         "report counts; exact page: the expected page itself, in the same lists)",
-        "         ±1 page           exact page",
-        "  Hit@1  0.500  (2 of 4)   0.250  (1 of 4)",
-        "  Hit@2  0.750  (3 of 4)   0.250  (1 of 4)",
-        "  Hit@3  0.750  (3 of 4)   0.500  (2 of 4)",
-        "  MRR    0.625             0.333",
+        "          ±1 page           exact page",
+        "  Hit@1   0.500  (2 of 4)   0.250  (1 of 4)",
+        "  Hit@2   0.750  (3 of 4)   0.250  (1 of 4)",
+        "  Hit@3   0.750  (3 of 4)   0.500  (2 of 4)",
+        "  NDCG@1  0.375             0.250",
+        "  NDCG@2  0.454             0.250",
+        "  NDCG@3  0.500             0.375",
+        "  MRR     0.625             0.333",
         "  Made only by the ±1 tolerance: 1 hit at 1, 2 at 2, 1 at 3; the rank of 2 questions (a neighbouring page "
         "ranked before the exact one: \"via\" under Per question)",
     ]
@@ -437,7 +473,8 @@ def test_exact_and_tolerant_are_scored_from_the_same_lists():
         "expected: b.pdf p. 1", "expected: c.pdf p. 1 · first: a.pdf p. 1"]
     # The Markdown summary: one row each, no "best" between two countings of one run.
     assert eval_report.render_markdown(result).splitlines()[-2:] == [
-        "| hybrid (±1 page) | 0.500 | 0.750 | 0.750 | 0.625 |", "| hybrid (exact page) | 0.250 | 0.250 | 0.500 | 0.333 |"]
+        "| hybrid (±1 page) | 0.500 | 0.750 | 0.750 | 0.375 | 0.454 | 0.500 | 0.625 |",
+        "| hybrid (exact page) | 0.250 | 0.250 | 0.500 | 0.250 | 0.250 | 0.375 | 0.333 |"]
     # Read back from the JSON report, the exact figures and ranks are all there.
     back = EvalResult.from_json(json.loads(eval_report.render_json(result)))
     assert (back.page_tolerance, back.metrics_exact, back.counts_exact) == (1, result.metrics_exact,
@@ -452,8 +489,9 @@ def test_at_tolerance_zero_exact_is_the_score_and_the_report_shows_one_column():
     assert {q.query_id: q.rank for q in result.per_query} == {"near": 3, "only": None, "exact": 1, "never": None}
     assert result.metrics == result.metrics_exact and result.counts == result.counts_exact
     assert not any(q.via_tolerance for q in result.per_query)
-    assert eval_report.render_metrics(result)[2:] == ["  Hit@1  0.250  (1 of 4)", "  Hit@2  0.250  (1 of 4)",
-                                                      "  Hit@3  0.500  (2 of 4)", "  MRR    0.333"]
+    assert eval_report.render_metrics(result)[3:] == [
+        "  Hit@1   0.250  (1 of 4)", "  Hit@2   0.250  (1 of 4)", "  Hit@3   0.500  (2 of 4)", "  NDCG@1  0.250",
+        "  NDCG@2  0.250", "  NDCG@3  0.375", "  MRR     0.333"]
 
 
 def test_details_and_json_mark_ranks_made_by_the_tolerance(gold_args, tmp_path, capsys):
@@ -468,7 +506,8 @@ def test_details_and_json_mark_ranks_made_by_the_tolerance(gold_args, tmp_path, 
     assert "\n- rank 1 via options.pdf p. 1 (±1); exact page options.pdf p. 2 at rank 3\n" in details
     assert "\n- rank 1 via p. 1 (±1); exact page not retrieved\n" in details
     payload = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
-    assert (payload["page_tolerance"], payload["counts_exact"]) == (1, {"hit@5": 5, "hit@10": 5, "hit@20": 5})
+    assert (payload["page_tolerance"], payload["counts_exact"]) == (1, {"hit@1": 3, "hit@5": 5, "hit@10": 5,
+                                                                        "hit@20": 5})
     assert payload["metrics_exact"]["mrr"] == pytest.approx((1 / 2 + 1 + 1 + 1 + 1 / 3) / 7)
     vega = next(q for q in payload["per_query"] if q["question"] == "What is vega?")
     assert (vega["rank"], vega["rank_exact"], vega["via"], vega["exact_page"]) == (
@@ -640,7 +679,7 @@ def test_a_fusion_setting_beside_a_mode_without_fusion_is_a_warning_and_a_note(g
     notes = ["--dense-weight 0.3 has no effect in bm25 mode: it weighs hybrid mode's convex fusion",
              "--rrf-k 5 has no effect in bm25 mode: it is the constant of hybrid mode's reciprocal rank fusion"]
     assert (code, err) == (0, "".join(f"warning: {note}\n" for note in notes))
-    assert out.startswith("bm25: Hit@5 ")
+    assert out.startswith("bm25: Hit@1 ")
     assert in_order(block((tmp_path / "report.txt").read_text(encoding="utf-8"), "Notes"), [f"  {n}" for n in notes])
     # The profile's own values are not the user's flags: no note for long-pdf's dense_weight in bm25 mode.
     code, _, err = run(capsys, *gold_args(GOLD_JUDGE, "--no-compare", "--quiet", "--no-sync", "--mode", "bm25",
@@ -709,7 +748,8 @@ def test_no_sync_on_stale_index_warns(tiny_index, tmp_path, capsys):
     report = (tmp_path / "r.txt").read_text(encoding="utf-8")
     assert f"  {warning}" in block(report, "Notes")
     # Not synced: weather.pdf is still in the index, so the crops question is still found at rank 1.
-    assert out == "hybrid: Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, MRR 0.857 (7 questions)\n" + wrote(tmp_path, "r")
+    assert out == ("hybrid: Hit@1 0.857, Hit@5 0.857, Hit@10 0.857, Hit@20 0.857, NDCG@5 0.634, NDCG@10 0.634, "
+                   "NDCG@20 0.634, MRR 0.857 (7 questions)\n") + wrote(tmp_path, "r")
 
 
 def test_run_file_and_qrels_file_usage_errors(gold_args, tmp_path, capsys):
@@ -869,7 +909,8 @@ def test_judge_server_that_stops_midway_degrades_the_run(judge_args, tmp_path, c
         code, out, err = run(capsys, *judge_args())
         assert len(stub.listings) == 1 and len(stub.requests) == 3  # the check; one verdict, two failed tries
     assert code == 1  # the retrieval report is written, but the judge is incomplete: degraded
-    assert out == "hybrid: Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, MRR 1.000 (3 questions)\n" + wrote(tmp_path)
+    assert out == ("hybrid: Hit@1 1.000, Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, NDCG@5 1.000, NDCG@10 1.000, "
+                   "NDCG@20 1.000, MRR 1.000 (3 questions)\n") + wrote(tmp_path)
     stopped = f"The judge server ({stub.base_url}) failed 2 times in a row for model 'stub-model'; last error: "
     assert f"warning: judging stopped: {stopped}" in err
     report = (tmp_path / "report.txt").read_text(encoding="utf-8")
@@ -878,7 +919,7 @@ def test_judge_server_that_stops_midway_degrades_the_run(judge_args, tmp_path, c
     assert report.splitlines()[1:3] == ["Status: exit 1, evaluated but the run is degraded",
                                         f"  degraded: the judge stopped before every question was judged: {stopped}"
                                         + report.splitlines()[2].split(stopped, 1)[1]]
-    assert block(report, "Results")[4] == "  Hit@5   1.000  (3 of 3)   1.000  (3 of 3)"  # ±1 and exact page
+    assert block(report, "Results")[6] == "  Hit@5    1.000  (3 of 3)   1.000  (3 of 3)"  # ±1 and exact page
 
 
 def test_judge_max_calls(judge_args, tmp_path, capsys, monkeypatch):

@@ -230,36 +230,40 @@ def test_sweep_table_rows_share_indexes_and_query_vectors(workdir, capsys, monke
     start = lines.index("Results (* = best in column; seconds = wall time of the row, including opening and "
                         "syncing its index on the first row that uses it)")
     assert lines[start + 1:start + 6] == [
-        "  configuration                Hit@1   Hit@3   Hit@5  Hit@10  Hit@20     MRR  seconds",
-        "  chunk_size=2000 mode=dense  0.500*  0.833*  0.833*  0.833*  0.833*  0.639*",
-        "  chunk_size=2000 mode=bm25   0.500*  0.667   0.667   0.667   0.667   0.556",
-        "  chunk_size=page mode=dense  0.500*  0.833*  0.833*  0.833*  0.833*  0.639*",
-        "  chunk_size=page mode=bm25   0.500*  0.667   0.667   0.667   0.667   0.556",
+        "  configuration                Hit@1   Hit@3   Hit@5  Hit@10  Hit@20  NDCG@5  NDCG@10     MRR  seconds",
+        "  chunk_size=2000 mode=dense  0.500*  0.833*  0.833*  0.833*  0.833*  0.688*   0.688*  0.639*",
+        "  chunk_size=2000 mode=bm25   0.500*  0.667   0.667   0.667   0.667   0.583    0.583   0.556",
+        "  chunk_size=page mode=dense  0.500*  0.833*  0.833*  0.833*  0.833*  0.688*   0.688*  0.639*",
+        "  chunk_size=page mode=bm25   0.500*  0.667   0.667   0.667   0.667   0.583    0.583   0.556",
     ]
     assert lines[1] == "Status: exit 1, evaluated but the run is degraded"
     assert "Axes: chunk_size = 2000, page; mode = dense, bm25" in lines
     # bm25 against dense: MRR differences -1/6 (volatility, rank 2 -> 3) and -1/3 (vega, 3 -> –), the rest 0:
     # diff -0.5/6 = -0.083; the exact randomization test over the 2 non-zero differences finds 2 of 4 sign
-    # patterns as extreme (|sum| >= 0.5): p = 0.500. The 3 rows x 2 metrics are one family: Holm multiplies the
-    # smallest p by 6 (capped at 1), none is rejected, and the intervals invert the test at 0.05 / 6. With 6
-    # questions no shift reaches that level (the smallest p of 6 non-zero differences is 2/2^6 = 0.031), so every
-    # row that differs from the first gets the whole range of possible differences.
+    # patterns as extreme (|sum| >= 0.5): p = 0.500. NDCG@10 the same way: volatility 1/log2(3) -> 1/log2(4), vega
+    # 1/log2(4) -> 0, diff (0.131 + 0.5) / 6 = -0.105, p = 0.500. The 3 rows x 3 metrics are one family: Holm
+    # multiplies the smallest p by 9 (capped at 1), none is rejected, and the intervals invert the test at 0.05 / 9.
+    # With 6 questions no shift reaches that level (the smallest p of 6 non-zero differences is 2/2^6 = 0.031), so
+    # every row that differs from the first gets the whole range of possible differences.
     compared = lines.index("Compared with the first row (chunk_size=2000 mode=dense), 6 common questions; family: 3 "
-                           "rows x 2 metrics = 6 tests")
+                           "rows x 3 metrics = 9 tests")
     none = "no detectable difference at this goldset size"
-    assert lines[compared + 1:compared + 11] == [
-        "  configuration               metric    first    row    diff  99.17% CI of diff       p  p Holm  verdict",
+    assert lines[compared + 1:compared + 14] == [
+        "  configuration               metric    first    row    diff  99.44% CI of diff       p  p Holm  verdict",
         f"  chunk_size=2000 mode=bm25   Hit@5     0.833  0.667  -0.167  [-1.000, +1.000]    1.000   1.000  {none}",
+        f"  chunk_size=2000 mode=bm25   NDCG@10   0.688  0.583  -0.105  [-1.000, +1.000]    0.500   1.000  {none}",
         f"  chunk_size=2000 mode=bm25   MRR       0.639  0.556  -0.083  [-1.000, +1.000]    0.500   1.000  {none}",
         f"  chunk_size=page mode=dense  Hit@5     0.833  0.833  +0.000  [+0.000, +0.000]    1.000   1.000  {none}",
+        f"  chunk_size=page mode=dense  NDCG@10   0.688  0.688  +0.000  [+0.000, +0.000]    1.000   1.000  {none}",
         f"  chunk_size=page mode=dense  MRR       0.639  0.639  +0.000  [+0.000, +0.000]    1.000   1.000  {none}",
         f"  chunk_size=page mode=bm25   Hit@5     0.833  0.667  -0.167  [-1.000, +1.000]    1.000   1.000  {none}",
+        f"  chunk_size=page mode=bm25   NDCG@10   0.688  0.583  -0.105  [-1.000, +1.000]    0.500   1.000  {none}",
         f"  chunk_size=page mode=bm25   MRR       0.639  0.556  -0.083  [-1.000, +1.000]    0.500   1.000  {none}",
         "  (two-sided paired randomization test: every sign pattern where at most 16 questions differ, else 10,000 "
         "drawn with",
-        "   seed 0; Holm's adjustment over 3 rows x 2 metrics = 6 tests: a verdict needs an adjusted p < 0.05; each "
+        "   seed 0; Holm's adjustment over 3 rows x 3 metrics = 9 tests: a verdict needs an adjusted p < 0.05; each "
         "interval",
-        "   inverts the test at Holm's last level, 0.008333, so it excludes 0 exactly when the verdict says better "
+        "   inverts the test at Holm's last level, 0.005556, so it excludes 0 exactly when the verdict says better "
         "or worse)",
     ]
     # One report per row beside the table, each compared with the first row and naming what differs.
@@ -328,9 +332,9 @@ def test_a_suite_entry_sweeps(workdir, capsys):
     summary = out.splitlines()
     summary = summary[summary.index("localRAG suite: suite.toml"):]
     assert summary[2:5] == [
-        "  entry              Hit@5  Hit@10     MRR  queries         report",
-        "  modes mode=dense  0.833*  0.833*  0.639*        6  out/modes.txt",
-        "  modes mode=bm25   0.667   0.667   0.556         6  out/modes.txt",
+        "  entry              Hit@5  Hit@10  NDCG@10     MRR  queries         report",
+        "  modes mode=dense  0.833*  0.833*   0.688*  0.639*        6  out/modes.txt",
+        "  modes mode=bm25   0.667   0.667    0.583   0.556         6  out/modes.txt",
     ]
     assert (workdir / "out" / "modes.txt").read_text(encoding="utf-8").startswith("localRAG sweep: goldset gold.csv")
     assert (workdir / "out" / "modes-mode-bm25.json").exists()

@@ -231,3 +231,80 @@ def test_changed_queries_order():
     assert improved[0].qid == "c" and improved[0].new_rank == 2
     with pytest.raises(ValueError, match="same query ids"):
         rm.changed_queries({"a": 1}, {"b": 1})
+
+
+# ----------------------------------------------------------------------------- NDCG of expected locations
+
+
+def test_ndcg_matched_one_location_takes_its_best_match():
+    # A neighbour (0.5) at rank 1 and the page itself (1) at rank 2: 0.5 / 1 < 1 / log2(3) = 0.631, so the exact
+    # page counts; the ideal is that location at rank 1 (1.0).
+    assert rm.ndcg_matched([[0.5, 1.0, 0.0]], 5) == pytest.approx(1 / math.log2(3))
+    # The page itself at rank 4 (1 / log2(5) = 0.431) loses to the neighbour at rank 1 (0.5).
+    assert rm.ndcg_matched([[0.5, 0.0, 0.0, 1.0]], 5) == 0.5
+    # Cut at k = 3: the page at rank 4 is not seen.
+    assert rm.ndcg_matched([[0.0, 0.0, 0.0, 1.0]], 3) == 0.0
+
+
+def test_ndcg_matched_credits_each_rank_once_and_pairs_for_the_largest_dcg():
+    # Two locations both on rank 1; location A also on rank 3. Greedy "A takes rank 1" gives B nothing more:
+    # 1 + 0 = 1. The best pairing: B at rank 1, A at rank 3 -> 1 + 1/2 = 1.5. Ideal: 1 + 1/log2(3).
+    gains = [[1.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    assert rm.ndcg_matched(gains, 3) == pytest.approx(1.5 / (1 + 1 / math.log2(3)))
+    # Two locations sharing one page only: one is credited, the other is not (never above 1).
+    assert rm.ndcg_matched([[1.0], [1.0]], 5) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    # A location nothing matches still counts in the ideal.
+    assert rm.ndcg_matched([[1.0, 0.0], [0.0, 0.0]], 2) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    # Ideal cut at k: three locations, k = 1 -> ideal 1.
+    assert rm.ndcg_matched([[1.0], [0.0], [0.0]], 1) == 1.0
+
+
+def test_ndcg_matched_without_locations_is_0_and_rejects_bad_gains():
+    assert rm.ndcg_matched([], 10) == 0.0
+    with pytest.raises(ValueError, match=r"gains must lie in 0..1, got \[\[1.5\]\]"):
+        rm.ndcg_matched([[1.5]], 10)
+    with pytest.raises(ValueError, match="cutoff k must be a positive integer, got 0"):
+        rm.ndcg_matched([[1.0]], 0)
+
+
+def test_ndcg_matched_equals_trec_ndcg_when_every_location_is_one_page():
+    # One page per location, each page at most one location, binary gains: the standard nDCG (ndcg_at_k).
+    rng = random.Random(7)
+    for _ in range(200):
+        ranked = [f"d{i}" for i in rng.sample(range(12), 8)]
+        relevant = rng.sample(range(12), rng.randint(1, 4))
+        qrels = {f"d{i}": 1 for i in relevant}
+        gains = [[1.0 if doc == f"d{i}" else 0.0 for doc in ranked] for i in relevant]
+        for k in (1, 3, 5, 10):
+            assert rm.ndcg_matched(gains, k) == pytest.approx(rm.ndcg_at_k(ranked, qrels, k))
+
+
+def test_ndcg_matched_never_falls_when_a_gain_rises():
+    rng = random.Random(3)
+    for _ in range(200):
+        gains = [[rng.choice((0.0, 0.0, 0.5, 1.0)) for _ in range(6)] for _ in range(rng.randint(1, 3))]
+        i, j = rng.randrange(len(gains)), rng.randrange(6)
+        higher = [row[:] for row in gains]
+        higher[i][j] = 1.0
+        assert rm.ndcg_matched(higher, 5) >= rm.ndcg_matched(gains, 5) - 1e-12
+        assert 0.0 <= rm.ndcg_matched(higher, 5) <= 1.0 + 1e-12
+
+
+def test_location_gains_grade_the_page_itself_above_its_neighbour():
+    from localrag.evaluation.scoring import NEIGHBOUR_GAIN, location_gains
+    from localrag.goldset.format import Location
+
+    retrieved = [("a.pdf", 3), ("a.pdf", 4), ("b.pdf", 0), ("a.pdf", 9)]  # 0-based pages
+    locations = [Location("a.pdf", 5),                   # page 5 = 0-based 4: neighbour at rank 1, itself at 2
+                 Location("a.pdf", 9, 11),               # a range: 0-based 8..10; rank 4 (0-based 9) is in it
+                 Location("b.pdf"),                      # a whole file: any page is the location itself
+                 Location("c.pdf", 2, problem="page 0")]  # unusable: no row, not in the ideal
+    assert NEIGHBOUR_GAIN == 0.5
+    assert location_gains(retrieved, locations, 1, 1) == [[0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0],
+                                                          [0.0, 0.0, 1.0, 0.0]]
+    # At tolerance 0 the neighbour earns nothing.
+    assert location_gains(retrieved, locations, 1, 0)[0] == [0.0, 1.0, 0.0, 0.0]
+    # The question's NDCG@5: a at rank 2 (1/log2 3), the range at 4 (1/log2 5), b at 3 (1/2); ideal 3 at the top.
+    ideal = 1 + 1 / math.log2(3) + 0.5
+    assert rm.ndcg_matched(location_gains(retrieved, locations, 1, 1), 5) == pytest.approx(
+        (1 / math.log2(3) + 0.5 + 1 / math.log2(5)) / ideal)

@@ -20,7 +20,8 @@ from localrag.evaluation.result import EXIT_OK, EvalResult, Status
 #   "What is vega?"                                     [options p0]              -> weather.pdf never: miss
 #   "How sensitive is the option value to volatility?"  [options p0, weather p0, options p1]
 #       expected options page 2 = p1, which is rank 3, but p0 lies within the page tolerance of 1: rank 1 (trap)
-# Hit@5 = Hit@10 = 2/3 = 0.667; MRR = (1 + 0 + 1) / 3 = 0.667.
+# Hit@5 = Hit@10 = 2/3 = 0.667; MRR = (1 + 0 + 1) / 3 = 0.667; Hit@1 = 2/3. NDCG: volatility's neighbour at rank 1
+# earns 0.5, its page itself at rank 3 earns 1/log2(4) = 0.5 as well: (1 + 0 + 0.5) / 3 = 0.500.
 GOLDSET = (
     "question;expected_source;expected_page\n"
     "How do crops react to rainfall?;weather.pdf;1\n"
@@ -111,7 +112,8 @@ def test_two_entries_write_reports_and_summary(gold_entry, beir_dir, tmp_path, c
     assert (out_dir / "gold-bm25.txt").read_text(encoding="utf-8").startswith("localRAG retrieval evaluation")
     assert (out_dir / "beir-bm25.txt").is_file()
     # Hand values (see the top of the file).
-    assert gold_json["metrics"] == pytest.approx({"hit@5": 2 / 3, "hit@10": 2 / 3, "hit@20": 2 / 3, "mrr": 2 / 3})
+    assert gold_json["metrics"] == pytest.approx({"hit@1": 2 / 3, "hit@5": 2 / 3, "hit@10": 2 / 3, "hit@20": 2 / 3,
+                                                  "ndcg@5": 0.5, "ndcg@10": 0.5, "ndcg@20": 0.5, "mrr": 2 / 3})
     assert [q["rank"] for q in gold_json["per_query"]] == [1, None, 1]
     assert beir_json["metrics"]["ndcg@10"] == pytest.approx((1 + 2 / (2 + 1 / 1.584962500721156)) / 3)
     assert {k: beir_json["metrics"][k] for k in ("hit@5", "hit@10", "recall@100", "mrr")} == \
@@ -129,7 +131,7 @@ def test_two_entries_write_reports_and_summary(gold_entry, beir_dir, tmp_path, c
     rows = table_rows(summary)
     # Columns of metrics an entry lacks (a goldset has no NDCG or Recall) show a dash; equal bests both get *.
     assert rows == {
-        "gold-bm25": ["0.667*", "0.667*", "–", "–", "0.667*", "3", "eval/suite_reports/gold-bm25.txt"],
+        "gold-bm25": ["0.667*", "0.667*", "0.500", "–", "0.667*", "3", "eval/suite_reports/gold-bm25.txt"],
         "beir-bm25": ["0.667*", "0.667*", "0.587*", "0.500*", "0.667*", "3", "eval/suite_reports/beir-bm25.txt"],
     }
     # Every cell is the entry's own JSON metric, formatted as the reports format it.
@@ -138,7 +140,7 @@ def test_two_entries_write_reports_and_summary(gold_entry, beir_dir, tmp_path, c
         assert [cell.rstrip("*") for cell in rows[name][:5]] == [eval_report.fmt(data["metrics"].get(k)) for k in keys]
     markdown = (out_dir / "summary.md").read_text(encoding="utf-8").splitlines()
     assert markdown[0] == "| entry | Hit@5 | Hit@10 | NDCG@10 | Recall@100 | MRR | queries |"
-    assert markdown[2] == "| gold-bm25 | 0.667 **best** | 0.667 **best** | – | – | 0.667 **best** | 3 |"
+    assert markdown[2] == "| gold-bm25 | 0.667 **best** | 0.667 **best** | 0.500 | – | 0.667 **best** | 3 |"
 
 
 def test_output_name_names_reports_and_summary(gold_entry, tmp_path, capsys, monkeypatch):
@@ -179,7 +181,8 @@ def test_failing_entries_are_listed_and_the_others_reported(gold_entry, tmp_path
     assert "error: unrecognized arguments: --modee bm25" in err
     lines = out.splitlines()
     assert list(table_rows(out)) == ["gold-bm25"]
-    assert table_rows(out)["gold-bm25"][:3] == ["0.667", "0.667", "0.667"]  # Hit@5, Hit@10, MRR; one row: no *
+    # Hit@5, Hit@10, NDCG@10, MRR; one row: no *
+    assert table_rows(out)["gold-bm25"][:4] == ["0.667", "0.667", "0.500", "0.667"]
     assert lines[-2:] == ["Failed entries (see the messages above): no-goldset, typo",
                           "Wrote reports/gold-bm25.txt, reports/gold-bm25.json, reports/gold-bm25.details.md, "
                           "reports/summary.txt, reports/summary.md"]

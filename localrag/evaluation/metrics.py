@@ -191,6 +191,33 @@ def reciprocal_rank_from_rank(rank: int | None) -> float:
     return 0.0 if rank is None else 1.0 / rank
 
 
+def ndcg_matched(gains: Sequence[Sequence[float]], k: int) -> float:
+    """nDCG@k when the relevant entries are expected locations that several retrieved entries may match: row i holds
+    location i's gain (0..1) at each rank. Each location is credited at one rank and each rank credits one location,
+    the pairing that gives the largest DCG (a maximum-weight matching, found exactly over the sets of credited
+    locations); the ideal is every location at gain 1 in the first ranks (Jarvelin & Kekalainen, ACM TOIS 2002;
+    discount 1 / log2(rank + 1)). 0.0 without locations. Lies in 0..1, and a larger gain never lowers it."""
+    _check_cutoff(k)
+    if any(not 0 <= gain <= 1 for row in gains for gain in row):
+        raise ValueError(f"gains must lie in 0..1, got {[list(row) for row in gains]!r}")
+    ideal = _dcg([1.0] * min(len(gains), k))
+    if not ideal:
+        return 0.0
+    rows = [row[:k] for row in gains if any(row[:k])]
+    best = {0: 0.0}  # the set of credited rows (a bit mask) -> the largest DCG that credits exactly them
+    for rank in range(1, k + 1):
+        discount = 1.0 / math.log2(rank + 1)
+        step = dict(best)
+        for mask, value in best.items():
+            for i, row in enumerate(rows):
+                if rank <= len(row) and row[rank - 1] > 0 and not mask >> i & 1:
+                    candidate = value + row[rank - 1] * discount
+                    if candidate > step.get(mask | 1 << i, -1.0):
+                        step[mask | 1 << i] = candidate
+        best = step
+    return max(best.values()) / ideal
+
+
 def _check_rank(rank: object) -> None:
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
         raise ValueError(f"rank must be a 1-based positive integer or None (not found), got {rank!r}")

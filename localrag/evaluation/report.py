@@ -23,6 +23,7 @@ DASH = "–"  # shown instead of a rank when nothing acceptable was retrieved
 ABLATION_METRICS = ["hit@1", "hit@3", "hit@5", "ndcg@5", "ndcg@10", "mrr"]  # columns of the ablation table
 # Metrics each sweep or ablation row is compared on with its reference row, when the run has them: one family.
 SWEEP_COMPARE_METRICS = ["hit@5", "ndcg@10", "mrr"]
+NEIGHBOUR_GAIN = 0.5  # NDCG's gain of a page only within the page tolerance of an expected location (on it: 1)
 EXPECTED_SHOWN = 3  # expected locations named on a per-question line (a dataset query may have dozens)
 
 
@@ -125,6 +126,10 @@ def render_metrics(result: EvalResult) -> list[str]:
     if result.kind == "goldset":
         lines.append(f"  (Hit@k: share of questions with an acceptable location among the first k results; with one "
                      f"expected location per question it equals Recall@k. MRR over the first {result.depth}.)")
+        if any(key.startswith("ndcg@") for key in result.metrics):
+            lines.append(f"  (NDCG@k: each expected location counts once, where it scores best: gain 1 on the "
+                         f"expected page, {NEIGHBOUR_GAIN:g} on a page only within the tolerance; ideal: every "
+                         f"expected location at the top)")
     else:
         lines.append(f"  (document level: chunks collapsed to documents by best rank, then cut at k; "
                      f"MRR over the first {result.depth} documents)")
@@ -172,8 +177,9 @@ def tolerance_only(result: EvalResult) -> dict[str, int]:
 
 
 def render_per_corpus(result: EvalResult) -> list[str]:
-    """The metrics of each corpus; with exact-page figures (shows_exact) each cell holds both: 'tolerant / exact'."""
-    keys = list(result.metrics)
+    """The metrics of each corpus but NDCG (the table stays readable); with exact-page figures (shows_exact) each
+    cell holds both: 'tolerant / exact'."""
+    keys = [key for key in result.metrics if not key.startswith("ndcg@")]
     width = max(len("corpus"), *(len(c) for c in result.per_corpus))
     exact = shows_exact(result) and all(entry.metrics_exact for entry in result.per_corpus.values())
     column = 13 if exact else 8
@@ -365,8 +371,8 @@ def render_json(result: EvalResult) -> str:
 def ablation_table(results: Sequence[EvalResult]) -> tuple[list[dict[str, Any]], list[str]]:
     """(rows, metric keys) of the ablation table: one row per configuration, with its wall time."""
     present = [k for k in ABLATION_METRICS if any(k in r.metrics for r in results)]
-    deeper = [k for k in results[0].metrics if k.startswith("hit@") and k not in present]
-    keys = present[:3] + deeper + present[3:]
+    hits = {k for k in (*present, *results[0].metrics) if k.startswith("hit@")}
+    keys = [*sorted(hits, key=lambda k: parse_metric_key(k)[1]), *(k for k in present if not k.startswith("hit@"))]
     rows = [{"name": r.name, "metrics": {k: r.metrics.get(k) for k in keys}, "seconds": f"{r.seconds:.1f}"}
             for r in results]
     return rows, keys

@@ -334,6 +334,8 @@ class EvalResult:
     page_tolerance: int | None = None
     metrics_exact: dict[str, float] = field(default_factory=dict)
     counts_exact: dict[str, int] = field(default_factory=dict)
+    # The metric keys a comparison tests (scoring.tested_keys); empty: every one (datasets, older reports).
+    tested: tuple[str, ...] = ()
 
     @property
     def ranks(self) -> dict[str, int | None]:
@@ -354,6 +356,7 @@ class EvalResult:
                          "metrics": self.metrics,
                          **({"page_tolerance": self.page_tolerance, "metrics_exact": self.metrics_exact}
                             if self.metrics_exact else {}),
+                         **({"tested": list(self.tested)} if self.tested else {}),
                          "num_queries": self.num_queries, "per_query": [q.to_json() for q in self.per_query]}
         optional = {"counts": self.counts, "counts_exact": self.counts_exact,
                     "per_corpus": {corpus: entry.to_json() for corpus, entry in self.per_corpus.items()},
@@ -387,4 +390,4 @@ class EvalResult:
                    messages=tuple(data.get("messages", ())), stage_k=data.get("stage_k", 0),
                    details=data.get("details", ""), settings=dict(data.get("settings", {})),
                    page_tolerance=data.get("page_tolerance"), metrics_exact=dict(data.get("metrics_exact", {})),
-                   counts_exact=dict(data.get("counts_exact", {})))
+                   counts_exact=dict(data.get("counts_exact", {})), tested=tuple(data.get("tested", ())))

@@ -18,7 +18,7 @@ from localrag.evaluation import metrics as rm
 from localrag.evaluation import diagnosis, stats
 from localrag.errors import EvalError
 from localrag.search.fusion import first_per_key, strictly_decreasing
-from localrag.evaluation.report import ci_label, fmt_p, metric_label, plural
+from localrag.evaluation.report import NEIGHBOUR_GAIN, ci_label, fmt_p, metric_label, plural
 from localrag.evaluation.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank,
                                         MetricComparison, NotFound, Passage, QuestionResult, RankMove, StageRanks,
                                         Status)
@@ -83,6 +83,15 @@ def metric_keys(kind: str, ks: Sequence[int]) -> list[str]:
     """The metric keys of a report ("goldset" or "dataset" kind) for cutoffs ks, in report order."""
     if kind == "dataset":
         return [k for k in rm.metric_keys(ks) if not k.startswith("precision")]  # P@k adds little for retrieval
+    return [f"hit@{k}" for k in sorted({1, *ks})] + [f"ndcg@{k}" for k in ks] + ["mrr"]
+
+
+def tested_keys(kind: str, ks: Sequence[int]) -> list[str]:
+    """The metrics a comparison of two reports tests (one Holm family): a goldset's Hit@k at the cutoffs asked for
+    and MRR; Hit@1 (unless asked for) and NDCG@k are shown beside them, not tested, so that they do not make every
+    other verdict stricter. A dataset's every metric."""
+    if kind == "dataset":
+        return metric_keys(kind, ks)
     return [f"hit@{k}" for k in ks] + ["mrr"]
 
 
@@ -93,14 +102,32 @@ def progress_bar(items: Sequence, show: bool, desc: str) -> Iterable:
 
 # ----------------------------------------------------------------------------- goldsets
 
-def goldset_metrics(ranks: dict[str, int | None], ks: Sequence[int]) -> tuple[dict, dict, dict]:
-    """(means, counts, per-query values) of Hit@k and MRR from first-match ranks (None = not found)."""
-    per_query = {qid: {**{f"hit@{k}": rm.hit_at_k_from_rank(r, k) for k in ks},
+def goldset_metrics(ranks: Mapping[str, int | None], gains: Mapping[str, Sequence[Sequence[float]]],
+                    ks: Sequence[int]) -> tuple[dict, dict, dict]:
+    """(means, counts, per-query values) of Hit@k (and Hit@1) and MRR from first-match ranks (None = not found),
+    and NDCG@k from each question's gains by location and rank (location_gains)."""
+    hit_ks = sorted({1, *ks})
+    per_query = {qid: {**{f"hit@{k}": rm.hit_at_k_from_rank(r, k) for k in hit_ks},
+                       **{f"ndcg@{k}": rm.ndcg_matched(gains[qid], k) for k in ks},
                        "mrr": rm.reciprocal_rank_from_rank(r)} for qid, r in ranks.items()}
     keys = metric_keys("goldset", ks)
     means = {key: math.fsum(v[key] for v in per_query.values()) / len(per_query) for key in keys}
-    counts = {f"hit@{k}": sum(1 for r in ranks.values() if r is not None and r <= k) for k in ks}
+    counts = {f"hit@{k}": sum(1 for r in ranks.values() if r is not None and r <= k) for k in hit_ks}
     return means, counts, per_query
+
+
+def location_gains(retrieved: Sequence[tuple[str, int]], locations: Sequence[gs.Location], page_offset: int,
+                   tolerance: int) -> list[list[float]]:
+    """Each usable expected location's NDCG gain at each rank of the retrieved (file, 0-based page) list: 1 on the
+    location itself (a page of it, any page of a whole-file location), NEIGHBOUR_GAIN on a page only within
+    `tolerance` of it, else 0 (metrics.ndcg_matched credits each location once)."""
+    def gain(source: str, page: int, loc: gs.Location) -> float:
+        if gs.location_matches(source, [page], loc, page_offset=page_offset, tolerance=0):
+            return 1.0
+        near = tolerance and gs.location_matches(source, [page], loc, page_offset=page_offset, tolerance=tolerance)
+        return NEIGHBOUR_GAIN if near else 0.0
+
+    return [[gain(source, page, loc) for source, page in retrieved] for loc in locations if not loc.problem]
 
 
 def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], scoring: Scoring, mode: str, rerank: bool,
@@ -195,8 +222,12 @@ def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Se
                                              page_offset=page_offset, tolerance=tolerance) for q in questions}
     exact = {q.query_id: exact_rank(retrieved[q.query_id], q.locations, ranks[q.query_id], page_offset)
              for q in questions}
-    means, counts, per_query_values = goldset_metrics(ranks, ks)
-    means_exact, counts_exact, _ = goldset_metrics({qid: e.rank for qid, e in exact.items()}, ks)
+    gains = {q.query_id: location_gains(retrieved[q.query_id], q.locations, page_offset, tolerance)
+             for q in questions}
+    gains_exact = {q.query_id: location_gains(retrieved[q.query_id], q.locations, page_offset, 0) for q in questions}
+    exact_ranks = {qid: e.rank for qid, e in exact.items()}
+    means, counts, per_query_values = goldset_metrics(ranks, gains, ks)
+    means_exact, counts_exact, _ = goldset_metrics(exact_ranks, gains_exact, ks)
     per_query = tuple(
         diagnosed(QuestionResult(q.query_id, q.question, ranks[q.query_id], per_query_values[q.query_id],
                                  q.corpus or "", tuple(location_json(loc) for loc in q.locations),
@@ -210,8 +241,8 @@ def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Se
     if len(corpora) > 1:
         for corpus in corpora:
             ids = [q.query_id for q in questions if q.corpus == corpus]
-            c_means, c_counts, _ = goldset_metrics({qid: ranks[qid] for qid in ids}, ks)
-            e_means, e_counts, _ = goldset_metrics({qid: exact[qid].rank for qid in ids}, ks)
+            c_means, c_counts, _ = goldset_metrics({qid: ranks[qid] for qid in ids}, gains, ks)
+            e_means, e_counts, _ = goldset_metrics({qid: exact_ranks[qid] for qid in ids}, gains_exact, ks)
             per_corpus[corpus] = CorpusResult(len(ids), c_means, c_counts, e_means, e_counts)
     not_found = tuple(
         NotFound(q.question, tuple(location_json(loc) for loc in q.locations),
@@ -219,7 +250,8 @@ def evaluate_goldset(questions: Sequence[gs.GoldQuestion], hits: Mapping[str, Se
         for q in sorted(questions, key=lambda q: q.question) if ranks[q.query_id] is None)
     return EvalResult("goldset", title, means, len(questions), per_query, name=name, depth=max(ks), counts=counts,
                       per_corpus=per_corpus, not_found=not_found, stage_k=stage_k if traced else 0,
-                      page_tolerance=tolerance, metrics_exact=means_exact, counts_exact=counts_exact)
+                      page_tolerance=tolerance, metrics_exact=means_exact, counts_exact=counts_exact,
+                      tested=tuple(tested_keys("goldset", ks)))
 
 
 def exact_rank(retrieved: Sequence[tuple[str, int]], locations: Sequence[gs.Location], rank: int | None,
@@ -501,14 +533,15 @@ def compare_results(old: EvalResult, new: EvalResult, intersect: bool, old_label
 
 def compare_rows(old: EvalResult, news: Sequence[EvalResult], intersect: bool, old_label: str, resamples: int,
                  seed: int = COMPARE_SEED, keys: Sequence[str] | None = None) -> list[Comparison]:
-    """Each of `news` compared with `old` on the metrics `keys` (default: every metric both have), every (row,
+    """Each of `news` compared with `old` on the metrics `keys` (default: the new result's tested ones that both
+    have, or every metric both have), every (row,
     metric) test one family: Holm-adjusted verdicts, intervals at Holm's last level (stats.compare_family)."""
     old_q = {q.query_id: q for q in old.per_query}
     rows, pairs = [], {}
     for number, new in enumerate(news):
         new_q = {q.query_id: q for q in new.per_query}
         common, note = common_questions(old_q, new_q, intersect)
-        shared = [k for k in (keys or new.metrics) if k in new.metrics and k in old.metrics]
+        shared = [k for k in (keys or new.tested or new.metrics) if k in new.metrics and k in old.metrics]
         for key in shared:
             pairs[number, key] = ({q: old_q[q].metrics[key] for q in common},
                                   {q: new_q[q].metrics[key] for q in common})

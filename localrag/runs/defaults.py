@@ -139,6 +139,7 @@ class CommandLine:
     replace_baseline: bool
     markdown: str | None
     output_dir: str | None  # where the reports written by default go instead of their default folders
+    csv: str | None
     explain: str | None
     diagnostic_depth: int
     quiet: bool

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from localrag.evaluation import diagnosis
 from localrag.evaluation import report as eval_report
+from localrag.evaluation.csv_report import render_csv
 from localrag.runs.defaults import CommandLine, EvalOptions
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, write_texts_atomic
@@ -28,6 +29,7 @@ SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm")  # files SQLite keeps beside th
 INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of these is an index folder
 # A file name each output flag's message suggests when the path given is a folder.
 EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", "--markdown": "report.md", "--run-file": "run.trec",
+                 "--csv": "questions.csv",
                  "--out": "goldset.csv"}
 
 
@@ -175,7 +177,8 @@ def output_paths(options: EvalOptions) -> list[tuple[str, str]]:
     o = options
     details = None if o.dataset else details_path(o.report)
     return [(flag, path) for flag, path in (("--report", o.report), ("--json", o.json),
-                                            ("--markdown", o.markdown), ("--run-file", o.run_file),
+                                            ("--markdown", o.markdown), ("--csv", o.csv),
+                                            ("--run-file", o.run_file),
                                             ("--qrels-file", qrels_path(o)),
                                             ("the details file of --report", details),
                                             ("the comparison file", o.compare_file)) if path]
@@ -290,6 +293,8 @@ def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tupl
     files += [(options.report, eval_report.render_text(result)), (options.json, eval_report.render_json(result))]
     if options.markdown:
         files.append((options.markdown, eval_report.render_markdown(result)))
+    if options.csv:
+        files.append((options.csv, render_csv([result])))
     written = write_reports([*files, *extra])
     return [options.report, options.json, *(path for path in written if path not in (options.report, options.json))]
 

@@ -25,6 +25,7 @@ from localrag.goldset import lint as goldset_lint
 from localrag.runs.defaults import EvalOptions, Gates, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
+from localrag.evaluation.csv_report import render_csv
 from localrag.evaluation.judge import Judging
 from localrag.runs.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
                                    write_row_reports)
@@ -566,11 +567,13 @@ def gate_descriptions(gates: Gates) -> list[str]:
     return described + (["no metric worse than the compared report"] if gates.fail_on_regression else [])
 
 
-def write_table(table_text: str, results: Sequence[EvalResult], path: Path, markdown: str | None,
-                quiet: bool) -> list[str]:
-    """An --ablation or --sweep table: written to `path` (and `markdown`, --markdown), printed, with the run's
-    status; the paths written."""
+def write_table(table_text: str, results: Sequence[EvalResult], path: Path, options: EvalOptions) -> list[str]:
+    """An --ablation or --sweep table: written to `path` (and --markdown's, --csv's files), printed, with the
+    run's status; the paths written."""
     files = [(str(path), table_text)]
+    markdown, quiet = options.markdown, options.quiet
+    if options.csv:
+        files.append((options.csv, render_csv(results)))
     if markdown:
         rows, keys = eval_report.ablation_table(results)
         files.append((markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
@@ -598,7 +601,7 @@ def write_ablation(results: list[EvalResult], options: EvalOptions, degraded: Se
     table_text = eval_report.render_ablation(results, missing_rows,
                                              display_path(base.with_name(base.stem + "-<configuration>.txt")),
                                              label)
-    table = write_table(table_text, results, base, options.markdown, options.quiet)
+    table = write_table(table_text, results, base, options)
     log(f"Ablation: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s of retrieval",
         options.quiet)
     return results, (*table, *rows)
@@ -632,7 +635,7 @@ def write_sweep(results: list[EvalResult], options: EvalOptions, degraded: Seque
     axes = [(axis, [format_setting(v) for v in values]) for axis, values in options.sweep_axes]
     table_text = eval_report.render_sweep(results, axes, missing_rows,
                                           display_path(base.with_name(base.stem + "-<row>.txt")))
-    table = write_table(table_text, results, base, options.markdown, options.quiet)
+    table = write_table(table_text, results, base, options)
     log(f"Sweep: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s", options.quiet)
     return results, (*table, *rows)
 
