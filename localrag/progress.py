@@ -1,9 +1,12 @@
-"""Progress on stderr: a tqdm bar on a terminal; elsewhere (a CI log, a file) plain lines, at most one every
-LINE_SECONDS, and a closing line for a task that printed any. `show=False` (--quiet) shows neither.
+"""Progress on stderr: a tqdm bar on a terminal; elsewhere (a CI log, a file) plain lines, one every LINE_SECONDS
+while the task runs (a ticker thread prints it when no update did, so one slow step cannot leave a gap), and a
+closing line for a task that printed any. `show=False` (--quiet) shows neither.
 """
 from __future__ import annotations
 
+import math
 import sys
+import threading
 import time
 from typing import IO, Callable, Iterable, Iterator, TypeVar
 
@@ -16,13 +19,14 @@ class Progress:
     """One task's progress: `update(n)` as its items are done, `close()` at the end (or use it in a with block).
 
     On stderr: on a terminal a tqdm bar; otherwise 'Embedding chunks: 1,200/22,730 (5 %), 10 s elapsed' once
-    LINE_SECONDS passed since the task began or since the last line, and once more when the task closes after
-    printing any, unless that line showed the final count (a task done within LINE_SECONDS prints nothing there). `clock` and `terminal` are for tests.
+    LINE_SECONDS passed since the task began or since the last line (checked at each update and by the ticker
+    thread), and once more when the task closes after printing any, unless that line showed the final count (a task
+    done within LINE_SECONDS prints nothing). `clock`, `terminal` and `ticker` are for tests.
     """
 
     def __init__(self, desc: str, total: int | None = None, unit: str = "it", *, show: bool = True,
                  clock: Callable[[], float] = time.monotonic, terminal: bool | None = None,
-                 leave: bool = False) -> None:
+                 leave: bool = False, ticker: bool = True) -> None:
         self.stream: IO[str] = sys.stderr
         self.desc, self.total, self.clock = desc, total, clock
         terminal = self.stream.isatty() if terminal is None else terminal
@@ -35,22 +39,38 @@ class Progress:
         self.done = 0
         self.started = self.last = clock()
         self.printed: int | None = None  # the count the last plain line showed, None before the first
+        self.lock = threading.Lock()  # the ticker and update() print from two threads
+        self.stopped = threading.Event()
+        if self.lines and ticker and math.isfinite(LINE_SECONDS):
+            threading.Thread(target=self._tick_until_closed, name=f"progress: {desc}", daemon=True).start()
 
     def update(self, n: int = 1) -> None:
         self.done += n
         if self.bar is not None:
             self.bar.update(n)
-        elif self.lines and self.clock() - self.last >= LINE_SECONDS:
-            self._line()
+        else:
+            self.tick()
+
+    def tick(self) -> None:
+        """Print a plain line when LINE_SECONDS passed since the task began or since the last line."""
+        with self.lock:
+            if self.lines and self.clock() - self.last >= LINE_SECONDS:
+                self._line()
+
+    def _tick_until_closed(self) -> None:
+        while not self.stopped.wait(LINE_SECONDS / 4):
+            self.tick()
 
     def close(self) -> None:
+        self.stopped.set()
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-        elif self.lines and self.printed is not None:
-            if self.printed != self.done:
-                self._line()
-            self.lines = False
+        else:
+            with self.lock:
+                if self.lines and self.printed is not None and self.printed != self.done:
+                    self._line()
+                self.lines = False
 
     def line(self, now: float) -> str:
         """The plain line at time `now`: done/total (percent) when the total is known, and the seconds elapsed."""

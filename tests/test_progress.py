@@ -65,3 +65,36 @@ def test_the_iterator_counts_each_item_and_closes(capsys):
     assert capsys.readouterr().err == ("Lint: questions: 2/4 (50 %), 12 s elapsed\n"
                                        "Lint: questions: 4/4 (100 %), 24 s elapsed\n")
     assert progress.LINE_SECONDS == 10.0
+
+
+def test_a_slow_step_without_updates_still_gets_its_line(capsys):
+    # One embedding batch may take longer than 10 s on a loaded machine: the ticker prints while it runs.
+    clock = Clock()
+    bar = Progress("Embedding chunks", 1_000, "chunk", clock=clock, terminal=False, ticker=False)
+    bar.update(64)
+    clock.now = 109.0
+    bar.tick()  # 9 s: nothing yet
+    clock.now = 110.0
+    bar.tick()  # 10 s without an update: the line
+    clock.now = 115.0
+    bar.tick()  # 5 s after that line: nothing
+    clock.now = 120.0
+    bar.tick()
+    bar.close()  # the last line showed the final count: no closing line
+    assert capsys.readouterr().err == ("Embedding chunks: 64/1,000 (6 %), 10 s elapsed\n"
+                                       "Embedding chunks: 64/1,000 (6 %), 20 s elapsed\n")
+
+
+def test_the_ticker_thread_prints_while_no_update_comes_and_stops_at_close(capsys, monkeypatch):
+    import time
+
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.2)
+    bar = Progress("Reading PDFs", 3, "file", terminal=False)
+    deadline = time.monotonic() + 10
+    while "Reading PDFs: 0/3 (0 %)" not in capsys.readouterr().err:  # no update() at all
+        assert time.monotonic() < deadline, "the ticker printed no line"
+        time.sleep(0.05)
+    bar.update(3)
+    bar.close()
+    time.sleep(0.5)  # closed: the ticker has stopped
+    assert capsys.readouterr().err in ("", "Reading PDFs: 3/3 (100 %), 0 s elapsed\n")
