@@ -138,6 +138,7 @@ class CommandLine:
     json: str | None
     replace_baseline: bool
     markdown: str | None
+    html: str | None  # --html: the HTML page of the run
     explain: str | None
     diagnostic_depth: int
     quiet: bool

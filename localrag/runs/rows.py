@@ -531,7 +531,8 @@ def finish(results: list[EvalResult], options: EvalOptions, previous: tuple[Eval
     gates = options.gates
     failed = ev.gate_failures(result.metrics, gates.fail_under, gates.fail_on_regression, result.compare, why_not)
     result = dataclasses.replace(result, status=ev.run_status(degraded, failed, gate_descriptions(gates)))
-    write_outputs(result, options, trec_files(options, result.name, *trec) if options.run_file and trec else ())
+    write_outputs(result, options, trec_files(options, result.name, *trec) if options.run_file and trec else (),
+                  old=old if result.compare else None)
     if options.run_file and run is not None:
         from localrag.datasets import beir as beir_data
 
@@ -561,18 +562,23 @@ def gate_descriptions(gates: Gates) -> list[str]:
     return described + (["no metric worse than the compared report"] if gates.fail_on_regression else [])
 
 
-def write_table(table_text: str, results: Sequence[EvalResult], path: Path, markdown: str | None,
-                quiet: bool) -> None:
-    """An --ablation or --sweep table: written to `path` (and `markdown`, --markdown), printed, with the run's
-    status."""
+def write_table(table_text: str, results: Sequence[EvalResult], path: Path, options: EvalOptions,
+                reference: str = "") -> None:
+    """An --ablation or --sweep table: written to `path` (and --markdown's, and --html's page: a sweep's by its
+    axes, an ablation's rows compared with `reference`), printed, with the run's status."""
     files = [(str(path), table_text)]
-    if markdown:
+    if options.markdown:
         rows, keys = eval_report.ablation_table(results)
-        files.append((markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
-                                                                 extra=["seconds"])) + "\n"))
+        files.append((options.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
+                                                                         extra=["seconds"])) + "\n"))
+    if options.html:
+        from localrag.evaluation import html_report
+
+        axes = [(axis, [format_setting(v) for v in values]) for axis, values in options.sweep_axes]
+        files.append((options.html, html_report.render_table_html(results, axes, reference)))
     write_reports(files)
     print(table_text, end="")
-    print_status(results[0].status, quiet)
+    print_status(results[0].status, options.quiet)
 
 
 def write_ablation(results: list[EvalResult], options: EvalOptions, degraded: Sequence[str],
@@ -590,7 +596,7 @@ def write_ablation(results: list[EvalResult], options: EvalOptions, degraded: Se
     table_text = eval_report.render_ablation(results, missing_rows,
                                              display_path(base.with_name(base.stem + "-<configuration>.txt")),
                                              label)
-    write_table(table_text, results, base, options.markdown, options.quiet)
+    write_table(table_text, results, base, options, label)
     log(f"Ablation: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s of retrieval",
         options.quiet)
     return results
@@ -623,7 +629,7 @@ def write_sweep(results: list[EvalResult], options: EvalOptions, degraded: Seque
     axes = [(axis, [format_setting(v) for v in values]) for axis, values in options.sweep_axes]
     table_text = eval_report.render_sweep(results, axes, missing_rows,
                                           display_path(base.with_name(base.stem + "-<row>.txt")))
-    write_table(table_text, results, base, options.markdown, options.quiet)
+    write_table(table_text, results, base, options)
     log(f"Sweep: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s; table written to "
         f"{display_path(base)}", options.quiet)
     return results
