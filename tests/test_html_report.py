@@ -88,8 +88,9 @@ def test_a_comparison_adds_the_compared_curve_and_the_rank_changes():
     assert "<title>Q1: Is &lt;b&gt;vega&lt;/b&gt; &amp; gamma the same? (rank 4 -&gt; 1, better)</title>" in page
     assert f"<title>Q2: {LONG} (rank 2 -&gt; 20, worse)</title>".replace("'", "&#x27;") in page
     # The table beside the chart names each question, coloured by its direction.
-    assert "<tr class=better><td>Q1</td><td>Is &lt;b&gt;vega&lt;/b&gt; &amp; gamma the same?</td><td>4 → 1</td>" in page
-    assert "<td>2 → 20</td><td>fusion (RRF)</td></tr>" in page and "<tr class=worse>" in page
+    assert ("<tr class=better><td>Q1</td><td>Is &lt;b&gt;vega&lt;/b&gt; &amp; gamma the same?</td><td class=n>4 → 1"
+            "</td>") in page
+    assert "<td class=n>2 → 20</td><td>fusion (RRF)</td></tr>" in page and "<tr class=worse>" in page
     # Without the old result the comparison's tables stay, its curve does not; without a comparison neither.
     alone = render_html(result(compare=comparison()))
     assert "compared: report old.json" not in alone and alone.count("<svg") == 2

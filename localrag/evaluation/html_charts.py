@@ -17,6 +17,7 @@ GREEN, RED, GREY = "#1a7f37", "#cf222e", "#8c959f"  # better, worse, the compare
 # Curve colours (matplotlib's tab10), the run itself first.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # one per curve of an ablation or sweep
 MAX_MOVES = 60  # rank changes drawn; the page's table lists every one
 RC = {"svg.hashsalt": "localrag", "svg.fonttype": "none", "text.parse_math": False, "font.size": 10,
       "font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans"], "axes.spines.top": False,
@@ -68,14 +69,18 @@ def curve_chart(curves: Sequence[tuple[str, Sequence[float]]], prefix: str, comp
     """Hit@k curves (label, values for k = 1..n): one line each, in PALETTE's colours; with `compared` the second
     curve is the compared run, drawn grey and dashed."""
     def render(figure: Any) -> dict[str, str]:
-        figure.set_size_inches(7.5, 3.6)
+        figure.set_size_inches(7.0, 3.5)
         ax = figure.add_subplot()
         titles = {}
         for n, (label, values) in enumerate(curves):
             ks = range(1, len(values) + 1)
             old = compared and n == 1
-            ax.plot(ks, values, color=GREY if old else PALETTE[n % len(PALETTE)], linestyle="--" if old else "-",
-                    marker="o", markersize=3.5, linewidth=2 if n == 0 else 1.6, label=label, gid=f"curve{n}")
+            # Marker and dash differ from curve to curve: equal curves (union = dense) stay visible.
+            style = "--" if old else "-" if compared else ("-", "--", "-.", ":")[n % 4]
+            ax.plot(ks, values, color=GREY if old else PALETTE[n % len(PALETTE)], linestyle=style,
+                    marker="o" if compared else MARKERS[n % len(MARKERS)], markersize=4 if compared else 5,
+                    markerfacecolor="none" if n else None, linewidth=2 if n == 0 else 1.6, label=label,
+                    gid=f"curve{n}")
             shown = ", ".join(f"@{k} {values[k - 1]:.3f}" for k in (1, 3, 5, 10, 20) if k <= len(values))
             titles[f"curve{n}"] = f"{label}: Hit{shown}"
         ax.set_xlim(0.5, max(len(values) for _, values in curves) + 0.5)
@@ -97,7 +102,7 @@ def rank_change_chart(moves: Sequence[tuple[str, str, int | None, int | None]], 
     missing = depth + 2
 
     def render(figure: Any) -> dict[str, str]:
-        figure.set_size_inches(6.0, 0.9 + 0.28 * len(moves))
+        figure.set_size_inches(5.0, 0.9 + 0.26 * len(moves))
         ax = figure.add_subplot()
         titles = {}
         for n, (label, question, old, new) in enumerate(moves):

@@ -21,19 +21,38 @@ KEY_CONFIG = ("Goldset", "Dataset", "Index", "Embedding model", "Retrieval mode"
 HEATMAP_METRICS = ("hit@5", "mrr")  # a sweep's heatmaps, when the run has them
 MAX_CURVES = len(charts.PALETTE)  # rows of a sweep beyond this get no curve chart
 CSS = """
-*{box-sizing:border-box}body{margin:0;background:#f6f8fa;color:#24292f;font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
-main{max-width:1180px;margin:0 auto;padding:20px 28px 40px;background:#fff}
-h1{font-size:24px;margin:0 0 2px}h3{font-size:15px;margin:6px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
-.sub{color:#57606a;margin:0 0 10px}.status{display:inline-block;padding:3px 10px;border-radius:6px;font-weight:600}
-.ok{background:#dafbe1;color:#1a7f37}.fail{background:#ffebe9;color:#cf222e}
-table{border-collapse:collapse;margin:6px 0 10px;font-size:14px}th,td{padding:4px 10px;border-bottom:1px solid #eaeef2;
-text-align:left;vertical-align:top}th{background:#f6f8fa;font-weight:600}td.n,th.n{text-align:right;
-font-variant-numeric:tabular-nums;white-space:nowrap}.kv th{background:none;color:#57606a;font-weight:500}
-.r1{background:#dafbe1}.rk{background:#fff8c5}.miss{background:#ffebe9}.better{color:#1a7f37;font-weight:600}
-.worse{color:#cf222e;font-weight:600}.best{font-weight:700}.note{color:#57606a;font-size:13px;max-width:700px}
-.row{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}svg{max-width:100%;height:auto}
-pre{background:#f6f8fa;padding:10px;overflow-x:auto;font-size:12.5px}details{margin:6px 0}
-summary{cursor:pointer;color:#0969da}.q{max-width:560px}
+* {box-sizing: border-box}
+body {margin: 0; background: #f6f8fa; color: #24292f; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif}
+main {max-width: 1180px; margin: 0 auto; padding: 20px 28px 40px; background: #fff}
+h1 {font-size: 24px; margin: 0 0 2px}
+h2 {font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px}
+h3 {font-size: 15px; margin: 6px 0}
+.sub {color: #57606a; margin: 0 0 10px}
+.status {display: inline-block; padding: 3px 10px; border-radius: 6px; font-weight: 600}
+.ok {background: #dafbe1; color: #1a7f37}
+.fail {background: #ffebe9; color: #cf222e}
+table {border-collapse: collapse; margin: 6px 0 10px; font-size: 14px}
+th, td {padding: 4px 10px; border-bottom: 1px solid #eaeef2; text-align: left; vertical-align: top;
+        overflow-wrap: break-word}
+th {background: #f6f8fa; font-weight: 600}
+td:first-child {white-space: nowrap}
+td.n, th.n {text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap}
+.kv th {background: none; color: #57606a; font-weight: 500}
+.fixed {width: 100%; table-layout: fixed}
+.fixed td {overflow-wrap: anywhere}
+tr.r1 td:first-child {background: #dafbe1}
+tr.rk td:first-child {background: #fff8c5}
+tr.miss td:first-child {background: #ffebe9; color: #cf222e; font-weight: 600}
+tr.better td:first-child, tr.better td:nth-child(3) {color: #1a7f37; font-weight: 600}
+tr.worse td:first-child, tr.worse td:nth-child(3) {color: #cf222e; font-weight: 600}
+.note {color: #57606a; font-size: 13px; max-width: 700px}
+.row {display: flex; flex-wrap: wrap; gap: 18px; align-items: flex-start}
+.row > table {flex: 1 1 420px}
+.side {max-width: 400px}
+svg {max-width: 100%; height: auto}
+pre {background: #f6f8fa; padding: 10px; font-size: 12.5px; white-space: pre-wrap}
+details {margin: 6px 0}
+summary {cursor: pointer; color: #0969da}
 """
 
 
@@ -43,7 +62,8 @@ def e(value: Any) -> str:
 
 def page(title: str, body: Sequence[str]) -> str:
     return "\n".join(["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-                      '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{e(title)}</title>",
+                      '<meta name="viewport" content="width=device-width, initial-scale=1">',
+                      f"<title>{e(title)}</title>",
                       f"<style>{CSS.strip()}</style>", "</head>", "<body>", "<main>", *body,
                       '<p class="note">Written by eval_retrieval.py --html: one file, no script, nothing loaded from '
                       'elsewhere. Hover a curve, arrow or cell for what it stands for.</p>',
@@ -51,15 +71,17 @@ def page(title: str, body: Sequence[str]) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = (),
-          classes: Sequence[str] = (), css: str = "") -> str:
-    """A table of escaped text; column numbers in `numeric` right-aligned; `classes`: one class per row."""
+          classes: Sequence[str] = (), css: str = "", widths: Sequence[int] = ()) -> str:
+    """A table of escaped text; column numbers in `numeric` right-aligned; `classes`: one class per row; `widths`:
+    each column's share in percent (a fixed layout: long file names wrap inside their column)."""
     def cells(tag: str, values: Sequence[Any]) -> str:
         return "".join(f'<{tag}{" class=n" if i in numeric else ""}>{e(v)}</{tag}>' for i, v in enumerate(values))
 
     body = [f"<tr{f' class={c}' if c else ''}>{cells('td', row)}</tr>"
             for row, c in itertools.zip_longest(rows, classes[:len(rows)], fillvalue="")]
-    return "\n".join([f"<table{f' class={css}' if css else ''}>", f"<tr>{cells('th', headers)}</tr>", *body,
-                      "</table>"])
+    columns = ["<colgroup>" + "".join(f'<col style="width:{w}%">' for w in widths) + "</colgroup>"] if widths else []
+    return "\n".join([f"<table{f' class={css}' if css else ''}>", *columns, f"<tr>{cells('th', headers)}</tr>",
+                      *body, "</table>"])
 
 
 def headline(kind: str, first: EvalResult, config: Sequence[tuple[str, str]]) -> list[str]:
@@ -86,7 +108,8 @@ def render_html(result: EvalResult, old: EvalResult | None = None) -> str:
     body = headline("retrieval evaluation", result, result.config)
     if result.messages:
         body += ["<h2>Notes</h2>", "<ul>", *(f"<li>{e(m)}</li>" for m in result.messages), "</ul>"]
-    body += ["<h2>Results</h2>", '<div class="row">', "<div>", *metrics_table(result), "</div>", "<div>"]
+    body += ["<h2>Results</h2>", '<div class="row">', '<div class="side">', *metrics_table(result), "</div>",
+             "<div>"]
     curves = [(f"this run ({result.name})" if result.name else "this run", charts.hit_curve(run_ranks(result)))]
     if result.compare and old is not None:
         curves.append((f"compared: {result.compare.old_label}", charts.hit_curve(run_ranks(old))))
@@ -174,7 +197,8 @@ def compare_section(compare: Comparison, depth: int) -> list[str]:
             for n, (m, _) in enumerate(moves, 1)]
     shown = "" if len(drawn) <= charts.MAX_MOVES else f" The chart draws the first {charts.MAX_MOVES}."
     return out + ['<div class="row">', f"<div>{charts.rank_change_chart(drawn, depth, 'moves')}</div>",
-                  table(["", "question", "rank", "lost at"], rows, classes=[why for _, why in moves]), "</div>",
+                  table(["", "question", "rank", "lost at"], rows, numeric=[2], classes=[why for _, why in moves]),
+                  "</div>",
                   f'<p class="note">Green: better (a lower rank), red: worse; "–" and "not found": nothing '
                   f"acceptable retrieved.{shown}</p>"]
 
@@ -199,7 +223,8 @@ def per_question(result: EvalResult) -> list[str]:
     classes = ["r1" if q.rank == 1 else "miss" if q.rank is None else "rk" if q.rank > 5 else "" for q in questions]
     headers = ["rank", *(["corpus"] if with_corpus else []), "question", "expected", "first retrieved", "note"]
     return [f"<h2>Per question ({len(rows)}, by rank, then question)</h2>",
-            table(headers, rows, numeric=[0], classes=classes)]
+            table(headers, rows, numeric=[0], classes=classes, css="fixed",
+                  widths=[5, 9, 31, 22, 19, 14] if with_corpus else [5, 36, 23, 21, 15])]
 
 
 def expected(q: QuestionResult) -> str:
@@ -236,7 +261,8 @@ def render_table_html(results: Sequence[EvalResult], axes: Sequence[tuple[str, S
     if axes:
         body += heatmap(results, axes, keys)
     if len(results) <= MAX_CURVES:
-        body += curve_section([(r.name, charts.hit_curve(run_ranks(r))) for r in results], first, False)
+        body += curve_section([(r.name or f"row {n}", charts.hit_curve(run_ranks(r)))
+                               for n, r in enumerate(results, 1)], first, False)
     compared = report.render_row_comparisons(reference or f"the first row ({first.name})",
                                              results if not axes else results[1:], report.SWEEP_COMPARE_METRICS,
                                              "ref" if not axes else "first")
