@@ -150,3 +150,21 @@ def test_html_beside_a_tool_that_writes_no_page_is_refused(tmp_path, capsys, fla
     assert code == 2
     assert capsys.readouterr().err == (f"error: --html writes the page of an evaluation or of --compare OLD NEW, and "
                                        f"{flag} writes none; drop --html\n")
+
+
+def test_compare_two_reports_writes_the_page_of_the_new_one(tmp_path, capsys):
+    from localrag.evaluation.report import render_json
+    from localrag.files import display_path
+
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(render_json(result((4, 3, 2, None))), encoding="utf-8")
+    new.write_text(render_json(result()), encoding="utf-8")
+    assert er.main(["--compare", str(old), str(new), "--html", str(tmp_path / "c.html")]) == 0
+    page = (tmp_path / "c.html").read_text(encoding="utf-8")
+    assert "Rank changes (1 better, 1 worse)" in page and page.count("<svg") == 2
+    assert f"<title>compared: {display_path(old)}: Hit@1 0.000, @3 0.500, @5 0.750, @10 0.750, @20 0.750</title>" in page
+    capsys.readouterr()
+    # The page may not replace a report it compares.
+    assert er.main(["--compare", str(old), str(new), "--html", str(old)]) == 2
+    assert capsys.readouterr().err == (f"error: --html {old} is the --compare report {old}; writing the report there "
+                                       f"would replace it. Give --html another path\n")
