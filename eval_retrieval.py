@@ -33,7 +33,8 @@ from localrag.runs.options import resolve
 from localrag.runs.rows import evaluate, goldset_scoring, print_outcome, print_summary
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, warnings_once, wrote_line
-from localrag.runs.outputs import QRELS_SUFFIX, check_output_paths, input_paths, load_json_report, protected_folders
+from localrag.runs.outputs import (QRELS_SUFFIX, check_output_paths, input_paths, load_json_report, protected_folders,
+                                   write_reports)
 from localrag.evaluation.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.runs.indexes import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.runs.plan import SWEEP_AXES, profile_words, requested_settings
@@ -133,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     gold.add_argument("--csv", default=None, metavar="FILE",
                       help="one row per question (and per configuration of an ablation or sweep) with its ranks, "
                            "stage ranks and metrics, for a spreadsheet (default: none)")
+    gold.add_argument("--html", default=None, metavar="FILE",
+                      help="one self-contained HTML page of the run: its tables, the Hit@k curve (with the compared "
+                           "run's), rank changes, a sweep's heatmap; no script, nothing loaded from elsewhere; with "
+                           "--compare OLD NEW the page of NEW compared with OLD (default: none)")
     gold.add_argument("--explain", default=None, metavar="QUESTION",
                       help="print, for one question of the goldset (its text or query id) or any other question, "
                            "where the expected location ranked at each stage and the passages retrieved; no "
@@ -363,11 +368,18 @@ def run_generate(options: EvalOptions, held: contextlib.ExitStack, written: list
     return code
 
 
-def run_compare(reports: Sequence[str], intersect: bool, resamples: int) -> int:
-    """Compare two JSON reports (--compare OLD NEW: `reports`) and print the comparison."""
+def run_compare(reports: Sequence[str], intersect: bool, resamples: int, html: str | None = None,
+                written: list[str] | None = None) -> int:
+    """Compare two JSON reports (--compare OLD NEW: `reports`) and print the comparison; with `html` (--html) write
+    NEW's page with the comparison too (its path added to `written`)."""
     old_path, new_path = reports
     old, new = load_json_report(old_path), load_json_report(new_path)
     compare = ev.compare_results(old, new, intersect, display_path(old_path), resamples=resamples)
+    if html:
+        from localrag.evaluation import html_report
+
+        (written if written is not None else []).extend(
+            write_reports([(html, html_report.render_html(dataclasses.replace(new, compare=compare), old))]))
     print(f"{display_path(new_path)} vs. {display_path(old_path)}")
     print("\n".join(eval_report.render_compare(compare)))
     if old.answers and new.answers:
@@ -448,7 +460,8 @@ def run_command(options: EvalOptions, held: contextlib.ExitStack, written: list[
     if not (o.compare or o.suite or o.dataset):  # those read only the files given
         check_project_folder(o.goldset, o.index, o.docs, o.chroma_url)
     tools: tuple[tuple[Any, Callable[[], int]], ...] = (
-        (o.compare, lambda: run_compare(o.compare, o.intersect, o.resamples)), (o.suite, lambda: run_suite(o, written)),
+        (o.compare, lambda: run_compare(o.compare, o.intersect, o.resamples, o.html, written)),
+        (o.suite, lambda: run_suite(o, written)),
         (o.lint, lambda: run_lint(o, held)), (o.generate is not None, lambda: run_generate(o, held, written)),
         (o.explain is not None, lambda: run_explain(o, held)))
     for asked, tool in tools:

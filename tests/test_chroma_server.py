@@ -92,7 +92,7 @@ def test_build_evaluate_restart_through_a_chroma_server(server, tiny_docs, tmp_p
     text = report.read_text(encoding="utf-8")
     assert f"Index:              {server.url} collection localrag-" in text
     assert "(4 files, 6 pages, 5 chunks)" in text
-    assert "Hit@5   1.000  (2 of 2)" in text
+    assert "Hit@5    1.000  (2 of 2)" in text
 
     before = LocalRAG("unused", reranker_model=None, chroma_url=server.url, quiet=True)
     hybrid_before = keys(before.retrieve("How sensitive is the option value to volatility?", k=5))

@@ -443,13 +443,14 @@ PROTECTED = ["index/index_info.json", "index/chroma.sqlite3", "index/bm25/new.js
              "icache/new/report.txt"]
 
 
-@pytest.mark.parametrize("flag", ["--report", "--json", "--markdown", "--out"])
+@pytest.mark.parametrize("flag", ["--report", "--json", "--markdown", "--html", "--out"])
 def test_no_output_flag_may_replace_what_the_project_keeps(project, tmp_path, capsys, flag):
     common = ["--goldset", project["gold"], "--index", project["index"], "--docs", project["docs"], "--quiet",
               "--no-rerank", "--query-cache", project["cache"], "--judge-cache", project["judge"], "--index-cache",
               project["icache"]]
     others = {"--report": ["--json", project["out"] / "r.json"], "--json": ["--report", project["out"] / "r.txt"],
-              "--markdown": ["--report", project["out"] / "r.txt"], "--out": ["--generate", 2, "--force"]}[flag]
+              "--markdown": ["--report", project["out"] / "r.txt"], "--html": ["--report", project["out"] / "r.txt"],
+              "--out": ["--generate", 2, "--force"]}[flag]
     before = snapshot(tmp_path)
     for target in [tmp_path / name for name in PROTECTED]:
         code, out, err = run(capsys, *common, *others, flag, target)

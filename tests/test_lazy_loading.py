@@ -96,6 +96,15 @@ def report_lines(path: Path) -> list[str]:
 # ----------------------------------------------------------------------------- commands that need no model
 
 
+def test_matplotlib_is_imported_only_for_the_html_page(copied, tmp_path):
+    first = evaluate_isolated(tmp_path, *eval_args(copied, tmp_path, "first"), forbid_model=False)  # embeds 4
+    assert first["result"] == 0 and "matplotlib" not in first["modules"]
+    page = evaluate_isolated(tmp_path, *eval_args(copied, tmp_path, "page", "--html", tmp_path / "page.html"))
+    assert (page["result"], page["heavy"]) == (0, [])
+    assert "matplotlib" in page["modules"] and "matplotlib.pyplot" not in page["modules"]
+    assert (tmp_path / "page.html").read_text(encoding="utf-8").count("<svg") == 1
+
+
 def test_help_imports_no_model_runtime(tmp_path):
     out = run_isolated(tmp_path, """
         import add_pdfs, eval_retrieval
@@ -131,6 +140,7 @@ def test_a_fully_cached_evaluation_loads_no_model(copied, tmp_path):
     assert "langchain_chroma" not in again["modules"] and "langchain_core.retrievers" not in again["modules"]
     # A comparison that imports no scipy.stats, and no LangChain Embeddings (its import alone took 0.3 s).
     assert [m for m in ("langchain_core.embeddings", "scipy.stats") if m in again["modules"]] == []
+    assert "matplotlib" not in again["modules"]  # the HTML page's charts: only with --html
     assert "Compared to ~/first.json (4 common questions)" in report_lines(tmp_path / "again.txt")
     first_json, again_json = (json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))
                               for name in ("first", "again"))

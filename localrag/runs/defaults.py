@@ -140,6 +140,7 @@ class CommandLine:
     markdown: str | None
     output_dir: str | None  # where the reports written by default go instead of their default folders
     csv: str | None
+    html: str | None  # --html: the HTML page of the run
     explain: str | None
     diagnostic_depth: int
     quiet: bool

@@ -66,6 +66,7 @@ def resolve(command: CommandLine, defaults: EvalDefaults) -> EvalOptions:
     tool = options.lint or options.generate is not None or options.suite or options.compare
     if not (tool or options.explain is not None):
         check_output_paths(output_paths(options), input_paths(options), protected_folders(options))
+    check_html(options)
     check_model_flags(options)
     if not tool:
         warn_ineffective_settings(options)
@@ -122,6 +123,21 @@ def check_actions(command: CommandLine, sweep: bool) -> None:
                         f"setting to add_pdfs.py and evaluate without it")
     if c.llm and c.generate is None:
         raise EvalError("--llm only works with --generate N; for judging retrieved passages use --judge MODEL")
+
+
+def check_html(options: EvalOptions) -> None:
+    """EvalError when --html has no page to write (a tool other than --compare, --explain), or would replace a
+    report --compare reads."""
+    o = options
+    if not o.html:
+        return
+    other = next((flag for flag, on in (("--lint", o.lint), ("--generate", o.generate is not None),
+                                        ("--suite", o.suite), ("--explain", o.explain is not None)) if on), None)
+    if other:
+        raise EvalError(f"--html writes the page of an evaluation or of --compare OLD NEW, and {other} writes "
+                        f"none; drop --html")
+    if o.compare:
+        check_output_paths([("--html", o.html)], [("--compare report", path) for path in o.compare])
 
 
 def check_run_file(command: CommandLine, table: str | None) -> None:

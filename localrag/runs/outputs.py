@@ -28,8 +28,8 @@ QRELS_SUFFIX = ".qrels"  # a goldset run's qrels beside its --run-file: r.run ->
 SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm")  # files SQLite keeps beside the query vector cache
 INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of these is an index folder
 # A file name each output flag's message suggests when the path given is a folder.
-EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", "--markdown": "report.md", "--run-file": "run.trec",
-                 "--csv": "questions.csv",
+EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", "--markdown": "report.md", "--html": "report.html",
+                 "--run-file": "run.trec", "--csv": "questions.csv",
                  "--out": "goldset.csv"}
 
 
@@ -177,7 +177,7 @@ def output_paths(options: EvalOptions) -> list[tuple[str, str]]:
     o = options
     details = None if o.dataset else details_path(o.report)
     return [(flag, path) for flag, path in (("--report", o.report), ("--json", o.json),
-                                            ("--markdown", o.markdown), ("--csv", o.csv),
+                                            ("--markdown", o.markdown), ("--csv", o.csv), ("--html", o.html),
                                             ("--run-file", o.run_file),
                                             ("--qrels-file", qrels_path(o)),
                                             ("the details file of --report", details),
@@ -275,18 +275,23 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
                                 f"other. Give them different paths")
 
 
-def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tuple[str, str]] = ()) -> list[str]:
+def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tuple[str, str]] = (),
+                  old: EvalResult | None = None) -> list[str]:
     """The details file (a goldset's), the report and the JSON report, plus the `extra` (path, text) files (a
-    goldset's run file and qrels), all or none; the details first, so a report never names a details file that
-    is not there. Returns the paths written as the run's last line names them: the report and the JSON report
-    first, then the others in the order written.
+    goldset's run file and qrels) and the --html page (with `old`, the compared run's result), all or none; the
+    details first, so a report never names a details file that is not there. Returns the paths written as the
+    run's last line names them: the report and the JSON report first, then the others in the order written.
 
     The committed baseline carries no comparison: it would differ between the run that made it (compared
     with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
-    the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary)."""
+    the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary), and to the HTML page."""
     files: list[tuple[str, str]] = []
     if result.details:
         files.append((details_path(options.report), diagnosis.render_details(result, display_path(options.report))))
+    if options.html:
+        from localrag.evaluation import html_report
+
+        extra = [*extra, (options.html, html_report.render_html(result, old))]
     if options.compare_file and result.compare:
         files.append((options.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
         result = dataclasses.replace(result, compare=None)

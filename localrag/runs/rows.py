@@ -535,7 +535,7 @@ def finish(results: list[EvalResult], options: EvalOptions, previous: tuple[Eval
     failed = ev.gate_failures(result.metrics, gates.fail_under, gates.fail_on_regression, result.compare, why_not)
     result = dataclasses.replace(result, status=ev.run_status(degraded, failed, gate_descriptions(gates)))
     written = write_outputs(result, options, trec_files(options, result.name, *trec) if options.run_file and trec
-                            else ())
+                            else (), old=old if result.compare else None)
     if options.run_file and run is not None:
         from localrag.datasets import beir as beir_data
 
@@ -567,20 +567,26 @@ def gate_descriptions(gates: Gates) -> list[str]:
     return described + (["no metric worse than the compared report"] if gates.fail_on_regression else [])
 
 
-def write_table(table_text: str, results: Sequence[EvalResult], path: Path, options: EvalOptions) -> list[str]:
-    """An --ablation or --sweep table: written to `path` (and --markdown's, --csv's files), printed, with the
-    run's status; the paths written."""
+def write_table(table_text: str, results: Sequence[EvalResult], path: Path, options: EvalOptions,
+                reference: str = "") -> list[str]:
+    """An --ablation or --sweep table: written to `path` (and --markdown's, --csv's files and --html's page: a
+    sweep's by its axes, an ablation's rows compared with `reference`), printed, with the run's status; the paths
+    written."""
     files = [(str(path), table_text)]
-    markdown, quiet = options.markdown, options.quiet
     if options.csv:
         files.append((options.csv, render_csv(results)))
-    if markdown:
+    if options.markdown:
         rows, keys = eval_report.ablation_table(results)
-        files.append((markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
-                                                                 extra=["seconds"])) + "\n"))
+        files.append((options.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
+                                                                         extra=["seconds"])) + "\n"))
+    if options.html:
+        from localrag.evaluation import html_report
+
+        axes = [(axis, [format_setting(v) for v in values]) for axis, values in options.sweep_axes]
+        files.append((options.html, html_report.render_table_html(results, axes, reference)))
     written = write_reports(files)
     print(table_text, end="")
-    print_status(results[0].status, quiet)
+    print_status(results[0].status, options.quiet)
     return written
 
 
@@ -601,7 +607,7 @@ def write_ablation(results: list[EvalResult], options: EvalOptions, degraded: Se
     table_text = eval_report.render_ablation(results, missing_rows,
                                              display_path(base.with_name(base.stem + "-<configuration>.txt")),
                                              label)
-    table = write_table(table_text, results, base, options)
+    table = write_table(table_text, results, base, options, label)
     log(f"Ablation: {len(results)} configurations in {sum(r.seconds for r in results):.1f} s of retrieval",
         options.quiet)
     return results, (*table, *rows)
