@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_pdf
 from openai_stub import OpenAIStub, chat_completion
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,24 +43,27 @@ MARKER = re.compile(r"^<!--\s*(bench|not run:\s*(.+?))\s*-->$")
 HEREDOC = re.compile(r"<<-?\s*'?\"?([A-Za-z_]+)'?\"?")
 COMMAND_TIMEOUT_S = 600
 
-# The shelf of README's walkthrough (~/papers): the questions its goldset asks stand on these pages.
+# The shelf of README's walkthrough (~/papers): the questions its goldset asks stand on these pages; "\n" starts a
+# line (a numbered heading, for --generate's section questions).
 SHELF = {
     "attention.pdf": [
-        "Attention Is All You Need. A sequence transduction model built on attention alone, without recurrence "
-        "or convolution.",
-        "Scaled dot-product attention. The dot products of the query with all keys are divided by the square root "
+        "Attention Is All You Need\nA sequence transduction model built on attention alone, without recurrence or convolution, "
+        "trains faster and translates better than recurrent models.",
+        "3.2 Scaled Dot-Product Attention\nThe dot products of the query with all keys are divided by the square root "
         "of the key dimension, because for large dimensions the dot products grow large and push the softmax into "
-        "regions with extremely small gradients.",
-        "Multi-head attention runs several attention functions in parallel on learned projections of queries, "
-        "keys and values, so the model attends to information from different representation subspaces."],
+        "regions with extremely small gradients. Scaled dot-product attention is the attention function of every layer "
+        "of the model, computed for all queries at once as matrix products.",
+        "3.3 Multi-Head Attention\nMulti-head attention is a mechanism that runs several attention functions in parallel on learned "
+        "projections of queries, keys and values, so the model attends to information from different representation "
+        "subspaces at different positions. Eight heads of dimension 64 cost about as much as one head of full dimension."],
     "bm25.pdf": [
-        "The Probabilistic Relevance Framework: BM25 and Beyond. BM25 ranks documents by the frequency of query "
-        "terms, saturated by the parameter k1, and by inverse document frequency.",
-        "Document length normalisation. The parameter b controls how strongly the length of a document, relative "
-        "to the average length, scales down its term frequencies; b = 0 switches normalisation off and b = 1 "
-        "applies it fully.",
-        "Field weighting. BM25F combines the term frequencies of several fields such as title, abstract and body "
-        "with a weight per field before saturation."],
+        "The Probabilistic Relevance Framework: BM25 and Beyond\nBM25 ranks documents by the frequency of query terms, "
+        "saturated by the parameter k1, and by the inverse document frequency of each term in the collection.",
+        "3.4 Document Length Normalisation\nThe parameter b controls how strongly the length of a document, relative to "
+        "the average length, scales down its term frequencies; b = 0 switches normalisation off and b = 1 applies it "
+        "fully. Verbose documents repeat terms without being more relevant, which the normalisation corrects.",
+        "4.1 Field Weighting\nBM25F is a variant of BM25 that combines the term frequencies of several fields such as title, "
+        "abstract and body with a weight per field before saturation, so that a title match counts more than a body match."],
 }
 
 
@@ -242,12 +244,35 @@ def sandbox(tmp_path_factory):
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "fresh clone"]):
         subprocess.run(git + args, cwd=repo, check=True, capture_output=True)
     for name, pages in SHELF.items():
-        write_pdf(home / "papers" / name, pages)
+        write_lines_pdf(home / "papers" / name, pages)
     with OpenAIStub(responder=_respond) as stub:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PYTHON"))}
         env.update(HOME=str(home), OPENAI_BASE_URL=stub.base_url, HF_HUB_OFFLINE="1", COLUMNS="120",
                    PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
         yield Sandbox(repo, env, set())
+
+
+def write_lines_pdf(path: Path, pages: list[str]) -> None:
+    """conftest.write_pdf, with "\\n" starting a new line."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf = canvas.Canvas(str(path), pagesize=A4, invariant=1)
+    for text in pages:
+        block = pdf.beginText(72, 760)
+        block.setFont("Helvetica", 10)
+        for paragraph in text.split("\n"):
+            line = ""
+            for word in paragraph.split():
+                if len(line) + len(word) > 85:
+                    block.textLine(line)
+                    line = ""
+                line = f"{line} {word}".strip()
+            block.textLine(line)
+        pdf.drawText(block)
+        pdf.showPage()
+    pdf.save()
 
 
 def _runnable(command: Command) -> str:
