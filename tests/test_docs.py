@@ -8,8 +8,8 @@ Pages run in order, README first, so the sample index the first README command b
 A command must exit as its trailing comment says (`# exits 1`; 0 without one); a ```text block right after a
 ```bash block shows lines its last command prints, and they must appear (`…` stands for any text in a line).
 Markers on the line before a block:
-  <!-- bench -->              benchmark commands (shared data, the local LLM, long runs): their script must
-                              exist and its --help must list every flag they give;
+  <!-- bench -->              commands that need what this test has not (../shared/data, the local LLM, a
+                              server, much time): their script must exist and its --help list every flag given;
   <!-- not run: REASON -->    a command that cannot run here (a server, an installation), with the reason.
 After every page, `git status --porcelain` lists only eval/baseline.* files: nothing a documented command
 writes lands untracked in the repository.
