@@ -47,23 +47,27 @@ COMMAND_TIMEOUT_S = 600
 # line (a numbered heading, for --generate's section questions).
 SHELF = {
     "attention.pdf": [
-        "Attention Is All You Need\nA sequence transduction model built on attention alone, without recurrence or convolution, "
-        "trains faster and translates better than recurrent models.",
-        "3.2 Scaled Dot-Product Attention\nThe dot products of the query with all keys are divided by the square root "
-        "of the key dimension, because for large dimensions the dot products grow large and push the softmax into "
-        "regions with extremely small gradients. Scaled dot-product attention is the attention function of every layer "
-        "of the model, computed for all queries at once as matrix products.",
-        "3.3 Multi-Head Attention\nMulti-head attention is a mechanism that runs several attention functions in parallel on learned "
-        "projections of queries, keys and values, so the model attends to information from different representation "
-        "subspaces at different positions. Eight heads of dimension 64 cost about as much as one head of full dimension."],
+        "Attention Is All You Need\nA sequence transduction model built on attention alone, without recurrence"
+        " or convolution, trains faster and translates better than recurrent models.",
+        "3.2 Scaled Dot-Product Attention\nThe dot products of the query with all keys are divided by the "
+        "square root of the key dimension, because for large dimensions the dot products grow large and push "
+        "the softmax into regions with extremely small gradients. Scaled dot-product attention is the "
+        "attention function of every layer of the model, computed for all queries at once as matrix products.",
+        "3.3 Multi-Head Attention\nMulti-head attention is a mechanism that runs several attention functions "
+        "in parallel on learned projections of queries, keys and values, so the model attends to information "
+        "from different representation subspaces at different positions. Eight heads of dimension 64 cost "
+        "about as much as one head of full dimension."],
     "bm25.pdf": [
-        "The Probabilistic Relevance Framework: BM25 and Beyond\nBM25 ranks documents by the frequency of query terms, "
-        "saturated by the parameter k1, and by the inverse document frequency of each term in the collection.",
-        "3.4 Document Length Normalisation\nThe parameter b controls how strongly the length of a document, relative to "
-        "the average length, scales down its term frequencies; b = 0 switches normalisation off and b = 1 applies it "
-        "fully. Verbose documents repeat terms without being more relevant, which the normalisation corrects.",
-        "4.1 Field Weighting\nBM25F is a variant of BM25 that combines the term frequencies of several fields such as title, "
-        "abstract and body with a weight per field before saturation, so that a title match counts more than a body match."],
+        "The Probabilistic Relevance Framework: BM25 and Beyond\nBM25 ranks documents by the frequency of "
+        "query terms, saturated by the parameter k1, and by the inverse document frequency of each term in "
+        "the collection.",
+        "3.4 Document Length Normalisation\nThe parameter b controls how strongly the length of a document, "
+        "relative to the average length, scales down its term frequencies; b = 0 switches normalisation off "
+        "and b = 1 applies it fully. Verbose documents repeat terms without being more relevant, which the "
+        "normalisation corrects.",
+        "4.1 Field Weighting\nBM25F is a variant of BM25 that combines the term frequencies of several fields "
+        "such as title, abstract and body with a weight per field before saturation, so that a title match "
+        "counts more than a body match."],
 }
 
 
