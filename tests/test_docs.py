@@ -163,6 +163,13 @@ def test_every_page_has_commands_and_starts_with_what_it_answers():
     assert len([c for c in ALL if c.kind == "run"]) >= 20
 
 
+def test_every_link_between_pages_names_a_file_that_exists():
+    broken = [(path.name, target) for path in PAGES
+              for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8"))
+              if not target.startswith(("http://", "https://")) and not (path.parent / target).exists()]
+    assert broken == []
+
+
 def test_few_commands_are_not_run_and_each_says_why():
     not_run = [c for c in ALL if c.kind == "not run"]
     assert len(not_run) <= MAX_NOT_RUN, "\n".join(map(str, not_run))
