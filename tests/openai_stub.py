@@ -5,7 +5,7 @@
 recording every request it receives so tests can check what the client sent.
 `GET /v1/models` (the client's server check, llm.check_server) answers a list with
 `models_status` (200 unless a test sets another) and is recorded in `listings`, apart
-from the chat requests.
+from the chat requests. A `responder` function, when set, answers each chat request instead of the queue.
 Use it through the real `openai` / `langchain-openai` clients by pointing
 OPENAI_BASE_URL at `stub.base_url`.
 """
@@ -18,7 +18,7 @@ import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 # Paths the stub answers; every other path gets 404, like a server without that API.
 CHAT_PATH = "/v1/chat/completions"
@@ -79,6 +79,8 @@ class OpenAIStub:
     requests: list[RecordedRequest] = field(default_factory=list)
     listings: list[RecordedRequest] = field(default_factory=list)  # GET requests (server checks)
     models_status: int = 200
+    # When set, answers every chat request in place of the queue: (status, body, headers) for the request.
+    responder: Callable[[RecordedRequest], tuple[int, Any, dict[str, str]]] | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -139,6 +141,8 @@ class OpenAIStub:
                     )
                     if self.path != CHAT_PATH:
                         reply = (404, error_body(f"stub: no route {self.path}"), {})
+                    elif stub.responder is not None:
+                        reply = stub.responder(stub.requests[-1])
                     elif stub.replies:
                         reply = stub.replies.popleft()
                     else:

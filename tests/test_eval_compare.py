@@ -357,7 +357,7 @@ def test_ablation_without_reranker(tiny_index, gold, tmp_path, capsys, monkeypat
     assert lines[lines.index(next(line for line in lines if line.startswith("  total wall time"))) + 1:][:2] == [
         "", "union = dense here, on every metric of each of the 6 questions: without a reranker union is dense's "
             "candidates followed by BM25's new hits, which only count where dense's candidates do not fill the list; "
-            "union is the candidate pool a reranker reorders (README, \"Retrieval modes\")"]
+            "union is the candidate pool a reranker reorders (docs/settings-and-sweeps.md, \"Retrieval modes\")"]
     union = json.loads((tmp_path / "abl-union.json").read_text(encoding="utf-8"))
     assert union["config"]["Retrieval mode"] == (
         "union (30 candidates per retriever); ranks as dense here: without a reranker each question's first 5 pages "

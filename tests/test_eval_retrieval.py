@@ -591,8 +591,9 @@ def test_missing_goldset_names_the_template(tiny_index, tmp_path, capsys):
                          "--report", tmp_path / "r.txt")
     assert (code, out) == (2, "")
     assert err.startswith(f"error: goldset not found: {tmp_path / 'nope.csv'}. Start from the template "
-                          f"{er.GOLDSET_TEMPLATE_PATH}: copy it to")
-    assert er.GOLDSET_TEMPLATE_PATH == ROOT / "eval" / "goldset_template.csv" and er.GOLDSET_TEMPLATE_PATH.is_file()
+                          f"{er.GOLDSET_TEMPLATE_PATH} or {er.GOLDSET_TEMPLATE_DE_PATH}: copy one to")
+    assert er.GOLDSET_TEMPLATE_PATH == ROOT / "eval" / "goldset_template_en.csv" and er.GOLDSET_TEMPLATE_PATH.is_file()
+    assert er.GOLDSET_TEMPLATE_DE_PATH == ROOT / "eval" / "goldset_template.csv" and er.GOLDSET_TEMPLATE_DE_PATH.is_file()
     assert not (tmp_path / "r.txt").exists()
 
 

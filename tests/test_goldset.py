@@ -259,6 +259,13 @@ def test_missing_file_names_the_template(tmp_path: Path) -> None:
         f"goldset not found: {path}. Start from the template {template}: copy it to {path} "
         "and write one row per question and expected location."
     )
+    english = tmp_path / "eval" / "goldset_template_en.csv"
+    with pytest.raises(GoldsetError) as info:
+        read_goldset(path, (english, template))
+    assert str(info.value) == (
+        f"goldset not found: {path}. Start from the template {english} or {template}: copy one to {path} "
+        "and write one row per question and expected location."
+    )
     with pytest.raises(GoldsetError) as info:
         read_goldset(path)  # a caller without a template to offer
     assert str(info.value) == f"goldset not found: {path}; check the path."

@@ -1,4 +1,4 @@
-"""The layout's rules, read from the source with ast (README, "How the code is laid out").
+"""The layout's rules, read from the source with ast (docs/layout.md, "How the code is laid out").
 
 The package's import graph counts every import: at module level and inside functions, under TYPE_CHECKING,
 relative ones, and `from package import name` where the name is a module. On that graph:
@@ -11,7 +11,7 @@ relative ones, and `from package import name` where the name is a module. On tha
 - no parameter in the package is an argparse Namespace; no function takes more than MAX_PARAMETERS (self and
   cls not counted) but the compatibility layer;
 - nothing under localrag/ names a path under eval/; no class over 400 lines, no function over 80;
-  eval_retrieval.py stays the settings, the parser and the story; README's layout lists every module once.
+  eval_retrieval.py stays the settings, the parser and the story; docs/layout.md lists every module once.
 
 `python tests/test_layout.py [PROJECT_ROOT]` prints what each rule finds in another checkout.
 """
@@ -273,9 +273,9 @@ def too_big(root: Path) -> list[str]:
 
 
 def readme_listing(readme: str) -> list[str]:
-    """The package's modules README's layout section lists, as paths under localrag/ ('search/bm25.py'): an
+    """The package's modules the layout page (docs/layout.md) lists, as paths under localrag/ ('search/bm25.py'): an
     entry is written as a path, or indented under its folder's line ('  search/' then '    bm25.py')."""
-    section = readme[readme.index("## How the code is laid out"):]
+    section = readme[readme.index("# How the code is laid out"):]
     tree = section[section.index("```\n") + 4:]
     tree = tree[:tree.index("```")].splitlines()
     start = tree.index(f"{PACKAGE}/") + 1
@@ -358,7 +358,7 @@ def test_the_script_reads_as_settings_parser_and_story():
 
 
 def test_readme_lists_every_module_of_the_package_once():
-    listed = readme_listing((ROOT / "README.md").read_text(encoding="utf-8"))
+    listed = readme_listing((ROOT / "docs" / "layout.md").read_text(encoding="utf-8"))
     package = ROOT / PACKAGE
     assert sorted(listed) == sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
                                     if p.name != "__init__.py")

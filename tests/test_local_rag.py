@@ -757,8 +757,9 @@ def test_one_long_file_is_committed_in_groups_of_chunks(tmp_path, monkeypatch, e
 
 def test_ctrl_c_inside_a_store_write_loses_at_most_two_groups_and_the_summary_counts_what_was_embedded(
         tmp_path, monkeypatch, embedded):
-    """The bound README states: group 2's write runs after group 3 is embedded (this backend has no model wait to
-    run it in), so Ctrl-C inside it loses groups 2 and 3; the rerun embeds those 6 chunks and says 6, not 9."""
+    """The bound docs/trust-and-faults.md states: group 2's write runs after group 3 is embedded (this backend has no
+    model wait to run it in), so Ctrl-C inside it loses groups 2 and 3; the rerun embeds those 6 chunks and says 6,
+    not 9."""
     import chromadb.api.models.Collection as collection_module
 
     docs = tmp_path / "docs"

@@ -171,7 +171,7 @@ def test_the_evaluation_suggests_the_profile_and_names_it_when_used(tiny_docs, t
     base = ["--goldset", "gold.csv", "--index", str(tmp_path / "idx"), "--docs", "docs", "--no-rerank"]
     er.main(base + ["--report", "plain.txt"])
     suggestion = ("long-pdf (the indexed PDFs average 2 pages; on long filings it finds the right page more often: "
-                  "README, \"Long PDFs\"; run with --profile long-pdf)")
+                  "docs/long-pdfs.md; run with --profile long-pdf)")
     assert f"note: suggested profile: {suggestion}\n" in capsys.readouterr().err
     assert f"  Suggested profile:  {suggestion}\n" in (tmp_path / "plain.txt").read_text()
     er.main(base + ["--profile", "long-pdf", "--report", "profiled.txt"])

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS_DIR = ROOT / "eval" / "docs"
 GOLDSET = ROOT / "eval" / "goldset.csv"
 TEMPLATE = ROOT / "eval" / "goldset_template.csv"
+TEMPLATE_EN = ROOT / "eval" / "goldset_template_en.csv"
 GOLDSET_HEADER = "frage;korpus;erwartete_quelle;erwartete_seite;anmerkung"
 UMLAUT_NAME = unicodedata.normalize("NFC", "Literaturgeschichte_Überblick.pdf")
 OPTIONS_NAME = "Options_Pricing_Lecture_Notes.pdf"
@@ -317,9 +318,28 @@ def test_goldset_pages_are_physical_not_printed(goldset_rows, page_texts):
 
 def test_template_has_header_and_two_commented_examples():
     lines = TEMPLATE.read_text(encoding="utf-8").splitlines()
-    assert lines[0] == GOLDSET_HEADER
+    assert lines[0] == GOLDSET_HEADER + ";antwort"
     examples = [line for line in lines[1:] if line.strip()]
     assert len(examples) == 2 and all(line.startswith("# ") for line in examples)
     for line in examples:
         fields = line[2:].split(";")
-        assert len(fields) == 5 and fields[3].isdigit(), line
+        assert len(fields) == 6 and fields[3].isdigit() and fields[5], line
+
+
+def test_the_english_template_reads_to_the_same_questions_as_the_german_one(tmp_path):
+    """Both templates, their examples uncommented, read with the goldset reader: the same questions' structure
+    (pages, corpus, note and reference answer given), the English one under its English headers."""
+    from localrag.goldset.format import read_goldset
+
+    assert TEMPLATE_EN.read_text(encoding="utf-8").splitlines()[0] == (
+        "question;corpus;expected_source;expected_page;note;answer")
+    read = {}
+    for template in (TEMPLATE, TEMPLATE_EN):
+        text = template.read_text(encoding="utf-8").replace("\n# ", "\n")
+        (tmp_path / template.name).write_text(text, encoding="utf-8")
+        goldset = read_goldset(tmp_path / template.name)
+        assert goldset.messages == [], template.name
+        read[template.name] = [(len(q.locations), [loc.page for loc in q.locations], bool(q.corpus), bool(q.note),
+                                bool(q.reference)) for q in goldset.questions]
+    assert read["goldset_template.csv"] == read["goldset_template_en.csv"] == [(1, [12], True, True, True),
+                                                                              (1, [57], True, True, True)]

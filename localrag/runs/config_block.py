@@ -114,7 +114,7 @@ def profile_suggestion(rag: LocalRAGLike, options: EvalOptions) -> str | None:
     if pages < options.defaults.long_pdf_pages:
         return None
     return (f"long-pdf (the indexed PDFs average {pages:.0f} pages; on long filings it finds the right page more "
-            f"often: README, \"Long PDFs\"; run with --profile long-pdf)")
+            f"often: docs/long-pdfs.md; run with --profile long-pdf)")
 
 
 def document_prior_text(rag: LocalRAGLike) -> str:

@@ -94,7 +94,7 @@ class EvalDefaults:
     """Where an evaluation reads and writes when no flag says otherwise, and the retriever's defaults."""
 
     goldset: str  # the goldset evaluated by default
-    goldset_template: Path  # copied to start a goldset
+    goldset_template: tuple[Path, ...]  # copied to start a goldset (English headers, German headers)
     report: str  # the committed plain-text report
     ablation_report: str  # the --ablation table
     sweep_report: str  # the --sweep table

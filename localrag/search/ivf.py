@@ -48,7 +48,7 @@ def default_lists(rows: int) -> int:
 
 def default_probes(lists: int) -> int:
     """An eighth of the lists, at least 1: on the FinanceBench index's real vectors (603 lists) recall@30 against
-    exact search was 0.985 at 128 probes, 0.916 at 32 and 0.758 at 8 (README, "The same list every time")."""
+    exact search was 0.985 at 128 probes, 0.916 at 32 and 0.758 at 8 (docs/speed.md, "The same list every time")."""
     return max(1, lists // 8)
 
 

@@ -24,7 +24,7 @@ again, embedding only the chunks whose text changed):
    where pdfium does not (the sample corpus), and both loaders are to give one text.
 Everything else is kept as extracted, character for character.
 
-What the rules do not make equal (measured, see README): the two libraries order and break a page's lines as its
+What the rules do not make equal (measured, see docs/): the two libraries order and break a page's lines as its
 layout leads them. By the rules both give one text on simple pages (the tests' PDFs); on the sample corpus 12 of
 55 pages are identical and 49 have the same words (pdfium reads the bullet glyphs `•` that pypdf does not);
 on five short FinanceBench filings 4 of 42 pages are identical and 32 have the same words. And pdfium reads some
