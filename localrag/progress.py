@@ -21,12 +21,13 @@ class Progress:
     On stderr: on a terminal a tqdm bar; otherwise 'Embedding chunks: 1,200/22,730 (5 %), 10 s elapsed' once
     LINE_SECONDS passed since the task began or since the last line (checked at each update and by the ticker
     thread), and once more when the task closes after printing any, unless that line showed the final count (a task
-    done within LINE_SECONDS prints nothing). `clock`, `terminal` and `ticker` are for tests.
+    done within LINE_SECONDS prints nothing; with `announce`, a line at its start too). `clock`, `terminal` and
+    `ticker` are for tests.
     """
 
     def __init__(self, desc: str, total: int | None = None, unit: str = "it", *, show: bool = True,
                  clock: Callable[[], float] = time.monotonic, terminal: bool | None = None,
-                 leave: bool = False, ticker: bool = True) -> None:
+                 leave: bool = False, ticker: bool = True, announce: bool = False) -> None:
         self.stream: IO[str] = sys.stderr
         self.desc, self.total, self.clock = desc, total, clock
         terminal = self.stream.isatty() if terminal is None else terminal
@@ -41,6 +42,8 @@ class Progress:
         self.printed: int | None = None  # the count the last plain line showed, None before the first
         self.lock = threading.Lock()  # the ticker and update() print from two threads
         self.stopped = threading.Event()
+        if self.lines and announce and math.isfinite(LINE_SECONDS):
+            self._line()  # a long task says at once that it began: a log shows it before its first 10 s
         if self.lines and ticker and math.isfinite(LINE_SECONDS):
             threading.Thread(target=self._tick_until_closed, name=f"progress: {desc}", daemon=True).start()
 

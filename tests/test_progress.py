@@ -98,3 +98,16 @@ def test_the_ticker_thread_prints_while_no_update_comes_and_stops_at_close(capsy
     bar.close()
     time.sleep(0.5)  # closed: the ticker has stopped
     assert capsys.readouterr().err in ("", "Reading PDFs: 3/3 (100 %), 0 s elapsed\n")
+
+
+def test_an_announced_task_prints_its_first_line_at_once(capsys):
+    clock = Clock()
+    with Progress("Reading PDFs", 74, "file", clock=clock, terminal=False, ticker=False, announce=True) as bar:
+        assert capsys.readouterr().err == "Reading PDFs: 0/74 (0 %), 0 s elapsed\n"
+        clock.now = 104.0
+        bar.update(74)
+    # The close line shows the final count (the start line showed 0).
+    assert capsys.readouterr().err == "Reading PDFs: 74/74 (100 %), 4 s elapsed\n"
+    with Progress("Reading PDFs", 74, "file", clock=clock, terminal=False, show=False, announce=True):
+        pass
+    assert capsys.readouterr().err == ""  # --quiet: not even the start

@@ -224,7 +224,7 @@ class Sync:
         target, report = self.target, self.report
         loader = target.settings["pdf_loader"]
         bar = Progress("Reading PDFs", len(todo), "file", show=progress and not target.quiet and bool(todo),
-                       leave=True)
+                       leave=True, announce=True)
         extracted = extract([path for _, path, _ in todo], loader)
         try:
             for (name, path, digest), pdf in zip(todo, extracted):
