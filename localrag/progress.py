@@ -57,8 +57,9 @@ class Progress:
     def tick(self) -> None:
         """Print a plain line when LINE_SECONDS passed since the task began or since the last line."""
         with self.lock:
-            if self.lines and self.clock() - self.last >= LINE_SECONDS:
-                self._line()
+            finished = self.total is not None and self.done >= self.total and self.printed == self.done
+            if self.lines and not finished and self.clock() - self.last >= LINE_SECONDS:
+                self._line()  # a finished count already shown is not repeated while its task waits to close
 
     def _tick_until_closed(self) -> None:
         while not self.stopped.wait(LINE_SECONDS / 4):

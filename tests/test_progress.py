@@ -111,3 +111,15 @@ def test_an_announced_task_prints_its_first_line_at_once(capsys):
     with Progress("Reading PDFs", 74, "file", clock=clock, terminal=False, show=False, announce=True):
         pass
     assert capsys.readouterr().err == ""  # --quiet: not even the start
+
+
+def test_a_finished_count_already_shown_is_not_repeated(capsys):
+    # Reading PDFs is done, but its task stays open while the last chunks are embedded: one 3/3 line, not one a tick.
+    clock = Clock()
+    bar = Progress("Reading PDFs", 3, "file", clock=clock, terminal=False, ticker=False)
+    clock.now = 110.0
+    bar.update(3)
+    for clock.now in (120.0, 130.0, 140.0):
+        bar.tick()
+    bar.close()
+    assert capsys.readouterr().err == "Reading PDFs: 3/3 (100 %), 10 s elapsed\n"
