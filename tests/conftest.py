@@ -48,13 +48,14 @@ def write_pdf(path: Path, pages: list[str | None]) -> Path:
         else:
             obj = pdf.beginText(72, 760)
             obj.setFont("Helvetica", 10)
-            line = ""
-            for word in text.split():
-                if len(line) + len(word) > 85:
-                    obj.textLine(line)
-                    line = ""
-                line = f"{line} {word}".strip()
-            obj.textLine(line)
+            for paragraph in text.split("\n"):  # a line break starts a new line (a heading, a paragraph)
+                line = ""
+                for word in paragraph.split():
+                    if len(line) + len(word) > 85:
+                        obj.textLine(line)
+                        line = ""
+                    line = f"{line} {word}".strip()
+                obj.textLine(line)
             pdf.drawText(obj)
         pdf.showPage()
     pdf.save()

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_pdf
 from openai_stub import OpenAIStub, chat_completion
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -255,35 +256,12 @@ def sandbox(tmp_path_factory):
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "fresh clone"]):
         subprocess.run(git + args, cwd=repo, check=True, capture_output=True)
     for name, pages in SHELF.items():
-        write_lines_pdf(home / "papers" / name, pages)
+        write_pdf(home / "papers" / name, pages)
     with OpenAIStub(responder=_respond) as stub:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PYTHON"))}
         env.update(HOME=str(home), OPENAI_BASE_URL=stub.base_url, HF_HUB_OFFLINE="1", COLUMNS="120",
                    PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
         yield Sandbox(repo, env, set())
-
-
-def write_lines_pdf(path: Path, pages: list[str]) -> None:
-    """conftest.write_pdf, with "\\n" starting a new line."""
-    from reportlab.lib.pagesizes import A4
-    from reportlab.pdfgen import canvas
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pdf = canvas.Canvas(str(path), pagesize=A4, invariant=1)
-    for text in pages:
-        block = pdf.beginText(72, 760)
-        block.setFont("Helvetica", 10)
-        for paragraph in text.split("\n"):
-            line = ""
-            for word in paragraph.split():
-                if len(line) + len(word) > 85:
-                    block.textLine(line)
-                    line = ""
-                line = f"{line} {word}".strip()
-            block.textLine(line)
-        pdf.drawText(block)
-        pdf.showPage()
-    pdf.save()
 
 
 def _runnable(command: Command) -> str:

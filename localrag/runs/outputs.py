@@ -106,14 +106,7 @@ def check_output_dir(options: EvalOptions) -> None:
         return
     if Path(folder).exists() and not Path(folder).is_dir():
         raise EvalError(f"--output-dir {folder} is a file, not a folder; give a folder (it is created if missing)")
-    for what, protected in protected_folders(options):
-        if is_inside(folder, protected):
-            raise EvalError(f"--output-dir {folder} is inside the {what} {protected}; writing there could replace "
-                            f"what it holds. Give a folder outside it")
-    index = index_folder_above(folder)
-    if index is not None:
-        raise EvalError(f"--output-dir {folder} is inside the index folder {display_path(index)}; writing there "
-                        f"could replace its manifest or store. Give a folder outside it")
+    refuse_inside("--output-dir", folder, protected_folders(options), "Give a folder outside it")
     baseline = options.defaults.report
     if options.report and options.json and is_committed_baseline(options.report, options.json, baseline):
         raise EvalError(f"--output-dir {folder} never replaces the committed {display_path(baseline)}, and this run "
@@ -247,6 +240,19 @@ def is_inside(path: str | Path, folder: str | Path) -> bool:
     return resolved == top or top in resolved.parents
 
 
+def refuse_inside(flag: str, path: str | Path, folders: Sequence[tuple[str, str]], fix: str) -> None:
+    """EvalError naming `flag` and `fix` when `path` lies inside one of the (what, folder) `folders` or inside any
+    other index folder."""
+    for what, folder in folders:
+        if is_inside(path, folder):
+            raise EvalError(f"{flag} {path} is inside the {what} {folder}; writing there could replace what it holds. "
+                            f"{fix}")
+    index = index_folder_above(path)
+    if index is not None:
+        raise EvalError(f"{flag} {path} is inside the index folder {display_path(index)}; writing there could "
+                        f"replace its manifest or store. {fix}")
+
+
 def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tuple[str, str]],
                        folders: Sequence[tuple[str, str]] = ()) -> None:
     """EvalError when an output would replace an input or a cache, land inside an index, docs or dataset folder,
@@ -256,14 +262,7 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
             if same_path(path, other):
                 raise EvalError(f"{flag} {path} is the {what} {other}; writing the report there would replace it. "
                                 f"Give {flag} another path")
-        for what, folder in folders:
-            if is_inside(path, folder):
-                raise EvalError(f"{flag} {path} is inside the {what} {folder}; writing there could replace what "
-                                f"it holds. Give {flag} a path outside it")
-        index = index_folder_above(path)
-        if index is not None:
-            raise EvalError(f"{flag} {path} is inside the index folder {display_path(index)}; writing there could "
-                            f"replace its manifest or store. Give {flag} a path outside it")
+        refuse_inside(flag, path, folders, f"Give {flag} a path outside it")
         if Path(path).is_dir():  # refused now, not after the whole evaluation when the write fails
             example = EXAMPLE_NAMES.get(flag)
             raise EvalError(f"{flag} {path} is a folder, not a file; " + (
