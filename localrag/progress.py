@@ -21,13 +21,13 @@ class Progress:
     On stderr: on a terminal a tqdm bar; otherwise 'Embedding chunks: 1,200/22,730 (5 %), 10 s elapsed' once
     LINE_SECONDS passed since the task began or since the last line (checked at each update and by the ticker
     thread), and once more when the task closes after printing any, unless that line showed the final count (a task
-    done within LINE_SECONDS prints nothing; with `announce`, a line at its start too). `clock`, `terminal` and
-    `ticker` are for tests.
+    done within LINE_SECONDS prints nothing; with `announce`, a line at its start too). `clock` and `terminal` are
+    for tests; the ticker thread runs on the real clock only.
     """
 
     def __init__(self, desc: str, total: int | None = None, unit: str = "it", *, show: bool = True,
                  clock: Callable[[], float] = time.monotonic, terminal: bool | None = None,
-                 leave: bool = False, ticker: bool = True, announce: bool = False) -> None:
+                 leave: bool = False, announce: bool = False) -> None:
         self.stream: IO[str] = sys.stderr
         self.desc, self.total, self.clock = desc, total, clock
         terminal = self.stream.isatty() if terminal is None else terminal
@@ -44,7 +44,8 @@ class Progress:
         self.stopped = threading.Event()
         if self.lines and announce and math.isfinite(LINE_SECONDS):
             self._line()  # a long task says at once that it began: a log shows it before its first 10 s
-        if self.lines and ticker and math.isfinite(LINE_SECONDS):
+        # The ticker waits in real time: with a test's own clock, the test ticks (tick()).
+        if self.lines and clock is time.monotonic and math.isfinite(LINE_SECONDS):
             threading.Thread(target=self._tick_until_closed, name=f"progress: {desc}", daemon=True).start()
 
     def update(self, n: int = 1) -> None:

@@ -70,7 +70,7 @@ def test_the_iterator_counts_each_item_and_closes(capsys):
 def test_a_slow_step_without_updates_still_gets_its_line(capsys):
     # One embedding batch may take longer than 10 s on a loaded machine: the ticker prints while it runs.
     clock = Clock()
-    bar = Progress("Embedding chunks", 1_000, "chunk", clock=clock, terminal=False, ticker=False)
+    bar = Progress("Embedding chunks", 1_000, "chunk", clock=clock, terminal=False)
     bar.update(64)
     clock.now = 109.0
     bar.tick()  # 9 s: nothing yet
@@ -102,7 +102,7 @@ def test_the_ticker_thread_prints_while_no_update_comes_and_stops_at_close(capsy
 
 def test_an_announced_task_prints_its_first_line_at_once(capsys):
     clock = Clock()
-    with Progress("Reading PDFs", 74, "file", clock=clock, terminal=False, ticker=False, announce=True) as bar:
+    with Progress("Reading PDFs", 74, "file", clock=clock, terminal=False, announce=True) as bar:
         assert capsys.readouterr().err == "Reading PDFs: 0/74 (0 %), 0 s elapsed\n"
         clock.now = 104.0
         bar.update(74)
@@ -116,7 +116,7 @@ def test_an_announced_task_prints_its_first_line_at_once(capsys):
 def test_a_finished_count_already_shown_is_not_repeated(capsys):
     # Reading PDFs is done, but its task stays open while the last chunks are embedded: one 3/3 line, not one a tick.
     clock = Clock()
-    bar = Progress("Reading PDFs", 3, "file", clock=clock, terminal=False, ticker=False)
+    bar = Progress("Reading PDFs", 3, "file", clock=clock, terminal=False)
     clock.now = 110.0
     bar.update(3)
     for clock.now in (120.0, 130.0, 140.0):
