@@ -124,12 +124,13 @@ def hybrid_run(dataset, tmp_path_factory) -> dict:
     """One hybrid run at k = 1, 3, 5 with every output file; returns their paths and the exit code."""
     folder, index = dataset
     out = tmp_path_factory.mktemp("hybrid-out")
-    paths = {"report": out / "ds.txt", "json": out / "ds.json", "run": out / "ds.run", "markdown": out / "ds.md"}
+    paths = {"report": out / "ds.txt", "json": out / "ds.json", "run": out / "ds.run", "markdown": out / "ds.md",
+             "html": out / "ds.html", "csv": out / "ds.csv"}
     # The corpus's ranks and its tie (q7) were worked out by hand for RRF k = 60, Cormack et al.'s constant.
     code = er.main(["--dataset", str(folder), "--index", str(index), "--k", "1,3,5", "--quiet", "--no-compare",
                     "--rrf-k", "60",
                     "--report", str(paths["report"]), "--run-file", str(paths["run"]),
-                    "--markdown", str(paths["markdown"])])
+                    "--markdown", str(paths["markdown"]), "--html", str(paths["html"]), "--csv", str(paths["csv"])])
     return {"code": code, "index": index, **paths}
 
 
@@ -300,6 +301,24 @@ def test_markdown_table(hybrid_run):
                         "NDCG@3 | NDCG@5 | MRR |")
     assert len(table) == 3  # header, alignment row, one row for the one configuration
     assert table[2].startswith("| hybrid | 0.833 | 1.000 |")  # one row: nothing is marked best
+
+
+def test_a_dataset_run_writes_its_page_and_its_csv(hybrid_run):
+    import csv
+    import io
+
+    payload = json.loads(hybrid_run["json"].read_text(encoding="utf-8"))
+    page = hybrid_run["html"].read_text(encoding="utf-8")
+    assert "<h1>localRAG retrieval evaluation</h1>" in page and page.count("<svg") == 1  # the Hit@k curve
+    assert "http" not in page and "<script" not in page
+    text = hybrid_run["csv"].read_text(encoding="utf-8")
+    rows = list(csv.DictReader(io.StringIO(text.lstrip("\ufeff"), newline="")))
+    assert [r["query_id"] for r in rows] == [q["query_id"] for q in payload["per_query"]]
+    # Documents, not pages: the expected column names each relevant document with its grade, the first hit its id.
+    first = payload["per_query"][0]
+    assert rows[0]["rank"] == ("" if first["rank"] is None else str(first["rank"]))
+    assert rows[0]["first_source"] == first["top"][0].get("source", first["top"][0].get("doc_id"))
+    assert rows[0]["ndcg@5"] == f"{first['metrics']['ndcg@5']:.4f}"
 
 
 # ----------------------------------------------------------------------------- sampling and cache
