@@ -228,14 +228,14 @@ def add_judge(result: EvalResult, hits: Mapping[str, Sequence[ev.Hit]], question
             require_judge_server(judging, len(asked), len(items))
     run = judge.run_judge(items, dataclasses.replace(judging, k=k),
                           progress=None if quiet else lambda message: print(message, file=sys.stderr, flush=True),
-                          warn=lambda message: print(f"warning: {message}", file=sys.stderr, flush=True),
+                          warn=lambda message: log(f"warning: {message}", False),  # once a run, also under --quiet
                           flag="--judge")
     log(judge.judge_calls_line(run), quiet)
     messages, degraded = list(result.messages), []
     if run.cache_warning:
         messages.append(run.cache_warning)
     if run.stopped:
-        print(f"warning: judging stopped: {run.stopped}", file=sys.stderr)
+        log(f"warning: judging stopped: {run.stopped}", False)
         messages.append(f"Judging stopped early: {run.stopped}")
         degraded.append(f"the judge stopped before every question was judged: {run.stopped}")
     if run.unreadable:
