@@ -37,7 +37,7 @@ def result(ranks=(1, 3, 20, None), name: str = "hybrid", **more) -> EvalResult:
     metrics = {k: sum(q.metrics[k] for q in per_query) / len(per_query) for k in keys}
     counts = {k: sum(int(q.metrics[k]) for q in per_query) for k in keys if k != "mrr"}
     return EvalResult(kind="goldset", title="goldset gold.csv", metrics=metrics, num_queries=4, per_query=per_query,
-                      name=name, depth=20, goldset="goldset gold.csv", generated="2026-01-02 03:04:05",
+                      name=name, depth=more.pop("depth", 20), goldset="goldset gold.csv", generated="2026-01-02 03:04:05",
                       status=Status(0), counts=counts,
                       config=(("Goldset", "gold.csv (4 questions)"), ("Retrieval mode", name),
                               ("Chunking", "2000 characters")), **more)
@@ -54,6 +54,16 @@ def test_hit_curve_counts_rank_20_at_20_only_and_none_never():
     assert charts.hit_curve([1, 3, 20, None]) == [0.25, 0.25] + [0.5] * 17 + [0.75]
     assert charts.hit_curve([1, 3, 20, None], depth=5) == [0.25, 0.25, 0.5, 0.5, 0.5]
     assert charts.hit_curve([]) == [0.0] * 20
+
+
+def test_a_shallow_run_s_curve_ends_at_its_depth():
+    # --k 1,5: five results retrieved; Hit@6..20 were never measured, so the curve does not draw them.
+    shallow = render_html(result((1, 3, None, None), depth=5))
+    assert "<h3>Hit@k for k = 1…5</h3>" in shallow
+    assert "<title>this run (hybrid): Hit@1 0.250, @3 0.500, @5 0.500</title>" in shallow  # no @10, no @20
+    assert "has its curve end at its depth (--k): Hit@k beyond it was not measured" in shallow
+    deep = render_html(result())
+    assert "<h3>Hit@k for k = 1…20</h3>" in deep and "not measured" not in deep
 
 
 def test_page_holds_the_metrics_whole_questions_escaped_and_no_outside_resource():

@@ -68,6 +68,8 @@ def inline_svg(text: str, prefix: str, label: str, titles: Mapping[str, str]) ->
 def curve_chart(curves: Sequence[tuple[str, Sequence[float]]], prefix: str, compared: bool = False) -> str:
     """Hit@k curves (label, values for k = 1..n): one line each, in PALETTE's colours; with `compared` the second
     curve is the compared run, drawn grey and dashed."""
+    deepest = max(len(values) for _, values in curves)
+
     def render(figure: Any) -> dict[str, str]:
         figure.set_size_inches(7.0, 3.5)
         ax = figure.add_subplot()
@@ -83,16 +85,16 @@ def curve_chart(curves: Sequence[tuple[str, Sequence[float]]], prefix: str, comp
                     gid=f"curve{n}")
             shown = ", ".join(f"@{k} {values[k - 1]:.3f}" for k in (1, 3, 5, 10, 20) if k <= len(values))
             titles[f"curve{n}"] = f"{label}: Hit{shown}"
-        ax.set_xlim(0.5, max(len(values) for _, values in curves) + 0.5)
+        ax.set_xlim(0.5, deepest + 0.5)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_xticks([1, 3, 5, 10, 15, 20])
+        ax.set_xticks([k for k in (1, 3, 5, 10, 15, 20) if k <= deepest])
         ax.set_xlabel("k (results looked at)")
         ax.set_ylabel("Hit@k")
         ax.grid(True, color="#d0d7de", linewidth=0.6)
         ax.legend(loc="lower right", fontsize=9)
         return titles
 
-    return draw(render, prefix, "Hit@k for k = 1 to 20: " + "; ".join(label for label, _ in curves))
+    return draw(render, prefix, f"Hit@k for k = 1 to {deepest}: " + "; ".join(label for label, _ in curves))
 
 
 def rank_change_chart(moves: Sequence[tuple[str, str, int | None, int | None]], depth: int, prefix: str) -> str:

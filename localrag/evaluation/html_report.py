@@ -110,10 +110,10 @@ def render_html(result: EvalResult, old: EvalResult | None = None) -> str:
         body += ["<h2>Notes</h2>", "<ul>", *(f"<li>{e(m)}</li>" for m in result.messages), "</ul>"]
     body += ["<h2>Results</h2>", '<div class="row">', '<div class="side">', *metrics_table(result), "</div>",
              "<div>"]
-    curves = [(f"this run ({result.name})" if result.name else "this run", charts.hit_curve(run_ranks(result)))]
+    curves = [(f"this run ({result.name})" if result.name else "this run", hit_curve_of(result))]
     if result.compare and old is not None:
-        curves.append((f"compared: {result.compare.old_label}", charts.hit_curve(run_ranks(old))))
-    body += [*curve_section(curves, result, compared=len(curves) > 1, heading="h3"), "</div>", "</div>"]
+        curves.append((f"compared: {result.compare.old_label}", hit_curve_of(old)))
+    body += [*curve_section(curves, compared=len(curves) > 1, heading="h3"), "</div>", "</div>"]
     if result.compare:
         body += compare_section(result.compare, depth_of(result))
     if result.per_corpus:
@@ -161,15 +161,21 @@ def metrics_table(result: EvalResult) -> list[str]:
             f"tolerance: {e(hits)}; ranks made by it: {only['mrr']}.</p>"]
 
 
-def curve_section(curves: Sequence[tuple[str, Sequence[float]]], first: EvalResult, compared: bool,
-                  heading: str = "h2") -> list[str]:
-    depth = depth_of(first)
-    caption = (f"Hit@k for k = 1…{charts.CURVE_DEPTH} from each question's first acceptable rank. A question "
-               f"with nothing acceptable in the first {depth} results retrieved counts as a miss at every k"
-               + (f" (so the curve is flat beyond {depth})" if depth < charts.CURVE_DEPTH else "") + ".")
+def hit_curve_of(result: EvalResult) -> list[float]:
+    """A run's Hit@k for k = 1 to CURVE_DEPTH, or to its depth when it retrieved fewer: no k it did not look at."""
+    return charts.hit_curve(run_ranks(result), min(depth_of(result), charts.CURVE_DEPTH))
+
+
+def curve_section(curves: Sequence[tuple[str, Sequence[float]]], compared: bool, heading: str = "h2") -> list[str]:
+    deepest = max(len(values) for _, values in curves)
+    caption = (f"Hit@k for k = 1…{deepest} from each question's first acceptable rank; a question with nothing "
+               f"acceptable among the results retrieved counts as a miss at every k.")
+    if any(len(values) < charts.CURVE_DEPTH for _, values in curves):
+        caption += (f" A run that retrieved fewer than {charts.CURVE_DEPTH} results per question has its curve end "
+                    f"at its depth (--k): Hit@k beyond it was not measured.")
     if compared:
         caption += " Dashed grey: the compared run, over its own questions."
-    return [f"<{heading}>Hit@k for k = 1…{charts.CURVE_DEPTH}</{heading}>",
+    return [f"<{heading}>Hit@k for k = 1…{deepest}</{heading}>",
             charts.curve_chart(curves, "hit", compared=compared),
             f'<p class="note">{e(caption)}</p>']
 
@@ -261,8 +267,7 @@ def render_table_html(results: Sequence[EvalResult], axes: Sequence[tuple[str, S
     if axes:
         body += heatmap(results, axes, keys)
     if len(results) <= MAX_CURVES:
-        body += curve_section([(r.name or f"row {n}", charts.hit_curve(run_ranks(r)))
-                               for n, r in enumerate(results, 1)], first, False)
+        body += curve_section([(r.name or f"row {n}", hit_curve_of(r)) for n, r in enumerate(results, 1)], False)
     compared = report.render_row_comparisons(reference or f"the first row ({first.name})",
                                              results if not axes else results[1:], report.SWEEP_COMPARE_METRICS,
                                              "ref" if not axes else "first")
