@@ -512,6 +512,31 @@ def test_a_full_disk_while_the_reports_are_written_is_one_message_and_keeps_the_
     assert snapshot(tmp_path / "out") == before  # old reports as they were, no temp file left
 
 
+@pytest.mark.parametrize("flag, name", [("--html", "r.html"), ("--csv", "r.csv")])
+def test_a_full_disk_on_the_page_or_the_csv_keeps_every_report_as_it_was(evaluate, tmp_path, monkeypatch, flag,
+                                                                          name):
+    from localrag import files
+
+    out_dir = tmp_path / "out"
+    report, extra = out_dir / "r.txt", out_dir / name
+    assert evaluate(CLEAN, "--report", report, "--no-compare", flag, extra)[0] == 0
+    before = snapshot(out_dir)
+    real_fsync = files.os.fsync
+
+    def full(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(out_dir / f".{name}.")):
+            raise OSError(28, "No space left on device")  # the page or CSV is the last file staged
+        return real_fsync(fd)
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    code, out, err = evaluate(CLEAN, "--report", report, "--no-compare", flag, extra)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: the reports could not be written: {extra}: No space left on device; the "
+                          f"reports there before are unchanged (")
+    assert err.endswith("). Free some space on its disk, then run again\n")
+    assert snapshot(out_dir) == before  # the report, JSON, details and the old page or CSV as they were
+
+
 @pytest.mark.parametrize("errno, strerror, advice", [
     (28, "No space left on device", "Free some space on its disk, then run again"),
     (122, "Disk quota exceeded", "Free some space on its disk, then run again"),
