@@ -122,7 +122,7 @@ def test_judge_returning_garbage_exits_1(evaluate, tmp_path, monkeypatch):
 
 def test_quiet_does_not_hide_a_corrupt_judge_cache(evaluate, tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    cache = write(tmp_path / "cache.json", '{"cut off": ')
+    cache = write(tmp_path / "cache.json", '{"cut off": {"model": ')  # a cache of this tool, cut off
     with OpenAIStub() as stub:
         for _ in range(3):
             stub.add_content('{"answering": [1], "reason": "r"}')
@@ -130,7 +130,7 @@ def test_quiet_does_not_hide_a_corrupt_judge_cache(evaluate, tmp_path, monkeypat
         code, _, err = evaluate(CLEAN, "--report", tmp_path / "r.txt", "--judge", "stub-model", "--judge-cache",
                                 cache)
     assert code == 0  # every question judged: the run is complete
-    warning = (f"The judge cache {cache} is unreadable (Expecting value: line 1 column 13 (char 12)); it was moved "
+    warning = (f"The judge cache {cache} is unreadable (Expecting value: line 1 column 23 (char 22)); it was moved "
                f"to {cache}.corrupt-1 and judging starts with an empty cache. Copy any verdicts you need back from "
                f"it, then delete it.")
     assert err == f"warning: {warning}\n"
