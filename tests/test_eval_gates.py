@@ -630,6 +630,33 @@ def test_no_output_flag_replaces_a_report_of_another_kind_unless_forced(evaluate
     assert code == 0 and (tmp_path / "r.json").read_text(encoding="utf-8").startswith("\ufeffquery_id,")
 
 
+def test_a_gate_run_leaves_the_baseline_as_a_plain_run_would(baseline_project, capsys):
+    """The issue's case: --fail-under mrr=0.95 wrote "Status: exit 1, evaluated but a gate failed" and the gates into
+    eval/baseline.txt and .json, so git diff showed more than the Generated line."""
+    without_generated = lambda name: [  # noqa: E731
+        line for line in (baseline_project / name).read_bytes().split(b"\n")
+        if not line.startswith((b"Generated: ", b' "generated": '))]
+    plain = {name: without_generated(name) for name in BASELINE_FILES}
+    for gates, code in ((["--fail-under", "mrr=0.95"], 1), (["--fail-under", "hit@5=0.5", "--fail-on-regression"], 0)):
+        result, out, err = run(capsys, "--quiet", *gates)
+        mrr = json.loads((baseline_project / "baseline.json").read_text(encoding="utf-8"))["metrics"]["mrr"]
+        assert result == code
+        # The gates are this run's: in its exit code and its status on stderr, not in the committed files.
+        assert err == ("Status: exit 1, evaluated but a gate failed\n"
+                       f"  gate failed: MRR {mrr:.4f} is under --fail-under mrr=0.95\n" if code else "")
+        assert out.endswith("\nWrote eval/baseline.txt, eval/baseline.json, eval/baseline.details.md, "
+                            "eval/runs/baseline.compare.txt\n")
+        assert {name: without_generated(name) for name in BASELINE_FILES} == plain
+        assert (baseline_project / "baseline.txt").read_text(encoding="utf-8").splitlines()[1] == \
+            "Status: exit 0, evaluated; no gate set"
+    # The next plain run finds nothing to undo.
+    assert run(capsys, "--quiet")[0] == 0
+    assert {name: without_generated(name) for name in BASELINE_FILES} == plain
+    # A report named for the run keeps its gates.
+    code, _, _ = run(capsys, "--quiet", "--fail-under", "mrr=0.95", "--report", "eval/runs/ci.txt")
+    assert code == 1 and status_lines(baseline_project / "runs" / "ci.txt")[1].startswith("  gate failed: MRR ")
+
+
 def test_a_full_disk_while_the_reports_are_written_is_one_message_and_keeps_the_old_ones(evaluate, tmp_path,
                                                                                            monkeypatch):
     from localrag import files

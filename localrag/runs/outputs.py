@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 from localrag.evaluation import diagnosis
 from localrag.evaluation import report as eval_report
 from localrag.evaluation.csv_report import render_csv
+from localrag.evaluation.scoring import run_status
 from localrag.runs.defaults import CommandLine, EvalOptions
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, write_texts_atomic
@@ -396,7 +397,9 @@ def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tupl
 
     The committed baseline carries no comparison: it would differ between the run that made it (compared
     with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
-    the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary), and to the HTML page."""
+    the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary), and to the HTML page.
+    Nor does it carry the gates: they are about this run (a CI job's), so its status there is a plain run's, and
+    the gates go to the exit code and the status printed (rows.print_status)."""
     files: list[tuple[str, str]] = []
     if result.details:
         files.append((details_path(options.report), diagnosis.render_details(result, display_path(options.report))))
@@ -407,6 +410,8 @@ def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tupl
     if options.compare_file and result.compare:
         files.append((options.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
         result = dataclasses.replace(result, compare=None)
+    if is_committed_baseline(options.report, options.json, options.defaults.report):
+        result = dataclasses.replace(result, status=run_status(result.status.degraded, [], []))
     files += [(options.report, eval_report.render_text(result)), (options.json, eval_report.render_json(result))]
     if options.markdown:
         files.append((options.markdown, eval_report.render_markdown(result)))
