@@ -33,8 +33,7 @@ from localrag.runs.options import resolve
 from localrag.runs.rows import evaluate, goldset_scoring, print_outcome, print_summary
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, warnings_once, wrote_line
-from localrag.runs.outputs import (QRELS_SUFFIX, check_output_paths, input_paths, load_json_report, protected_folders,
-                                   write_reports)
+from localrag.runs.outputs import QRELS_SUFFIX, check_outputs, load_json_report, write_reports
 from localrag.evaluation.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.runs.indexes import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.runs.plan import SWEEP_AXES, profile_words, requested_settings
@@ -126,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"let this run replace the committed {REPORT_PATH} although the same settings ran another "
                            f"configuration on this machine (a reranker loads here that was off for it, or the "
                            f"reverse); without it such a run writes under {RUNS_DIR}/ and says why. A run of changed "
-                           f"settings replaces it anyway; an incomplete judge section never does")
+                           f"settings replaces it anyway; an incomplete judge section never does. Any other run or "
+                           f"output flag (--csv, --html, --out, ...) naming a file {Path(REPORT_PATH).stem}.* beside "
+                           f"it is refused without this flag")
     gold.add_argument("--markdown", default=None, help="Markdown table for a pull request (default: none)")
     gold.add_argument("--output-dir", default=None, metavar="DIR",
                       help=f"write every report this run writes by default (report, JSON, details, the comparison "
@@ -155,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--index", default=None, help=f"index folder (default: {VECTORSTORE_PATH} for goldsets, a "
                                                    f"cache folder under {DATASET_CACHE} for datasets)")
     idx.add_argument("--docs", default=None, help=f"PDF folder the index follows (default: the folder recorded in "
-                                                  f"the index, else {local_rag.DOCS_PATH})")
+                                                  f"the index; for the default index's first run "
+                                                  f"{local_rag.DOCS_PATH}; an --index that holds no index yet needs "
+                                                  f"--docs)")
     idx.add_argument("--chroma-url", default=local_rag.CHROMA_URL, help="http://HOST:PORT of a shared Chroma "
                                                                        "server instead of the local index folder "
                                                                        "(default: none)")
@@ -224,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"SQLite file of the query vectors of earlier runs, by model, backend, export and exact "
                           f"query text: a rerun embeds only new or changed questions, and none loads the model "
                           f"(default: {QUERY_VECTOR_CACHE}; delete the file to clear it; --rebuild embeds every "
-                          f"question again and replaces its vector)")
+                          f"question again and replaces its vector; a file that is no such cache is refused)")
     ret.add_argument("--query-cache-entries", type=int, default=query_vectors.QUERY_VECTOR_CACHE_ENTRIES,
                      metavar="N", help=f"most query vectors the cache keeps; the least recently used are dropped "
                                        f"first (default: {query_vectors.QUERY_VECTOR_CACHE_ENTRIES})")
@@ -263,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                                "in localrag/evaluation/judge.py, 5)")
     jd.add_argument("--judge-max-calls", type=int, default=None, help="at most N new (uncached) judge calls in "
                                                                       "this run (default: no limit)")
-    jd.add_argument("--judge-cache", default=None, help=f"judge cache file (default: {JUDGE_CACHE_PATH})")
+    jd.add_argument("--judge-cache", default=None, help=f"judge cache file, shared by --answer-model, --llm and an "
+                                                        f"openai: reranker; a file that is no such cache is refused "
+                                                        f"(default: {JUDGE_CACHE_PATH})")
     ans = p.add_argument_group("answers", "answer-level evaluation: a chat's answers judged for correctness against "
                                           "the goldset's reference answers (column antwort/answer), faithfulness to "
                                           "their passages and their citations ([file, p. N])")
@@ -295,7 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                 f"unless --force), or --label-sample its answers to label (an existing "
                                                 f"one is never replaced) (default: {GENERATED_PATH} and "
                                                 f"{LABEL_SAMPLE_PATH})")
-    gl.add_argument("--force", action="store_true", help="with --generate: replace an existing --out file")
+    gl.add_argument("--force", action="store_true", help="with --generate: replace an existing --out file; with any "
+                                                         "output flag: let it replace a report of this tool with a "
+                                                         "file of another kind (--csv onto a JSON report, ...)")
     gl.add_argument("--llm", default=None, metavar="MODEL", help="with --generate: let MODEL (OpenAI-compatible) "
                                                                  "write one natural question per chunk, cached "
                                                                  "like the judge (default: model-free questions)")
@@ -359,7 +366,7 @@ def run_generate(options: EvalOptions, held: contextlib.ExitStack, written: list
         raise EvalError(f"--generate needs a positive number of questions, got {o.generate}")
     # Checked before the index is synced and the model asked, which may take long.
     out = o.out or GENERATED_PATH
-    check_output_paths([("--out", out)], input_paths(o), protected_folders(o))  # --force or not
+    check_outputs(o, [("--out", out)])  # --force or not
     gen.check_out_file(out, o.force)
     ask, stopped = (llm_questions.llm_question_asker(o.llm, o.judge_cache or JUDGE_CACHE_PATH, o.quiet)
                     if o.llm else (None, lambda: None))

@@ -7,6 +7,7 @@ that share a word with the question.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -17,7 +18,7 @@ import eval_retrieval as er
 from localrag.runs import options, outputs
 from localrag.runs.defaults import EvalOptions
 from localrag.evaluation.scoring import metric_keys
-from openai_stub import OpenAIStub
+from openai_stub import OpenAIStub, closed_port
 
 CLEAN = (
     "question,expected_source,expected_page\n"
@@ -122,7 +123,7 @@ def test_judge_returning_garbage_exits_1(evaluate, tmp_path, monkeypatch):
 
 def test_quiet_does_not_hide_a_corrupt_judge_cache(evaluate, tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    cache = write(tmp_path / "cache.json", '{"cut off": ')
+    cache = write(tmp_path / "cache.json", '{"cut off": {"model": ')  # a cache of this tool, cut off
     with OpenAIStub() as stub:
         for _ in range(3):
             stub.add_content('{"answering": [1], "reason": "r"}')
@@ -130,7 +131,7 @@ def test_quiet_does_not_hide_a_corrupt_judge_cache(evaluate, tmp_path, monkeypat
         code, _, err = evaluate(CLEAN, "--report", tmp_path / "r.txt", "--judge", "stub-model", "--judge-cache",
                                 cache)
     assert code == 0  # every question judged: the run is complete
-    warning = (f"The judge cache {cache} is unreadable (Expecting value: line 1 column 13 (char 12)); it was moved "
+    warning = (f"The judge cache {cache} is unreadable (Expecting value: line 1 column 23 (char 22)); it was moved "
                f"to {cache}.corrupt-1 and judging starts with an empty cache. Copy any verdicts you need back from "
                f"it, then delete it.")
     assert err == f"warning: {warning}\n"
@@ -443,14 +444,19 @@ PROTECTED = ["index/index_info.json", "index/chroma.sqlite3", "index/bm25/new.js
              "icache/new/report.txt"]
 
 
-@pytest.mark.parametrize("flag", ["--report", "--json", "--markdown", "--html", "--out"])
+@pytest.mark.parametrize("flag", ["--report", "--json", "--markdown", "--html", "--csv", "--run-file", "--out",
+                                  "--label-sample --out"])
 def test_no_output_flag_may_replace_what_the_project_keeps(project, tmp_path, capsys, flag):
+    """--label-sample's --out was not checked at all: a labels.pdf in the docs folder made the next add_pdfs.py exit
+    1."""
     common = ["--goldset", project["gold"], "--index", project["index"], "--docs", project["docs"], "--quiet",
               "--no-rerank", "--query-cache", project["cache"], "--judge-cache", project["judge"], "--index-cache",
               project["icache"]]
-    others = {"--report": ["--json", project["out"] / "r.json"], "--json": ["--report", project["out"] / "r.txt"],
-              "--markdown": ["--report", project["out"] / "r.txt"], "--html": ["--report", project["out"] / "r.txt"],
-              "--out": ["--generate", 2, "--force"]}[flag]
+    others = {"--out": ["--generate", 2, "--force"],
+              "--label-sample --out": ["--answers", project["out"] / "answers.jsonl", "--label-sample", 2]}.get(
+        flag, ["--report" if flag == "--json" else "--json", project["out"] / ("r.txt" if flag == "--json" else
+                                                                               "r.json")])
+    flag = flag.split()[-1]
     before = snapshot(tmp_path)
     for target in [tmp_path / name for name in PROTECTED]:
         code, out, err = run(capsys, *common, *others, flag, target)
@@ -485,6 +491,170 @@ def test_the_protection_names_what_it_protects(project, tmp_path, capsys):
         code, _, err = run(capsys, *common, "--report", project["out"] / "r.txt", "--json", target)
         advice = "another path" if words.endswith("replace it") else "a path outside it"
         assert (code, err) == (2, f"error: --json {target} {words}. Give --json {advice}\n")
+
+
+@pytest.mark.parametrize("flag, target, extra, words", [
+    ("--query-cache", "index/chroma.sqlite3", [], "is inside the index folder {tmp}/index; writing there could replace "
+                                                 "what it holds. Give --query-cache a path outside it"),
+    ("--query-cache", "gold.csv", [], "is the --goldset file {tmp}/gold.csv; a cache there would replace it, or move "
+                                      "it aside as a damaged cache. Give --query-cache another path"),
+    ("--judge-cache", "index/index_info.json", ["--judge", "stub-model"],
+     "is inside the index folder {tmp}/index; writing there could replace what it holds. Give --judge-cache a path "
+     "outside it"),
+    ("--judge-cache", "gold.csv", ["--judge", "stub-model"],
+     "is the --goldset file {tmp}/gold.csv; a cache there would replace it, or move it aside as a damaged cache. Give "
+     "--judge-cache another path"),
+    ("--judge-cache", "gold.csv", ["--answer-model", "stub-model"],
+     "is the --goldset file {tmp}/gold.csv; a cache there would replace it, or move it aside as a damaged cache. Give "
+     "--judge-cache another path"),
+    ("--judge-cache", "gold.csv", ["--rerank-model", "openai:stub-model"],
+     "is the --goldset file {tmp}/gold.csv; a cache there would replace it, or move it aside as a damaged cache. Give "
+     "--judge-cache another path"),
+    ("--judge-cache", "docs/options.pdf", ["--judge", "stub-model"],
+     "is inside the docs folder {tmp}/docs; writing there could replace what it holds. Give --judge-cache a path "
+     "outside it"),
+    ("--query-cache", "judge.json", ["--judge", "stub-model"],
+     "is the --judge-cache file {tmp}/judge.json; a cache there would replace it, or move it aside as a damaged "
+     "cache. Give --query-cache another path"),
+    ("--query-cache", "notes.txt", [], "is not an SQLite file, so it is no cache of this tool and is left as it is. "
+                                       "Give --query-cache another path (a new cache is made there), or move that file "
+                                       "away"),
+    ("--query-cache", "shelf/chroma-copy.sqlite3", [],
+     "is an SQLite database of other tables (collections, embeddings), not a query vector cache, so it is no cache of "
+     "this tool and is left as it is. Give --query-cache another path (a new cache is made there), or move that file "
+     "away"),
+    ("--judge-cache", "manifest-copy.json", ["--judge", "stub-model"],
+     "is not a reply cache (it does not begin as one: '{{\"version\": 3, \"files\": {{}}}}'), so it is no cache of this "
+     "tool and is left as it is. Give --judge-cache another path (a new cache is made there), or move that file away"),
+])
+def test_a_cache_flag_never_replaces_or_moves_aside_a_file_the_user_keeps(project, tmp_path, capsys, monkeypatch,
+                                                                        flag, target, extra, words):
+    """The issue's cases: --query-cache IDX/chroma.sqlite3 moved the index's store aside as damaged; --judge-cache
+    IDX/index_info.json replaced the manifest; --judge-cache or --query-cache GOLDSET.csv moved the goldset aside
+    and wrote a cache in its place, exit 0."""
+    import sqlite3
+
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")  # never asked: refused before
+    write(tmp_path / "notes.txt", "my notes\n")
+    write(tmp_path / "manifest-copy.json", '{"version": 3, "files": {}}')
+    chroma = sqlite3.connect(tmp_path / "shelf" / "chroma-copy.sqlite3")  # a store of Chroma's tables, not ours
+    chroma.executescript("CREATE TABLE embeddings (id INTEGER); CREATE TABLE collections (id TEXT);")
+    chroma.close()
+    common = ["--goldset", project["gold"], "--index", project["index"], "--docs", project["docs"], "--quiet",
+              "--report", project["out"] / "r.txt", "--query-cache", project["cache"], "--judge-cache", project["judge"]]
+    before = md5s(tmp_path)
+    code, out, err = run(capsys, *common, *extra, flag, tmp_path / target)
+    assert (code, out) == (2, "")
+    assert err == f"error: {flag} {tmp_path / target} {words.format(tmp=tmp_path)}\n"
+    assert md5s(tmp_path) == before  # not a byte changed, nothing moved aside or written
+
+
+def test_a_damaged_query_vector_cache_of_this_tool_is_still_moved_aside(project, tmp_path, capsys):
+    cache = tmp_path / "qv2.sqlite3"
+    from localrag.runs.query_vectors import Embedder, QueryVectorCache
+
+    QueryVectorCache(cache).put(Embedder("m", "r", "torch", "torch", ""), {f"q{i}": [0.5] * 384 for i in range(100)})
+    data = cache.read_bytes()
+    cache.write_bytes(data[:len(data) // 2])  # truncated
+    code, _, err = run(capsys, "--goldset", project["gold"], "--index", project["index"], "--docs", project["docs"],
+                       "--quiet", "--no-rerank", "--report", project["out"] / "r.txt", "--query-cache", cache)
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("qv2.sqlite3.damaged-")]
+    assert code == 0 and len(aside) == 1 and aside[0].read_bytes() == data[:len(data) // 2]
+    assert err == (f"warning: the query vector cache {cache} is unreadable (DatabaseError: database disk image is "
+                   f"malformed); moved it aside to {aside[0].name} (delete it when you like); its questions are "
+                   f"embedded again and kept in a new file\n")
+
+
+BASELINE_FILES = ("baseline.txt", "baseline.json", "baseline.details.md")
+
+
+@pytest.fixture
+def baseline_project(tiny_index, tmp_path, monkeypatch) -> Path:
+    """A project folder run from, whose default goldset (off-topic questions: MRR under 0.9) and index are the tiny
+    corpus's, with the committed baseline of a plain run."""
+    docs, index = tiny_index
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(er, "VECTORSTORE_PATH", str(index))
+    monkeypatch.setattr(er.local_rag, "DOCS_PATH", str(docs))
+    write(tmp_path / "eval" / "goldset.csv", off_topic(6))
+    assert er.main(["--quiet"]) == 0
+    return tmp_path / "eval"
+
+
+def md5s(folder: Path) -> dict[str, str]:
+    return {name: hashlib.md5(data).hexdigest() for name, data in snapshot(folder).items()}
+
+
+@pytest.mark.parametrize("flags", [
+    ["--csv", "eval/baseline.json", "--html", "eval/baseline.txt"],
+    ["--goldset", "other.csv", "--csv", "eval/baseline.json", "--html", "eval/baseline.txt"],
+    ["--html", "eval/baseline.txt"], ["--markdown", "eval/baseline.details.md"], ["--run-file", "eval/baseline.json"],
+    ["--run-file", "r.run", "--qrels-file", "eval/baseline.txt"], ["--csv", "eval/baseline.csv"],
+    ["--goldset", "other.csv", "--report", "eval/baseline.txt"], ["--mode", "bm25", "--json", "eval/baseline.json"],
+    ["--generate", "2", "--out", "eval/baseline.txt", "--force"],
+    ["--answers", "answers.jsonl", "--label-sample", "1", "--out", "eval/baseline.csv"],
+])
+def test_no_output_flag_replaces_the_committed_baseline(baseline_project, capsys, flags):
+    """The issue's case: --csv eval/baseline.json --html eval/baseline.txt overwrote the committed baseline, exit 0."""
+    write(baseline_project.parent / "other.csv", CLEAN)
+    before = md5s(baseline_project)
+    flag, path = next((flag, path) for flag, path in zip(flags, flags[1:]) if path.startswith("eval/baseline."))
+    code, out, err = run(capsys, "--quiet", *flags)
+    assert (code, out) == (2, "")
+    assert err == (f"error: {flag} {path} is a file of the committed baseline eval/baseline.*, which only a run of "
+                   f"the default goldset, index and settings writes, as its report; writing there would replace it. "
+                   f"Give {flag} another path, or add --replace-baseline to replace the baseline on purpose\n")
+    assert md5s(baseline_project) == before
+
+
+def test_replace_baseline_lets_an_output_replace_it_on_purpose(baseline_project, capsys):
+    code, out, _ = run(capsys, "--quiet", "--mode", "bm25", "--report", "eval/baseline.txt", "--replace-baseline")
+    assert code == 0 and out.endswith("\nWrote eval/baseline.txt, eval/baseline.json, eval/baseline.details.md\n")
+    assert json.loads((baseline_project / "baseline.json").read_text(encoding="utf-8"))["settings"]["retrieval_mode"] == "bm25"
+
+
+def test_no_output_flag_replaces_a_report_of_another_kind_unless_forced(evaluate, tmp_path):
+    assert evaluate(CLEAN, "--report", tmp_path / "r.txt", "--no-compare")[0] == 0
+    before = md5s(tmp_path)
+    for flag, name, kind in [("--csv", "r.json", "JSON report"), ("--html", "r.txt", "report"),
+                             ("--markdown", "r.details.md", "details file"), ("--json", "r.txt", "report")]:
+        code, out, err = evaluate(CLEAN, "--report", tmp_path / "new.txt", "--json", tmp_path / "new.json", flag,
+                                  tmp_path / name, "--no-compare")
+        assert (code, out) == (2, "")
+        assert err == (f"error: {flag} {tmp_path / name} is a {kind} of this tool; writing there would replace it "
+                       f"with another kind of file. Give {flag} another path, or add --force to replace it\n")
+        assert md5s(tmp_path) == before
+    # A rerun replaces its own report (and is compared with it); --force lets another kind of file replace one.
+    assert evaluate(CLEAN, "--report", tmp_path / "r.txt")[0] == 0
+    code, _, _ = evaluate(CLEAN, "--report", tmp_path / "new.txt", "--csv", tmp_path / "r.json", "--force")
+    assert code == 0 and (tmp_path / "r.json").read_text(encoding="utf-8").startswith("\ufeffquery_id,")
+
+
+def test_a_gate_run_leaves_the_baseline_as_a_plain_run_would(baseline_project, capsys):
+    """The issue's case: --fail-under mrr=0.95 wrote "Status: exit 1, evaluated but a gate failed" and the gates into
+    eval/baseline.txt and .json, so git diff showed more than the Generated line."""
+    without_generated = lambda name: [  # noqa: E731
+        line for line in (baseline_project / name).read_bytes().split(b"\n")
+        if not line.startswith((b"Generated: ", b' "generated": '))]
+    plain = {name: without_generated(name) for name in BASELINE_FILES}
+    for gates, code in ((["--fail-under", "mrr=0.95"], 1), (["--fail-under", "hit@5=0.5", "--fail-on-regression"], 0)):
+        result, out, err = run(capsys, "--quiet", *gates)
+        mrr = json.loads((baseline_project / "baseline.json").read_text(encoding="utf-8"))["metrics"]["mrr"]
+        assert result == code
+        # The gates are this run's: in its exit code and its status on stderr, not in the committed files.
+        assert err == ("Status: exit 1, evaluated but a gate failed\n"
+                       f"  gate failed: MRR {mrr:.4f} is under --fail-under mrr=0.95\n" if code else "")
+        assert out.endswith("\nWrote eval/baseline.txt, eval/baseline.json, eval/baseline.details.md, "
+                            "eval/runs/baseline.compare.txt\n")
+        assert {name: without_generated(name) for name in BASELINE_FILES} == plain
+        assert (baseline_project / "baseline.txt").read_text(encoding="utf-8").splitlines()[1] == \
+            "Status: exit 0, evaluated; no gate set"
+    # The next plain run finds nothing to undo.
+    assert run(capsys, "--quiet")[0] == 0
+    assert {name: without_generated(name) for name in BASELINE_FILES} == plain
+    # A report named for the run keeps its gates.
+    code, _, _ = run(capsys, "--quiet", "--fail-under", "mrr=0.95", "--report", "eval/runs/ci.txt")
+    assert code == 1 and status_lines(baseline_project / "runs" / "ci.txt")[1].startswith("  gate failed: MRR ")
 
 
 def test_a_full_disk_while_the_reports_are_written_is_one_message_and_keeps_the_old_ones(evaluate, tmp_path,

@@ -626,6 +626,81 @@ def test_no_sync_without_index(tiny_index, tmp_path, capsys):
     assert not missing.exists()
 
 
+@pytest.fixture
+def shelf(tiny_index, tmp_path, monkeypatch) -> dict[str, Path]:
+    """A user's shelf beside the project: their index (a copy of the tiny one) and goldset, with the report of a real
+    run; run from a project folder whose sample docs folder (DOCS_PATH) is a copy of the tiny corpus too."""
+    import shutil
+
+    docs, index = tiny_index
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(er.local_rag, "DOCS_PATH", str(shutil.copytree(docs, tmp_path / "eval" / "docs")))
+    monkeypatch.setattr(er, "VECTORSTORE_PATH", str(tmp_path / "eval" / "index"))
+    shutil.copytree(docs, tmp_path / "docs")  # the folder the user's index follows (../docs, as the tiny index's)
+    return {"index": shutil.copytree(index, tmp_path / "papers-index"), "gold": write_text(tmp_path / "g.csv", GOLD_JUDGE),
+            "typo": tmp_path / "papers-idx"}
+
+
+def md5s(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.md5(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("extra", [[], ["--no-sync"], ["--lint"], ["--explain", "What is vega?"],
+                                   ["--generate", "2", "--out", "new.csv"], ["--chunk-size", "800"]])
+def test_a_mistyped_index_is_refused_and_never_built_from_the_sample_docs(shelf, tmp_path, capsys, extra):
+    """The issue's case: --index ~/papers-idx (the index is ~/papers-index) built a new index of the sample's docs
+    folder at the typo path, scored 0.000 and replaced the goldset's report."""
+    assert run(capsys, "--goldset", shelf["gold"], "--index", shelf["index"], "--quiet")[::2] == (0, "")
+    before = md5s(tmp_path)
+    assert {"g.report.txt", "g.report.json"} <= set(before)
+    code, out, err = run(capsys, "--goldset", shelf["gold"], "--index", shelf["typo"], "--quiet", *extra)
+    assert (code, out) == (2, "")
+    assert err == (f"error: --index {shelf['typo']}: there is no index there (it does not exist), and without --docs "
+                   f"this run has no folder of PDFs to build one from. Check the path, or pass --docs FOLDER to build "
+                   f"a new index there\n")
+    assert not shelf["typo"].exists() and md5s(tmp_path) == before  # nothing built, the report as it was
+    # An empty folder, and a file, are no index either.
+    shelf["typo"].mkdir()
+    code, _, err = run(capsys, "--goldset", shelf["gold"], "--index", shelf["typo"], "--quiet", *extra)
+    assert (code, err) == (2, f"error: --index {shelf['typo']}: there is no index there (the folder holds no "
+                              f"index_info.json), and without --docs this run has no folder of PDFs to build one "
+                              f"from. Check the path, or pass --docs FOLDER to build a new index there\n")
+    assert list(shelf["typo"].iterdir()) == []
+
+
+def test_a_new_index_is_built_from_the_folder_named_and_the_default_one_from_the_sample(shelf, tmp_path, capsys):
+    # --docs names the folder: a new index is built there from it.
+    new = tmp_path / "new-index"
+    code, _, _ = run(capsys, "--goldset", shelf["gold"], "--index", new, "--docs", tmp_path / "eval" / "docs",
+                     "--quiet", "--report", tmp_path / "new.txt")
+    assert code == 0 and (new / "index_info.json").exists()
+    # No flags at all: README's first command builds the sample index from the sample docs folder on its first run.
+    write_text(tmp_path / "eval" / "goldset.csv", GOLD_JUDGE)
+    assert not (tmp_path / "eval" / "index").exists()
+    code, out, _ = run(capsys, "--quiet")
+    assert code == 0 and out.endswith("Wrote eval/baseline.txt, eval/baseline.json, eval/baseline.details.md\n")
+    assert (tmp_path / "eval" / "index" / "index_info.json").exists()
+
+
+def test_an_index_that_follows_no_folder_is_synced_only_with_the_folder_named():
+    from localrag.runs.indexes import followed_folder
+    from localrag.runs.defaults import EvalOptions
+
+    def options(**changes) -> EvalOptions:
+        return EvalOptions(**{**er.parse([]).flags(), **changes}, defaults=er.eval_defaults())
+
+    assert followed_folder(["/shelf/papers"], "x", options(index="/shelf/papers-index")) == "/shelf/papers"
+    assert followed_folder([], "eval/index", options()) == er.local_rag.DOCS_PATH  # the default index's first run
+    with pytest.raises(er.EvalError) as caught:
+        followed_folder([], "collection papers on http://h:8000", options(chroma_url="http://h:8000"))
+    assert str(caught.value) == ("the index collection papers on http://h:8000 follows no folder of PDFs yet, and "
+                                 "without --docs this run has none to build it from. Check --index and "
+                                 "--chroma-url, or pass --docs FOLDER to build a new index there")
+
+
 @pytest.mark.parametrize("value", ["0,5", "five", ",", "5,-1"])
 def test_bad_k(gold_args, capsys, value):
     code, out, err = run(capsys, *gold_args(GOLD_EN, "--k", value))

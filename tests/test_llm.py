@@ -14,7 +14,9 @@ import pytest
 
 from localrag.models import llm
 from localrag.models.llm import (CachedChat, CallLimitReached, ChatError, ChatStopped, Limits, ReplyCache, Retrying,
-                                 Server, UnreadableReply, backoff_delay, check_environment, reply_text)
+                                 Server, UnreadableReply, backoff_delay, check_environment, reply_cache_problem,
+                                 reply_text)
+from localrag.errors import RAGError
 from openai_stub import closed_port, error_body
 
 MODEL = "stub-model"
@@ -231,15 +233,40 @@ def test_injected_chat_needs_no_environment(monkeypatch, tmp_path):
 # -- cache ------------------------------------------------------------------------------
 
 
-def test_cache_of_wrong_shape_is_moved_aside(tmp_path):
+def test_a_damaged_cache_is_moved_aside(tmp_path):
     path = tmp_path / "c.json"
-    path.write_text("[1, 2]", encoding="utf-8")
+    path.write_text('{\n  "k1": {\n    "x": [1', encoding="utf-8")  # cut off
     (tmp_path / "c.json.corrupt-1").write_text("older", encoding="utf-8")
     cache = ReplyCache(path)
     assert cache.corrupt_backup == tmp_path / "c.json.corrupt-2"
-    assert cache.corrupt_error == "expected a JSON object of objects"
+    assert cache.corrupt_error == "Expecting ',' delimiter: line 3 column 12 (char 23)"
     assert len(cache) == 0 and not path.exists()
     assert (tmp_path / "c.json.corrupt-1").read_text(encoding="utf-8") == "older"
+    assert (tmp_path / "c.json.corrupt-2").read_text(encoding="utf-8") == '{\n  "k1": {\n    "x": [1'
+    path.write_bytes(b'{}\xff')  # not UTF-8 after its start
+    assert ReplyCache(path).corrupt_backup == tmp_path / "c.json.corrupt-3"
+    path.write_text("", encoding="utf-8")  # empty: an empty cache, nothing moved
+    assert (ReplyCache(path).corrupt_backup, len(ReplyCache(path))) == (None, 0)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("[1, 2]", "is not a reply cache (it does not begin as one: '[1, 2]')"),
+    ("question,expected_source\nWhat is vega?,options.pdf\n",
+     "is not a reply cache (it does not begin as one: 'question,expected_source What is vega?,o')"),
+    ('{"version": 3, "files": {}}', "is not a reply cache (it does not begin as one: '{\"version\": 3, \"files\": {}}')"),
+    ('{"settings": {"chunk_size": 800}, "version": 3}', "is a JSON file but not a reply cache (its 'version' is not an "
+                                                        "entry)"),
+])
+def test_a_file_that_is_no_reply_cache_is_refused_and_left_as_it_is(tmp_path, text, problem):
+    """A goldset or an index's manifest given as --judge-cache was moved aside and replaced by a cache."""
+    path = tmp_path / "c.json"
+    path.write_text(text, encoding="utf-8")
+    assert reply_cache_problem(path) == problem
+    with pytest.raises(RAGError) as caught:
+        ReplyCache(path)
+    assert str(caught.value) == (f"the reply cache {path} {problem}, so it is no cache of this tool and is left as it "
+                                 f"is; give another cache file (a new one is made there), or move that file away")
+    assert path.read_text(encoding="utf-8") == text and sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]
 
 
 def test_readable_cache_has_no_backup_and_is_written_sorted_and_indented(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from localrag.models import loading
-from localrag.runs.query_vectors import FORMAT, Embedder, QueryVectorCache, embedder_of, fill
+from localrag.runs.query_vectors import FORMAT, Embedder, QueryVectorCache, embedder_of, fill, foreign_file_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 MINILM = Embedder("all-MiniLM-L6-v2", "files 0123456789abcdef", "torch", "torch", "")
@@ -70,17 +70,18 @@ def test_the_least_recently_used_vectors_go_beyond_the_bound(tmp_path):
         QueryVectorCache(tmp_path / "x.sqlite3", 0)
 
 
-def test_a_file_that_is_not_a_database_is_moved_aside_and_nothing_is_lost(tmp_path):
+def test_a_file_that_is_not_a_database_is_left_as_it_is_and_the_cache_is_off(tmp_path):
+    """A file that is no cache of this tool (a goldset given as --query-cache) was moved aside as damaged."""
     cache, warnings = cache_at(tmp_path)
     cache.path.write_bytes(b"this is not SQLite" * 100)
     assert cache.get(MINILM, ["vega?"]) == {}
-    aside = [p for p in tmp_path.iterdir() if p.name.startswith("qv.sqlite3.damaged-")]
-    assert len(aside) == 1 and aside[0].read_bytes() == b"this is not SQLite" * 100  # kept as it was
-    assert warnings == [f"the query vector cache {cache.path} is unreadable (DatabaseError: file is not a database); "
-                        f"moved it aside to {aside[0].name} (delete it when you like); its questions are embedded "
-                        f"again and kept in a new file"]
-    assert cache.put(MINILM, {"vega?": VECTOR}) == 1  # a new file
-    assert cache.get(MINILM, ["vega?"]) == {"vega?": VECTOR}
+    assert cache.put(MINILM, {"vega?": VECTOR}) == 0  # off for the rest of the run: nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["qv.sqlite3"]
+    assert cache.path.read_bytes() == b"this is not SQLite" * 100  # not a byte changed
+    assert warnings == [f"the query vector cache {cache.path} is not used in this run: DatabaseError: file is not a "
+                        f"database; the file is not an SQLite file, so it is no cache of this tool and is left as it "
+                        f"is; questions are embedded as without a cache (check the file, or give another with "
+                        f"--query-cache)"]
 
 
 def test_a_truncated_file_gives_no_vector_and_is_moved_aside(tmp_path):
@@ -111,16 +112,53 @@ def test_a_damaged_row_is_never_used_and_is_replaced(tmp_path):
     assert cache.get(MINILM, ["vega?"]) == {"vega?": VECTOR}
 
 
-def test_a_file_of_another_layout_is_moved_aside(tmp_path):
+def test_a_cache_of_another_layout_is_moved_aside(tmp_path):
     cache, warnings = cache_at(tmp_path)
     db = sqlite3.connect(cache.path)
-    db.execute("CREATE TABLE notes (text TEXT)")
-    db.execute("PRAGMA user_version = 7")
+    db.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, model TEXT, text TEXT, vector BLOB, checksum TEXT)")
+    db.execute("PRAGMA user_version = 7")  # an older or newer layout of this cache
     db.commit()
     db.close()
     assert cache.put(MINILM, {"vega?": VECTOR}) == 1
-    assert (f"is unreadable (it is not a query vector cache of format {FORMAT} (format 7, tables notes)); moved it "
+    assert (f"is unreadable (it is not a query vector cache of format {FORMAT} (format 7, tables vectors)); moved it "
             f"aside to ") in warnings[0]
+
+
+def test_a_database_of_other_tables_is_left_as_it_is(tmp_path):
+    """An index's chroma.sqlite3 given as --query-cache was moved aside as a damaged cache: the index lost its store."""
+    cache, warnings = cache_at(tmp_path)
+    db = sqlite3.connect(cache.path)
+    db.execute("CREATE TABLE embeddings (id INTEGER PRIMARY KEY, vector BLOB)")
+    db.execute("CREATE TABLE collections (id TEXT)")
+    db.execute("CREATE TABLE vectors (key TEXT, vector BLOB)")  # a table of that name, but not this cache's
+    db.commit()
+    db.close()
+    before = cache.path.read_bytes()
+    assert (cache.put(MINILM, {"vega?": VECTOR}), cache.get(MINILM, ["vega?"])) == (0, {})
+    assert cache.path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["qv.sqlite3"]
+    assert warnings == [f"the query vector cache {cache.path} is not used in this run: it is not a query vector cache "
+                        f"of format {FORMAT} (format 0, tables collections, embeddings, vectors); the file is an SQLite "
+                        f"database of other tables (collections, embeddings, vectors), not a query vector cache, so "
+                        f"it is no cache of this tool and is left as it is; questions are embedded as without a cache "
+                        f"(check the file, or give another with --query-cache)"]
+
+
+def test_which_files_are_recognisably_a_query_vector_cache(tmp_path):
+    cache, _ = cache_at(tmp_path)
+    assert foreign_file_problem(cache.path) is None  # missing: a new cache
+    cache.path.write_bytes(b"")
+    assert foreign_file_problem(cache.path) is None  # empty: SQLite makes a new database in it
+    cache.path.unlink()
+    cache.put(MINILM, {f"question {i}": [float(i)] * 384 for i in range(100)})
+    data = cache.path.read_bytes()
+    assert foreign_file_problem(cache.path) is None
+    cache.path.write_bytes(data[:len(data) // 2])  # truncated: SQLite cannot read it, page 1 says it is ours
+    assert foreign_file_problem(cache.path) is None
+    cache.path.write_bytes(data[:100] + bytes(len(data) - 100))  # SQLite's header, the rest zeroed
+    assert foreign_file_problem(cache.path) == ("is an SQLite file whose tables cannot be read (database disk image "
+                                                "is malformed) and holds no query vector table")
+    cache.path.write_text("question,expected_source\nWhat is vega?,options.pdf\n", encoding="utf-8")
+    assert foreign_file_problem(cache.path) == "is not an SQLite file"
 
 
 def test_an_unwritable_cache_is_named_and_the_run_goes_on(tmp_path):

@@ -226,11 +226,41 @@ def free_backup_path(path: Path) -> Path:
     return candidate
 
 
+# How a reply cache's file begins as ReplyCache writes it: `{` and the first entry's key and `{`, or `{}`. A file that
+# begins so but does not read as a JSON object of objects is a cache cut off or damaged; any other is not a cache.
+CACHE_START = re.compile(r'\s*\{\s*(?:"(?:[^"\\]|\\.)*"\s*:\s*\{|\})')
+
+
+def reply_cache_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the file at `path` is not a reply cache of this tool ('is not a reply cache (it does not begin as one:
+    ...)', 'is a JSON file but not a reply cache (...)'), or None when it may be used: missing, empty, a JSON object of objects, or a cache that begins as ReplyCache writes one
+    but is damaged (ReplyCache moves it aside). A folder or an unreadable file is left to the caller's open."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    if not head.strip():
+        return None
+    if not CACHE_START.match(head):
+        return f"is not a reply cache (it does not begin as one: {collapse_whitespace(head)[:40]!r})"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # UnicodeDecodeError included: a cache of this tool, damaged
+        return None
+    bad = [key for key, value in data.items() if not isinstance(value, dict)] if isinstance(data, dict) else []
+    if bad:
+        return f"is a JSON file but not a reply cache (its {bad[0]!r} is not an entry)"
+    return None
+
+
 class ReplyCache:
     """A JSON file of cache entries by key, rewritten whole (atomically) after every `put`.
 
-    A file that is not a JSON object of objects is moved aside to `<name>.corrupt-<n>`
-    (`corrupt_backup`, with the reason in `corrupt_error`) and the cache starts empty.
+    A cache of this tool that does not read as a JSON object of objects (cut off, damaged) is moved aside to
+    `<name>.corrupt-<n>` (`corrupt_backup`, with the reason in `corrupt_error`) and the cache starts empty; an empty
+    file is an empty cache. Any other file (reply_cache_problem: a goldset, an index's manifest) is a RAGError and is
+    left as it is.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -242,8 +272,14 @@ class ReplyCache:
     def _load(self) -> dict[str, dict[str, Any]]:
         if not self.path.exists():
             return {}
+        if problem := reply_cache_problem(self.path):
+            raise RAGError(f"the reply cache {self.path} {problem}, so it is no cache of this tool and is left as it "
+                           f"is; give another cache file (a new one is made there), or move that file away")
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            text = self.path.read_text(encoding="utf-8")
+            if not text.strip():
+                return {}
+            data = json.loads(text)
             if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
                 raise ValueError("expected a JSON object of objects")
             return data

@@ -17,7 +17,7 @@ from localrag.runs import query_vectors
 from localrag.runs.config_block import profile_suggestion
 from localrag.runs.defaults import EvalOptions, LocalRAGLike, log
 from localrag.errors import EvalError
-from localrag.files import display_path
+from localrag.files import display_path, same_path
 from localrag.settings import IndexSettings
 from localrag.runs.plan import (INDEX_SETTINGS, derived_index_path, requested_settings, resolved_index_settings,
                                 settings_words)
@@ -67,6 +67,20 @@ def check_docs_folder(docs: Path) -> None:
                         f"or make it readable")
 
 
+def followed_folder(followed: Sequence[str], location: str, options: EvalOptions) -> str:
+    """The folder a run without --docs syncs an index with (`followed`: the paths it follows): the first it follows;
+    for the default index that follows none yet (its first run), the default docs folder. EvalError for any other
+    index that follows none (a new one, a server's new collection): it is built only from a folder the user named."""
+    o, d = options, options.defaults
+    if followed:
+        return followed[0]
+    if o.chroma_url == d.chroma_url and (o.index is None or same_path(o.index, d.index)):
+        return d.docs
+    raise EvalError(f"the index {location} follows no folder of PDFs yet, and without --docs this run has none to "
+                    f"build it from. Check --index{' and --chroma-url' if o.chroma_url else ''}, or pass --docs "
+                    f"FOLDER to build a new index there")
+
+
 def sync_pdf_index(rag: LocalRAGLike, options: EvalOptions, docs: str | Path | None = None,
                    cache: bool = False) -> list[str]:
     """Sync (default) or, with --no-sync, check the index and list what is stale; returns warnings for the report.
@@ -75,7 +89,7 @@ def sync_pdf_index(rag: LocalRAGLike, options: EvalOptions, docs: str | Path | N
     the default folder. `docs`: the folder to sync instead; `cache`: sync even with --no-sync.
     """
     o = options
-    docs = Path(docs or o.docs or (rag.followed_paths or [o.defaults.docs])[0])
+    docs = Path(docs or o.docs or followed_folder(rag.followed_paths, rag.location, o))
     if len(rag.followed_paths) > 1 and not o.docs and not cache:
         raise EvalError(f"the index {rag.location} follows several paths ({', '.join(rag.followed_paths)}); "
                         f"pass --docs FOLDER, or sync it with add_pdfs.py and evaluate with --no-sync")
@@ -146,7 +160,7 @@ def open_pdf_index(options: EvalOptions, held: contextlib.ExitStack, wanted: Map
     if len(probe.followed_paths) > 1 and not o.docs:
         raise EvalError(f"the index {probe.location} follows several paths ({', '.join(probe.followed_paths)}); "
                         f"pass --docs FOLDER to say which folder the index of other settings is built from")
-    docs = Path(o.docs or (probe.followed_paths or [d.docs])[0])
+    docs = Path(o.docs or followed_folder(probe.followed_paths, probe.location, o))
     check_docs_folder(docs)
     path = base_path if o.chroma_url else derived_index_path(docs, settings, o.index_cache)
     changed = [key for key in settings if settings.get(key) != base.get(key)]

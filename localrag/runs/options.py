@@ -14,8 +14,9 @@ from localrag.retrieval import llm_rerank
 from localrag.runs.defaults import CommandLine, EvalDefaults, EvalOptions, Gates, log
 from localrag.errors import EvalError
 from localrag.evaluation.scoring import metric_keys
-from localrag.runs.outputs import (check_output_dir, check_output_paths, input_paths, output_paths, protected_folders,
-                                   with_report_paths)
+from localrag.files import same_path
+from localrag.runs.outputs import (INDEX_MARKERS, check_cache_paths, check_kept_reports, check_output_dir,
+                                   check_output_paths, check_outputs, output_paths, with_report_paths)
 from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.query import text_problem
@@ -63,9 +64,11 @@ def resolve(command: CommandLine, defaults: EvalDefaults) -> EvalOptions:
                                             sweep_axes=axes, profile_keys=profile_keys, page_offset=PAGE_OFFSET,
                                             gates=gates))
     check_output_dir(options)
+    check_index_source(options)
     tool = options.lint or options.generate is not None or options.suite or options.compare
     if not (tool or options.explain is not None):
-        check_output_paths(output_paths(options), input_paths(options), protected_folders(options))
+        check_outputs(options, output_paths(options))
+    check_cache_paths(options)
     check_html(options)
     check_model_flags(options)
     if not tool:
@@ -138,6 +141,25 @@ def check_html(options: EvalOptions) -> None:
                         f"none; drop --html")
     if o.compare:
         check_output_paths([("--html", o.html)], [("--compare report", path) for path in o.compare])
+        check_kept_reports(o, [("--html", o.html)])
+
+
+def check_index_source(options: EvalOptions) -> None:
+    """EvalError when --index names a folder that holds no index and no --docs says what to build there: a new
+    index is built only from a folder the user named, never from the sample folder a mistyped --index would get.
+    The default index (no --index, or the default path) is built from the default docs folder on its first run."""
+    o, d = options, options.defaults
+    if (o.dataset or o.compare or o.suite or o.chroma_url or o.docs or o.index is None
+            or same_path(o.index, d.index)):
+        return
+    index = Path(o.index)
+    if index.is_dir() and any((index / marker).exists() for marker in INDEX_MARKERS):
+        return
+    what = ("it does not exist" if not index.exists() else "it is a file, not an index folder" if not index.is_dir()
+            else f"the folder holds no {INDEX_MARKERS[0]}")
+    raise EvalError(f"--index {o.index}: there is no index there ({what}), and without --docs this run has no "
+                    f"folder of PDFs to build one from. Check the path, or pass --docs FOLDER to build a new index "
+                    f"there")
 
 
 def check_run_file(command: CommandLine, table: str | None) -> None:

@@ -10,16 +10,21 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import re
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from localrag.evaluation import diagnosis
 from localrag.evaluation import report as eval_report
 from localrag.evaluation.csv_report import render_csv
+from localrag.evaluation.scoring import run_status
 from localrag.runs.defaults import CommandLine, EvalOptions
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, write_texts_atomic
 from localrag.index.manifest import local_followed_paths
+from localrag.models import llm
+from localrag.retrieval.llm_rerank import is_llm_reranker
+from localrag.runs import query_vectors
 from localrag.evaluation.result import EvalResult
 from localrag.runs.plan import format_setting, requested_settings, slug
 
@@ -30,7 +35,17 @@ INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of
 # A file name each output flag's message suggests when the path given is a folder.
 EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", "--markdown": "report.md", "--html": "report.html",
                  "--run-file": "run.trec", "--csv": "questions.csv",
-                 "--out": "goldset.csv"}
+                 "--out": "goldset.csv", "--query-cache": "query_vectors.sqlite3", "--judge-cache": "judge_cache.json"}
+# The first line of each report file this tool writes, and what it is called: an output flag never replaces such a
+# file unless it writes one of that kind there (a rerun of --report replaces its previous report; --csv never does).
+REPORT_HEADS = (("localRAG retrieval evaluation: ", "report"), ("localRAG ablation: ", "report"),
+                ("localRAG sweep: ", "report"), ("# Retrieval details: ", "details file"))
+JSON_REPORT_HEAD = re.compile(r'\{\s*"generated"\s*:\s*"[^"\n]*"\s*,\s*"title"\s*:')  # render_json's first keys
+FLAG_KINDS = {"--report": "report", "--json": "JSON report", "the details file of --report": "details file"}
+# Whether an existing file at a cache flag's path is not a cache of that kind (why, or None): only a cache of this
+# tool, damaged or not, may be read, moved aside when damaged, and written.
+CACHE_PROBLEMS: dict[str, Callable[[str | Path], str | None]] = {
+    "--query-cache": query_vectors.foreign_file_problem, "--judge-cache": llm.reply_cache_problem}
 
 
 def is_default_setup(options: EvalOptions) -> bool:
@@ -166,15 +181,16 @@ def run_suffix(options: EvalOptions) -> str:
 
 
 def output_paths(options: EvalOptions) -> list[tuple[str, str]]:
-    """(flag, path) of every file an evaluation writes."""
+    """(flag, path) of every file an evaluation writes, --label-sample's answers to label included."""
     o = options
     details = None if o.dataset else details_path(o.report)
+    labels = (o.out or o.defaults.label_sample) if o.label_sample else None
     return [(flag, path) for flag, path in (("--report", o.report), ("--json", o.json),
                                             ("--markdown", o.markdown), ("--csv", o.csv), ("--html", o.html),
                                             ("--run-file", o.run_file),
                                             ("--qrels-file", qrels_path(o)),
                                             ("the details file of --report", details),
-                                            ("the comparison file", o.compare_file)) if path]
+                                            ("the comparison file", o.compare_file), ("--out", labels)) if path]
 
 
 def qrels_path(flags: CommandLine) -> str | None:
@@ -196,15 +212,59 @@ def input_paths(options: EvalOptions) -> list[tuple[str, str]]:
     whether or not this run uses them (the judge cache is committed; the query cache holds every earlier run's
     vectors)."""
     o = options
+    caches = [("--judge-cache file", o.judge_cache or o.defaults.judge_cache)]
+    caches += [("--query-cache file", o.query_cache + side) for side in ("", *SQLITE_SIDE_FILES)]
+    return [*run_inputs(options), *((what, path) for what, path in caches if path)]
+
+
+def run_inputs(options: EvalOptions) -> list[tuple[str, str]]:
+    """(what, path) of every file a run reads, its caches left out: the goldset or the dataset's files, the
+    --compare-to report, the answers and their labels."""
+    o = options
     inputs = [("--compare-to file", o.compare_to)]
     if o.dataset:
         inputs += [("--dataset file", str(Path(o.dataset) / name))
                    for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{o.split}.tsv")]
     else:
         inputs.append(("--goldset file", o.goldset))
-    inputs.append(("--judge-cache file", o.judge_cache or o.defaults.judge_cache))
-    inputs += [("--query-cache file", o.query_cache + side) for side in ("", *SQLITE_SIDE_FILES)]
+    inputs += [("--answers file", o.answers), ("--answer-labels file", o.answer_labels)]
     return [(what, path) for what, path in inputs if path]
+
+
+def used_caches(options: EvalOptions) -> list[tuple[str, str]]:
+    """(flag, path) of the caches this run reads and writes: the query vector cache (an evaluation or --explain,
+    without --no-query-cache) and the reply cache of --judge-cache, which the judge, the answers' model and judge,
+    --generate's --llm and an LLM reranker share."""
+    o = options
+    caches = []
+    if not (o.lint or o.generate is not None or o.suite or o.compare or o.no_query_cache):
+        caches.append(("--query-cache", o.query_cache))
+    judged_answers = (o.answers or o.answer_model) and (o.answer_model or o.answer_judge or o.judge)
+    if o.judge or judged_answers or (o.llm and o.generate is not None) or is_llm_reranker(o.rerank_model):
+        caches.append(("--judge-cache", o.judge_cache or o.defaults.judge_cache))
+    return caches
+
+
+def check_cache_paths(options: EvalOptions) -> None:
+    """EvalError (before any work) when a cache this run uses could replace or move aside a file the user keeps: it
+    is an input or an output of the run or the other cache, lies inside an index, docs or dataset folder, or is an
+    existing file that is not such a cache of this tool. Only a cache of this tool that is damaged is ever moved
+    aside (when it is read)."""
+    caches = used_caches(options)
+    others = [*run_inputs(options), *((f"{flag} file" if flag.startswith("--") else flag, path)
+                                      for flag, path in output_paths(options))]
+    for n, (flag, path) in enumerate(caches):
+        for what, other in [*others, *((f"{other_flag} file", other) for other_flag, other in caches[n + 1:])]:
+            if same_path(path, other):
+                raise EvalError(f"{flag} {path} is the {what} {other}; a cache there would replace it, or move it "
+                                f"aside as a damaged cache. Give {flag} another path")
+        refuse_inside(flag, path, protected_folders(options), f"Give {flag} a path outside it")
+        if Path(path).is_dir():
+            raise EvalError(f"{flag} {path} is a folder, not a file; give a file path such as "
+                            f"{Path(path) / EXAMPLE_NAMES[flag]}")
+        if problem := CACHE_PROBLEMS[flag](path):
+            raise EvalError(f"{flag} {path} {problem}, so it is no cache of this tool and is left as it is. Give "
+                            f"{flag} another path (a new cache is made there), or move that file away")
 
 
 def protected_folders(options: EvalOptions) -> list[tuple[str, str]]:
@@ -274,6 +334,60 @@ def check_output_paths(outputs: Sequence[tuple[str, str]], inputs: Sequence[tupl
                                 f"other. Give them different paths")
 
 
+def check_outputs(options: EvalOptions, outputs: Sequence[tuple[str, str]]) -> None:
+    """The one guard of every output flag (--report, --json, --markdown, --csv, --html, --run-file, --qrels-file,
+    --generate's and --label-sample's --out), before any work: EvalError when an output would replace an input, a
+    cache or another output of the run, land inside an index, docs or dataset folder (check_output_paths), or
+    replace the committed baseline or a report of this tool (check_kept_reports, first: its message says more than
+    "the same file" when --html names the default run's own eval/baseline.txt)."""
+    check_kept_reports(options, outputs)
+    check_output_paths(outputs, input_paths(options), protected_folders(options))
+
+
+def check_kept_reports(options: EvalOptions, outputs: Sequence[tuple[str, str]]) -> None:
+    """EvalError when an output would replace a file of the committed baseline (eval/baseline.*) other than as the
+    default run's own report, JSON report and details file, unless --replace-baseline; or an existing report of
+    this tool (report, JSON report, details file) with a file of another kind, unless --force. A rerun of --report
+    replaces its own previous report (and is compared with it)."""
+    d = options.defaults
+    baseline = Path(d.report)
+    own = {"--report": baseline, "--json": baseline.with_suffix(".json"),
+           "the details file of --report": Path(details_path(baseline))}
+    writes_baseline = default_report_path(options) == d.report
+    for flag, path in outputs:
+        if is_baseline_file(path, baseline):
+            if options.replace_baseline or (writes_baseline and flag in own and same_path(path, own[flag])):
+                continue
+            raise EvalError(f"{flag} {path} is a file of the committed baseline "
+                            f"{display_path(baseline.with_name(baseline.stem + '.*'))}, which only a run of the "
+                            f"default goldset, index and settings writes, as its report; writing there would "
+                            f"replace it. Give {flag} another path, or add --replace-baseline to replace the "
+                            f"baseline on purpose")
+        kind = report_kind(path)
+        if kind and kind != FLAG_KINDS.get(flag) and not options.force:
+            raise EvalError(f"{flag} {path} is a {kind} of this tool; writing there would replace it with another "
+                            f"kind of file. Give {flag} another path, or add --force to replace it")
+
+
+def is_baseline_file(path: str | Path, baseline: str | Path) -> bool:
+    """Whether `path` is a file of the committed baseline: beside its report `baseline`, named like it
+    (eval/baseline.txt: eval/baseline.json, eval/baseline.details.md, eval/baseline.csv, ...)."""
+    resolved, report = Path(path).resolve(), Path(baseline).resolve()
+    return resolved.parent == report.parent and resolved.name.startswith(report.stem + ".")
+
+
+def report_kind(path: str | Path) -> str | None:
+    """What report of this tool the file at `path` is, by its first line: 'report' (a text report, an ablation's
+    or a sweep's table), 'JSON report', 'details file'; None for any other file, a missing one or a folder."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    kind = next((kind for start, kind in REPORT_HEADS if head.startswith(start)), None)
+    return kind or ("JSON report" if JSON_REPORT_HEAD.match(head) else None)
+
+
 def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tuple[str, str]] = (),
                   old: EvalResult | None = None) -> list[str]:
     """The details file (a goldset's), the report and the JSON report, plus the `extra` (path, text) files (a
@@ -283,7 +397,9 @@ def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tupl
 
     The committed baseline carries no comparison: it would differ between the run that made it (compared
     with the report before) and the same run on a fresh clone (compared with itself). Its comparison goes to
-    the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary), and to the HTML page."""
+    the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary), and to the HTML page.
+    Nor does it carry the gates: they are about this run (a CI job's), so its status there is a plain run's, and
+    the gates go to the exit code and the status printed (rows.print_status)."""
     files: list[tuple[str, str]] = []
     if result.details:
         files.append((details_path(options.report), diagnosis.render_details(result, display_path(options.report))))
@@ -294,6 +410,8 @@ def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tupl
     if options.compare_file and result.compare:
         files.append((options.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
         result = dataclasses.replace(result, compare=None)
+    if is_committed_baseline(options.report, options.json, options.defaults.report):
+        result = dataclasses.replace(result, status=run_status(result.status.degraded, [], []))
     files += [(options.report, eval_report.render_text(result)), (options.json, eval_report.render_json(result))]
     if options.markdown:
         files.append((options.markdown, eval_report.render_markdown(result)))

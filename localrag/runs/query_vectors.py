@@ -16,9 +16,11 @@ Storage: one SQLite file, not the atomic JSON writer of localrag/files.py: a run
 questions and writes only its new ones, in one transaction, where a rewritten JSON file would be read and written
 whole at every run (tens of megabytes for a BEIR dataset). SQLite's journal rolls back a transaction that an
 interrupted run left unfinished, so a reader sees the old rows or the new ones, never half a row, and its file lock
-serialises two evaluations that write at once (each waits up to BUSY_TIMEOUT_SECONDS). A file SQLite cannot read
-(truncated, overwritten) is moved aside, never deleted, with a warning, and a new one is started: its vectors are
-embedded again.
+serialises two evaluations that write at once (each waits up to BUSY_TIMEOUT_SECONDS). A cache of this tool that
+SQLite cannot read (truncated, of another layout) is moved aside, never deleted, with a warning, and a new one is
+started: its vectors are embedded again. Any other file (not SQLite, or SQLite without the cache's table: an index's
+chroma.sqlite3, a goldset) is never moved or written: the cache is off for the run, with a warning, and the
+evaluation refuses such a --query-cache before any work (foreign_file_problem).
 
 Bound: at most `max_entries` rows; beyond it the least recently used rows (by their last read or write) are
 deleted.
@@ -42,6 +44,9 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS vectors (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, revision TEXT NOT NULL, backend TEXT NOT NULL, export TEXT NOT NULL,
     prefix TEXT NOT NULL, text TEXT NOT NULL, dtype TEXT NOT NULL, vector BLOB NOT NULL, checksum TEXT NOT NULL,
     used INTEGER NOT NULL)"""
+# How SQLite keeps the table's definition in the file (without IF NOT EXISTS): what marks a damaged cache as ours.
+_SCHEMA_START = _SCHEMA.replace(" IF NOT EXISTS", "").split(",")[0].encode("ascii")
+_OWN_COLUMNS = {"key", "model", "text", "vector", "checksum"}  # a `vectors` table with these is this cache's, any FORMAT
 _BATCH = 500  # keys per SELECT (SQLite's limit on variables is 32,766 in this build, 999 in old ones)
 
 
@@ -187,6 +192,9 @@ class QueryVectorCache:
                 problem = f"{type(exc).__name__}: {exc}"
             finally:
                 db.close()
+            if (foreign := foreign_file_problem(self.path)) is not None:
+                return self._disable(f"{problem}; the file {foreign}, so it is no cache of this tool and is left as "
+                                     f"it is")
             if attempt == 2 or not self._move_aside(problem):
                 return False
             if not create:
@@ -238,6 +246,41 @@ class QueryVectorCache:
         self.warn(f"the query vector cache {self.path} is not used in this run: {why}; questions are embedded as "
                   f"without a cache (check the file, or give another with --query-cache)")
         return False
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first bytes of every SQLite database file
+
+
+def foreign_file_problem(path: str | Path) -> str | None:
+    """Why the file at `path` is not a query vector cache of this tool ('is not an SQLite file', ...), or None when it
+    may be used: missing, empty, an SQLite database without tables, or one with the cache's table `vectors` (damaged
+    or not, of any FORMAT: such a one is moved aside when read). A file SQLite cannot tell the tables of is one only
+    when page 1 holds that table's definition (a truncated cache)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(65536)  # the largest page SQLite writes: page 1 holds the table definitions
+    except OSError:
+        return None  # missing, unreadable or a folder: opening it fails, and the run says so
+    if not head:
+        return None
+    if not head.startswith(SQLITE_HEADER):
+        return "is not an SQLite file"
+    try:
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_SECONDS)
+        try:
+            _, tables = _layout(db)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(vectors)")}
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and not _damage_message(exc):
+            return None  # locked, or a hot journal only a writer may roll back: the file itself may be ours
+        if _SCHEMA_START in head:  # a cache of this tool, damaged (truncated): its table's definition is on page 1
+            return None
+        return f"is an SQLite file whose tables cannot be read ({exc}) and holds no query vector table"
+    if not tables or _OWN_COLUMNS <= columns:
+        return None
+    return f"is an SQLite database of other tables ({', '.join(sorted(tables))}), not a query vector cache"
 
 
 def _layout(db: sqlite3.Connection) -> tuple[int, set[str]]:

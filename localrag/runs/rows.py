@@ -299,8 +299,7 @@ def keep_complete_reports(result: EvalResult, options: EvalOptions) -> tuple[Eva
     (configuration.baseline_refusal; --replace-baseline overrides that rule, not the judge's), and a complete judge
     section only by a complete one. The result with its note, and the options with the report paths it goes to."""
     from localrag.runs.config_block import baseline_refusal, difference_name
-    from localrag.runs.outputs import (beside_report_path, check_output_paths, input_paths, is_committed_baseline,
-                                       output_paths, protected_folders)
+    from localrag.runs.outputs import beside_report_path, check_outputs, is_committed_baseline, output_paths
 
     baseline = is_committed_baseline(options.report, options.json, options.defaults.report)
     incomplete = judge_incomplete(result.judge)
@@ -328,7 +327,7 @@ def keep_complete_reports(result: EvalResult, options: EvalOptions) -> tuple[Eva
     # Not the baseline: its comparison goes into its own report.
     options = dataclasses.replace(options, report=report, json=str(Path(report).with_suffix(".json")),
                                   compare_file=None)
-    check_output_paths(output_paths(options), input_paths(options), protected_folders(options))
+    check_outputs(options, output_paths(options))
     note = f"Not written to {kept}: {'; '.join(reasons)}{advice}"
     log(f"warning: {kept} not replaced: {'; '.join(reasons)}. Reports written to {display_path(options.report)} "
         f"and {display_path(options.json)}{advice}", options.quiet)
