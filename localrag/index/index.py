@@ -37,8 +37,8 @@ from localrag.index.store import IndexPlace, LazyStore, chunks_by_id, indexed_ch
 from localrag.index.store_check import IndexCheck, foreign_collection, inconsistency_error
 from localrag.index.store_reads import StoreReads
 from localrag.index.sync import PdfReading, Sync, SyncOptions
-from localrag.index.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_reasons, refuse_other_folder,
-                                      text_rules_reasons)
+from localrag.index.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_reasons,
+                                      refuse_other_folder, refuse_other_settings, text_rules_reasons)
 
 
 @dataclass(frozen=True)
@@ -202,9 +202,10 @@ class Index:
         return self._store._collection if self._store is not None else None
 
     def require_built(self) -> None:
-        """RAGError before a retrieval: no index, or a store off its manifest (as --no-sync refuses it)."""
+        """RAGError before a retrieval: chosen settings it was not built with, no index, a store off its manifest."""
         if self.info_problem:
             raise self.manifest_error()
+        refuse_other_settings(self.manifest, self._requested, self.settings, self.location, self.place.index_flag())
         if self.vectorstore is None:  # retrieving from nothing must not look like finding nothing
             raise self.place.no_index_error()
         if self._consistent_revision != self.revision:  # once per manifest revision: a record, or a whole read
