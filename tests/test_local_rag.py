@@ -490,6 +490,24 @@ def test_index_settings_the_index_was_not_built_with_are_an_error_naming_both(ti
     assert rag.retrieve(VEGA_QUERY, k=1)[0][0].metadata["source"] == "options.pdf"
 
 
+def test_paths_under_the_home_folder_may_be_written_with_a_tilde(tmp_path, monkeypatch):
+    # Every message shows paths as ~/papers-index; LocalRAG("~/papers-index") once looked for a folder named "~".
+    home, cwd = tmp_path / "home", tmp_path / "elsewhere"
+    write_corpus(home / "papers", {"vega.pdf": [TINY_CORPUS["options.pdf"][0]]})
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    rag = LocalRAG("~/papers-index", reranker_model=None, quiet=True, rerank_cache="~/rerank.json")
+    assert (rag.path, rag.location, rag.rerank_cache) == (home / "papers-index", str(home / "papers-index"),
+                                                          home / "rerank.json")
+    assert rag.sync(["~/papers"], progress=False).added == ["vega.pdf"]
+    assert rag.followed_paths == [str(home / "papers")]
+    fresh = LocalRAG("~/papers-index", reranker_model=None, quiet=True)
+    assert fresh.pdf_changes("~/papers")["unchanged"] == ["vega.pdf"]
+    assert keys(fresh.retrieve(VEGA_QUERY, k=1)) == [("vega.pdf", 0)]
+    assert list(cwd.iterdir()) == []  # no folder named "~" in the working folder
+
+
 def test_saved_bm25_is_reused_by_a_fresh_object(tiny_index, monkeypatch):
     from localrag.search import bm25 as bm25_index
 
