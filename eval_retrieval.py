@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
@@ -50,10 +51,17 @@ K_VALUES = [5, 10, 20]  # cutoffs for goldsets; the deepest one is the retrieval
 DATASET_K_VALUES = [1, 3, 5, 10, 100]  # cutoffs for BEIR datasets
 USE_QUERY_INSTRUCTIONS = False  # append QUERY_ADDITIONAL_INSTRUCTIONS to each question
 PAGE_TOLERANCE = gs.PAGE_TOLERANCE  # a hit may be this many pages away from the expected one
+# The relative caches below (and JUDGE_CACHE_PATH) lie in the folder the run's default paths are read from (the
+# project folder; git-ignored there), also for a run given every path and started in another folder: it leaves no
+# cache in that folder (cache_root).
 DATASET_CACHE = "eval/.cache/datasets"  # where dataset indexes are kept between runs
 DATA_DIR = "eval/data"  # where --dataset NAME downloads are kept (beir/scifact -> eval/data/beir/scifact)
 # The query vectors of earlier runs (localrag/runs/query_vectors.py; --query-cache): a rerun embeds only new questions.
-QUERY_VECTOR_CACHE = "eval/.cache/query_vectors.sqlite3"
+# In the user's cache folder (CACHE_DIR of local_rag.py: $LOCALRAG_CACHE, else $XDG_CACHE_HOME/localrag, else
+# ~/.cache/localrag), not in an index folder: a vector depends only on the model and the exact question (its key
+# says both), so one file serves every index, goldset and working folder (a sweep's derived indexes, a read-only or
+# a server index, an index rebuilt), and index folders hold only what their own tools know.
+QUERY_VECTOR_CACHE = os.path.join(os.path.expanduser(local_rag.CACHE_DIR), "query_vectors.sqlite3")
 # Where indexes with other index settings than the evaluated one are kept (--index-cache), one folder per docs
 # folder and settings: `--chunk-size 800` builds one on first use and syncs it after, never the evaluated index.
 INDEX_CACHE = "eval/.cache/indexes"
@@ -82,8 +90,31 @@ HELP_EXAMPLES = (
 )
 
 
-def eval_defaults() -> EvalDefaults:
-    """This script's and local_rag.py's settings, read now (a test or a caller may have changed them)."""
+def cache_root(command: CommandLine) -> Path | None:
+    """Where the run keeps the relative caches of the settings above: None (the working folder, as every default
+    path) when it reads a default goldset or index from there, which check_project_folder makes the project
+    folder or one laid out like it; else, every path given, the project folder: started in any other folder, a
+    run leaves no cache there."""
+    reads_defaults = not (command.compare or command.suite or command.dataset) and (
+        command.goldset == GOLDSET_PATH or (command.index is None and not command.chroma_url))
+    return None if reads_defaults else local_rag.PROJECT_DIR
+
+
+def cache_path(path: str, root: Path | None) -> str:
+    """A cache path of the settings above in `root` (see cache_root; None: as it is)."""
+    return path if root is None else str(root / path)
+
+
+def with_cache_root(command: CommandLine, root: Path | None) -> CommandLine:
+    """The command line with its cache folders left at their defaults (--index-cache, --data-dir) in `root`."""
+    return command.with_options(**{name: cache_path(default, root) for name, default in
+                                   (("index_cache", INDEX_CACHE), ("data_dir", DATA_DIR))
+                                   if getattr(command, name) == default})
+
+
+def eval_defaults(root: Path | None = None) -> EvalDefaults:
+    """This script's and local_rag.py's settings, read now (a test or a caller may have changed them); the caches
+    in `root` (see cache_root; None: the working folder)."""
     lr = local_rag
     return EvalDefaults(
         goldset=GOLDSET_PATH, goldset_template=(GOLDSET_TEMPLATE_PATH, GOLDSET_TEMPLATE_DE_PATH),
@@ -92,7 +123,8 @@ def eval_defaults() -> EvalDefaults:
         label_sample=LABEL_SAMPLE_PATH,
         compare_path=COMPARE_PATH, dataset_report_dir=DATASET_REPORT_DIR, goldset_report_suffix=GOLDSET_REPORT_SUFFIX,
         index=VECTORSTORE_PATH, docs=lr.DOCS_PATH, chroma_url=lr.CHROMA_URL,
-        judge_cache=JUDGE_CACHE_PATH, dataset_cache=DATASET_CACHE, k_values=K_VALUES,
+        judge_cache=cache_path(JUDGE_CACHE_PATH, root), dataset_cache=cache_path(DATASET_CACHE, root),
+        k_values=K_VALUES,
         dataset_k_values=DATASET_K_VALUES, page_tolerance=PAGE_TOLERANCE, use_query_instructions=USE_QUERY_INSTRUCTIONS,
         query_instructions=lr.QUERY_ADDITIONAL_INSTRUCTIONS,
         retriever={"retrieval_mode": lr.RETRIEVAL_MODE, "rrf_k": lr.RRF_K, "fusion": lr.FUSION,
@@ -176,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli.add_index_setting_flags(settings, vars(local_rag),
                                 offline_models=local_rag.OFFLINE_EMBEDDING_MODELS)
     settings.add_argument("--index-cache", default=INDEX_CACHE,
-                          help="folder of the indexes built for other settings, one per docs folder and settings")
+                          help="folder of the indexes built for other settings, one per docs folder and settings "
+                               "(default: %(default)s of the project folder, also for a run started elsewhere)")
     idx.add_argument("--no-wait", action="store_true", help="fail at once when another process is writing the "
                                                             "index, instead of waiting for it")
     idx.add_argument("--check-store", action="store_true",
@@ -226,8 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--query-cache", default=QUERY_VECTOR_CACHE, metavar="FILE",
                      help=f"SQLite file of the query vectors of earlier runs, by model, backend, export and exact "
                           f"query text: a rerun embeds only new or changed questions, and none loads the model "
-                          f"(default: {QUERY_VECTOR_CACHE}; delete the file to clear it; --rebuild embeds every "
-                          f"question again and replaces its vector; a file that is no such cache is refused)")
+                          f"(default: {display_path(QUERY_VECTOR_CACHE)}, in this user's cache folder; delete the "
+                          f"file to clear it; --rebuild embeds every question again and replaces its vector; a file "
+                          f"that is no such cache is refused)")
     ret.add_argument("--query-cache-entries", type=int, default=query_vectors.QUERY_VECTOR_CACHE_ENTRIES,
                      metavar="N", help=f"most query vectors the cache keeps; the least recently used are dropped "
                                        f"first (default: {query_vectors.QUERY_VECTOR_CACHE_ENTRIES})")
@@ -240,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "once into --data-dir: beir/scifact, beir/fiqa, beir/nfcorpus, ... "
                                                     "(the BEIR names) or open_ragbench (its pdf/arxiv subset), "
                                                     "instead of a goldset (default: none)")
-    ds.add_argument("--data-dir", default=DATA_DIR, help="where named datasets are downloaded and kept")
+    ds.add_argument("--data-dir", default=DATA_DIR, help="where named datasets are downloaded and kept (default: "
+                                                         "%(default)s of the project folder)")
     ds.add_argument("--level", choices=("document", "section"), default=None,
                     help="Open RAGBench only: a document is a whole paper or one of its sections (default: "
                          "document)")
@@ -368,7 +403,7 @@ def run_generate(options: EvalOptions, held: contextlib.ExitStack, written: list
     out = o.out or GENERATED_PATH
     check_outputs(o, [("--out", out)])  # --force or not
     gen.check_out_file(out, o.force)
-    ask, stopped = (llm_questions.llm_question_asker(o.llm, o.judge_cache or JUDGE_CACHE_PATH, o.quiet)
+    ask, stopped = (llm_questions.llm_question_asker(o.llm, o.judge_cache or o.defaults.judge_cache, o.quiet)
                     if o.llm else (None, lambda: None))
     rag = open_pdf_index(o, held, requested_settings(o)).rag
     before = Path(out).stat().st_mtime_ns if Path(out).exists() else None
@@ -503,7 +538,8 @@ def guarded(command: CommandLine, run: Callable[[EvalOptions, contextlib.ExitSta
     Index locks taken by open_rag are held until run returns."""
     with contextlib.ExitStack() as held:
         try:
-            return run(resolve(command, eval_defaults()), held), EXIT_OK
+            root = cache_root(command)
+            return run(resolve(with_cache_root(command, root), eval_defaults(root)), held), EXIT_OK
         except RAGError as exc:  # the package's one error family
             print(f"error: {exc}", file=sys.stderr)
             return None, EXIT_USAGE

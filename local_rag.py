@@ -99,7 +99,8 @@ WAIT_FOR_LOCK = True  # a second writer of one index waits for the first; False 
 LOW_DISK_BYTES = 8 << 20  # a write error with less than this free on the index's disk is reported as a full disk
 SERVER_LOCK_STALE_SECONDS = 600  # a server index's writer lock without a heartbeat this long was left by a dead run
 CHROMA_URL = None  # http://HOST:PORT of a shared Chroma server; None keeps the index in the local folder
-CACHE_DIR = os.environ.get("LOCALRAG_CACHE", "~/.cache/localrag")  # local caches (BM25 arrays of server indexes)
+# This user's caches (BM25 arrays of server indexes, the LLM reranker's replies, the evaluation's query vectors)
+CACHE_DIR = os.environ.get("LOCALRAG_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "localrag")
 # A reranker named "openai:MODEL" asks MODEL on the OpenAI-compatible server of OPENAI_BASE_URL to grade each
 # candidate 0-10 (localrag/retrieval/llm_rerank.py); its replies are cached here (the evaluation uses the judge's cache)
 LLM_RERANK_CACHE = os.path.join(os.path.expanduser(CACHE_DIR), "llm_rerank_cache.json")

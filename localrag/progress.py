@@ -1,9 +1,14 @@
 """Progress on stderr: a tqdm bar on a terminal; elsewhere (a CI log, a file) plain lines, one every LINE_SECONDS
 while the task runs (a ticker thread prints it when no update did, so one slow step cannot leave a gap), and a
 closing line for a task that printed any. `show=False` (--quiet) shows neither.
+
+Two tasks that take turns (PDFs read, then their chunks embedded, then the next PDF read) each print only while
+the work is theirs (`paused`), and a task waiting on one item says which (`doing`): a log shows what is under way,
+never the count of the task that waits as if it were moving.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import threading
@@ -13,6 +18,7 @@ from typing import IO, Callable, Iterable, Iterator, TypeVar
 LINE_SECONDS = 10.0  # at most one plain progress line this often
 
 T = TypeVar("T")
+_END = object()  # no item left (paused_while_fetched)
 
 
 class Progress:
@@ -40,10 +46,12 @@ class Progress:
         self.done = 0
         self.started = self.last = clock()
         self.printed: int | None = None  # the count the last plain line showed, None before the first
+        self.doing: str | None = None  # what the task waits on now ("reading b.pdf"), shown in its plain lines
+        self.pause_depth = 0  # > 0 while the work is another task's (see paused)
         self.lock = threading.Lock()  # the ticker and update() print from two threads
         self.stopped = threading.Event()
-        if self.lines and announce and math.isfinite(LINE_SECONDS):
-            self._line()  # a long task says at once that it began: a log shows it before its first 10 s
+        if announce:
+            self.announce()
         # The ticker waits in real time: with a test's own clock, the test ticks (tick()).
         if self.lines and clock is time.monotonic and math.isfinite(LINE_SECONDS):
             threading.Thread(target=self._tick_until_closed, name=f"progress: {desc}", daemon=True).start()
@@ -59,8 +67,45 @@ class Progress:
         """Print a plain line when LINE_SECONDS passed since the task began or since the last line."""
         with self.lock:
             finished = self.total is not None and self.done >= self.total and self.printed == self.done
-            if self.lines and not finished and self.clock() - self.last >= LINE_SECONDS:
-                self._line()  # a finished count already shown is not repeated while its task waits to close
+            # A finished count already shown is not repeated while its task waits to close, nor any count while the
+            # work is another task's (that task's lines say what is under way).
+            if self.lines and not finished and not self.pause_depth and self.clock() - self.last >= LINE_SECONDS:
+                self._line()
+
+    def announce(self) -> None:
+        """Print the task's line now: a long task says at once that it began (and on what, after `set_doing`), so
+        that a log shows it before its first LINE_SECONDS."""
+        with self.lock:
+            if self.lines and math.isfinite(LINE_SECONDS):
+                self._line()
+
+    def set_doing(self, doing: str | None) -> None:
+        """Say what the task waits on now ("reading b.pdf"; None: nothing): in its plain lines, beside a bar."""
+        self.doing = doing
+        if self.bar is not None:
+            self.bar.set_postfix_str(doing or "", refresh=False)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """While the work is another task's (the chunks of the file just read are embedded, with their own
+        progress), this task prints no timed line; its next one comes once LINE_SECONDS passed since its last."""
+        with self.lock:
+            self.pause_depth += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.pause_depth -= 1
+
+    def paused_while_fetched(self, items: Iterable[T]) -> Iterator[T]:
+        """`items`, this task paused while each one is made: another task, with its own progress, makes them."""
+        iterator = iter(items)
+        while True:
+            with self.paused():
+                item = next(iterator, _END)
+            if item is _END:
+                return
+            yield item
 
     def _tick_until_closed(self) -> None:
         while not self.stopped.wait(LINE_SECONDS / 4):
@@ -78,11 +123,13 @@ class Progress:
                 self.lines = False
 
     def line(self, now: float) -> str:
-        """The plain line at time `now`: done/total (percent) when the total is known, and the seconds elapsed."""
+        """The plain line at time `now`: done/total (percent) when the total is known, what the task waits on
+        (`doing`) when it says, and the seconds elapsed."""
         count = f"{self.done:,}"
         if self.total:
             count += f"/{self.total:,} ({100 * self.done // self.total} %)"
-        return f"{self.desc}: {count}, {now - self.started:.0f} s elapsed"
+        doing = f", {self.doing}" if self.doing else ""
+        return f"{self.desc}: {count}{doing}, {now - self.started:.0f} s elapsed"
 
     def _line(self) -> None:
         now = self.clock()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shlex
 from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Callable, Mapping
 
@@ -199,6 +200,15 @@ def option_name(name: str) -> str:
         if field_.name == name:
             return field_.metadata["option"] or name
     return name
+
+
+def setting_flag(name: str, value: Any) -> str:
+    """The command-line words that choose `value` for the index setting `name` (by field name): `--chunk-size
+    page`, `--loader pypdf`, `--no-chunk-headers`."""
+    flag = option_name(name).replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {shlex.quote(str(value))}"
 
 
 def profile_filling(preset: Mapping[str, Any], given: Callable[[str], Any],

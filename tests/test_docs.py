@@ -2,9 +2,12 @@
 
 A ```bash block's lines are commands (a trailing `\\` continues a line, a heredoc runs to its end marker, `#` lines
 are comments). Each runs through `bash -c` in one sandbox: the project's files (`git ls-files -co
---exclude-standard`) made into a git repository of one commit, HOME a temporary folder with a tiny shelf at
-~/papers, `python` the interpreter of this test, OPENAI_BASE_URL a scripted stub server (tests/openai_stub.py).
-Pages run in order, README first, so the sample index the first README command builds serves every page.
+--exclude-standard`) made into a git repository of one commit, with a `.venv` of its own (a virtual environment
+that sees the packages of this test's), HOME a temporary folder with a tiny shelf at ~/papers, OPENAI_BASE_URL a
+scripted stub server (tests/openai_stub.py), and no virtual environment on PATH: `python` is the system's until
+README's activation line (ACTIVATE, right after its set-up commands) has run, and every command after it runs as in
+a shell where it ran. Pages run in order, README first, so the sample index the first README command builds serves
+every page.
 A command must exit as its trailing comment says (`# exits 1`; 0 without one); a ```text block right after a
 ```bash block shows lines its last command prints, and they must appear (`…` stands for any text in a line).
 Markers on the line before a block:
@@ -38,6 +41,8 @@ PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 SETUP_PREFIX = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && "
 # The test command of README's set-up: the suite this test belongs to, never run from inside it.
 SUITE_COMMAND = ".venv/bin/python -m pytest -q tests"
+# README's line after its set-up that makes every later `python` the environment's, as a user's shell runs it.
+ACTIVATE = ". .venv/bin/activate"
 MAX_NOT_RUN = 5
 EXIT_COMMENT = re.compile(r"#\s*exits (\d+)\s*$")
 MARKER = re.compile(r"^<!--\s*(bench|not run:\s*(.+?))\s*-->$")
@@ -171,6 +176,15 @@ def test_every_link_between_pages_names_a_file_that_exists():
     assert broken == []
 
 
+def test_readme_says_how_to_activate_right_after_its_set_up():
+    # Its later commands say `python`, which only the environment the set-up made has the packages for (a newcomer
+    # once got "No module named 'langchain_core'"); the sandbox runs each command after ACTIVATE as a shell would.
+    first = page_commands(ROOT / "README.md")[:3]
+    assert [c.text for c in first] == [SETUP_PREFIX + ".venv/bin/python eval_retrieval.py",
+                                       SETUP_PREFIX + SUITE_COMMAND, ACTIVATE]
+    assert [c.line for c in first] == [5, 7, 10]  # one block: nothing in between but its comment
+
+
 def test_few_commands_are_not_run_and_each_says_why():
     not_run = [c for c in ALL if c.kind == "not run"]
     assert len(not_run) <= MAX_NOT_RUN, "\n".join(map(str, not_run))
@@ -240,6 +254,7 @@ class Sandbox:
     repo: Path
     env: dict[str, str]
     ran: set[str]
+    activated: bool = False  # README's ACTIVATE has run: later commands run in its environment
 
 
 @pytest.fixture(scope="module")
@@ -257,18 +272,35 @@ def sandbox(tmp_path_factory):
         subprocess.run(git + args, cwd=repo, check=True, capture_output=True)
     for name, pages in SHELF.items():
         write_pdf(home / "papers" / name, pages)
+    _make_venv(repo / ".venv")
     with OpenAIStub(responder=_respond) as stub:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PYTHON"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PYTHON", "VIRTUAL_ENV"))}
+        # No environment's bin on PATH (this test's may be activated): a bare `python` is what a new shell has.
+        bins = {str(Path(sys.executable).parent), str(Path(sys.prefix) / "bin")}
         env.update(HOME=str(home), OPENAI_BASE_URL=stub.base_url, HF_HUB_OFFLINE="1", COLUMNS="120",
-                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+                   PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p not in bins))
         yield Sandbox(repo, env, set())
 
 
-def _runnable(command: Command) -> str:
+def _make_venv(folder: Path) -> None:
+    """A virtual environment at `folder` as README's set-up makes one, whose packages are this test's (its
+    site-packages added by a .pth file), so that nothing is installed."""
+    import sysconfig
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+    done = subprocess.run([str(folder / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True)
+    ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    Path(done.stdout.strip(), "localrag-test-packages.pth").write_text(
+        "".join(f"import site; site.addsitedir({path!r})\n" for path in ours), encoding="utf-8")
+
+
+def _runnable(command: Command, activated: bool) -> str:
     text = command.text
-    if text.startswith(SETUP_PREFIX):  # the sandbox's interpreter stands in for the new .venv
-        text = text[len(SETUP_PREFIX):].replace(".venv/bin/python", "python", 1)
-    return text
+    if text.startswith(SETUP_PREFIX):  # the sandbox's .venv has the packages already: no venv made, nothing installed
+        text = text[len(SETUP_PREFIX):]
+    return f"{ACTIVATE}\n{text}" if activated else text
 
 
 def _shows(output: str, line: str) -> bool:
@@ -279,12 +311,15 @@ def _shows(output: str, line: str) -> bool:
 def run_page(box: Sandbox, page: str) -> None:
     if page in box.ran:
         return
+    if page != "README.md":  # the pages read after README: its set-up and index first
+        run_page(box, "README.md")
     box.ran.add(page)
     for command in page_commands(ROOT / page):
         if command.kind != "run":
             continue
-        done = subprocess.run(["bash", "-c", _runnable(command)], cwd=box.repo, env=box.env, capture_output=True,
-                              text=True, timeout=COMMAND_TIMEOUT_S)
+        done = subprocess.run(["bash", "-c", _runnable(command, box.activated)], cwd=box.repo, env=box.env,
+                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        box.activated = box.activated or command.text == ACTIVATE
         output = done.stdout + done.stderr
         assert done.returncode == command.exit_code, (
             f"{command}\nexit {done.returncode}, the page says {command.exit_code}\n{output[-3000:]}")

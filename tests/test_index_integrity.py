@@ -172,6 +172,80 @@ def test_a_deleted_store_file_is_refused_without_writing_and_its_repair_leaves_n
     assert stored_sources(index) == ["alpha.pdf", "beta.pdf", "beta.pdf"]
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (relative name -> bytes): what a reader must leave as it was."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _fresh_chroma_database(folder: Path) -> bytes:
+    """The bytes of a valid Chroma database holding an empty collection named like the index's."""
+    import chromadb
+
+    chromadb.PersistentClient(path=str(folder)).get_or_create_collection(local_rag.COLLECTION_NAME)
+    return (folder / "chroma.sqlite3").read_bytes()
+
+
+# What became of chroma.sqlite3 -> what LocalRAG (also with check_store=True) and --no-sync say: the same error.
+DAMAGED_STORES = {
+    "empty": "the index {index} does not match its manifest (it lists 3 chunks, but the store file {db} is empty "
+             "(0 bytes)); measuring it would give wrong numbers. Repair it with add_pdfs.py --index {index} (or "
+             "evaluate without --no-sync)",
+    "garbage": "the store file {db} of the index {index} is not a SQLite database (overwritten or damaged); the "
+               "index was not changed. Move it aside (mv {db} {db}.damaged) and run add_pdfs.py --index {index}, "
+               "which embeds every file again",
+    "truncated": "the store file {db} of the index {index} cannot be read (database disk image is malformed); the "
+                 "index was not changed. Move it aside (mv {db} {db}.damaged) and run add_pdfs.py --index {index}, "
+                 "which embeds every file again",
+    "emptied": "the index {index} does not match its manifest (alpha.pdf: the store holds 0 of its 1 chunks; "
+               "beta.pdf: the store holds 0 of its 2 chunks); measuring it would give wrong numbers. Repair it with "
+               "add_pdfs.py --index {index} (or evaluate without --no-sync)",
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED_STORES))
+def test_a_damaged_store_file_is_refused_by_the_chat_as_by_no_sync_and_left_as_it_is(capsys, tmp_path, docs_a,
+                                                                                   damage):
+    # A 0-byte chroma.sqlite3 once gave [] for every question, also with check_store=True, while --no-sync refused it.
+    index, db = tmp_path / "index", tmp_path / "index" / "chroma.sqlite3"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    (tmp_path / "gold.csv").write_text(GOLD_A, encoding="utf-8")
+    store = db.read_bytes()
+    db.write_bytes({"empty": b"", "garbage": b"<html>not a database</html>\n" * 50,
+                    "truncated": store[:len(store) // 2], "emptied": _fresh_chroma_database(tmp_path / "fresh")}[damage])
+    import chromadb.api.client
+
+    chromadb.api.client.SharedSystemClient.clear_system_cache()  # as a new process would open it
+    before = _files(index)
+    message = DAMAGED_STORES[damage].format(index=index, db=db)
+    for check_store in (False, True):
+        for use in ("retrieve", "warm_up", "as_tool"):
+            rag = LocalRAG(index, reranker_model=None, quiet=True, check_store=check_store)
+            with pytest.raises(local_rag.RAGError) as raised:
+                getattr(rag, use)(*(["red apples"] if use == "retrieve" else []))
+            assert str(raised.value) == message, (check_store, use)
+            chromadb.api.client.SharedSystemClient.clear_system_cache()
+    code, out, err = evaluate(capsys, "--goldset", str(tmp_path / "gold.csv"), "--index", str(index), "--no-sync",
+                              "--no-rerank", "--quiet", "--report", str(tmp_path / "r.txt"))
+    assert (code, out, err) == (2, "", f"error: {message}\n")
+    after = _files(index)
+    if damage == "emptied":  # a valid database: Chroma opens it as it opens any (its header's change counter moves)
+        assert len(after.pop("chroma.sqlite3")) == len(before.pop("chroma.sqlite3"))
+    assert after == before  # byte for byte: no database created in the file, no segment folder
+    assert not (tmp_path / "r.txt").exists()
+
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
+    if damage in ("garbage", "truncated"):  # no sync can repair it in place: it says so, and keeps the file
+        code, out, err = run(capsys, str(docs_a), "--index", str(index))
+        assert (code, out, err) == (2, [], f"error: {message}\n") and _files(index) == before
+        db.rename(db.with_name("chroma.sqlite3.damaged"))  # the fix the message names
+    code, out, err = run(capsys, str(docs_a), "--index", str(index))
+    assert code == 0 and out[-1].startswith("files added 2 / updated 0 / removed 0 / unchanged 0 / failed 0 / "
+                                            "repaired 2; 3 pages and 3 chunks embedded"), (out, err)
+    chromadb.api.client.SharedSystemClient.clear_system_cache()
+    assert [d.metadata["source"] for d, _ in LocalRAG(index, reranker_model=None, quiet=True,
+                                                      check_store=True).retrieve("red apples", k=1)] == ["alpha.pdf"]
+
+
 def test_a_rebuild_removes_its_old_segment_folder_without_a_note(capsys, tmp_path, docs_a):
     index = tmp_path / "index"
     assert run(capsys, str(docs_a), "--index", str(index))[0] == 0

@@ -454,6 +454,60 @@ def test_invalid_chunk_settings_are_refused_before_touching_the_index(tmp_path):
     assert not (tmp_path / "index").exists()
 
 
+def _files(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): sha256_of(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_index_settings_the_index_was_not_built_with_are_an_error_naming_both(tiny_index, tmp_path):
+    # LocalRAG(path, **PROFILES["long-pdf"]) on an index of 2000-character chunks once searched them without a word.
+    shelf = Path(shutil.copytree(tiny_index[1].parent, tmp_path / "tiny"))  # docs and the index that follows them
+    index = shelf / "index"
+    before = _files(index)
+    rag = new_rag(index, **local_rag.PROFILES["long-pdf"])
+    message = (f"this LocalRAG was given chunk_size='page', but the index {index} was built with chunk_size=2000: it "
+               f"would search chunks those settings do not describe. Rebuild the index with them (add_pdfs.py "
+               f"--index {index} --chunk-size page, or --profile NAME for the settings of PROFILES[NAME]; or call "
+               f"this LocalRAG's sync()), or leave that argument out to search the index as it was built")
+    for use in (lambda: rag.retrieve(VEGA_QUERY), rag.warm_up, rag.as_retriever, rag.as_tool):
+        with pytest.raises(RAGError) as raised:
+            use()
+        assert str(raised.value) == message
+    with pytest.raises(RAGError) as raised:
+        new_rag(index, chunk_overlap=100, chunk_context=True, pdf_loader="pypdf").retrieve(VEGA_QUERY)
+    assert str(raised.value) == (
+        f"this LocalRAG was given chunk_overlap=100, pdf_loader='pypdf', chunk_context=True, but the index {index} "
+        f"was built with chunk_overlap=200, pdf_loader='pypdfium2', chunk_context=False: it would search chunks "
+        f"those settings do not describe. Rebuild the index with them (add_pdfs.py --index {index} --chunk-overlap "
+        f"100 --loader pypdf --chunk-context, or --profile NAME for the settings of PROFILES[NAME]; or call this "
+        f"LocalRAG's sync()), or leave those arguments out to search the index as it was built")
+    assert _files(index) == before  # nothing written
+    # The index's own values, given again, are no conflict; the retrieval settings of a profile never are.
+    assert keys(new_rag(index, chunk_size=2000, chunk_overlap=200, fusion="convex", dense_weight=0.8)
+                .retrieve(VEGA_QUERY, k=1)) == [("options.pdf", 0)]
+    # The fix the message names: a sync with those settings rebuilds the index, then it searches whole pages.
+    report = rag.sync([shelf / "docs"], progress=False)
+    assert report.rebuilt_because.startswith("settings changed: chunk_size: index has 2000, requested 'page'")
+    assert rag.retrieve(VEGA_QUERY, k=1)[0][0].metadata["source"] == "options.pdf"
+
+
+def test_paths_under_the_home_folder_may_be_written_with_a_tilde(tmp_path, monkeypatch):
+    # Every message shows paths as ~/papers-index; LocalRAG("~/papers-index") once looked for a folder named "~".
+    home, cwd = tmp_path / "home", tmp_path / "elsewhere"
+    write_corpus(home / "papers", {"vega.pdf": [TINY_CORPUS["options.pdf"][0]]})
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    rag = LocalRAG("~/papers-index", reranker_model=None, quiet=True, rerank_cache="~/rerank.json")
+    assert (rag.path, rag.location, rag.rerank_cache) == (home / "papers-index", str(home / "papers-index"),
+                                                          home / "rerank.json")
+    assert rag.sync(["~/papers"], progress=False).added == ["vega.pdf"]
+    assert rag.followed_paths == [str(home / "papers")]
+    fresh = LocalRAG("~/papers-index", reranker_model=None, quiet=True)
+    assert fresh.pdf_changes("~/papers")["unchanged"] == ["vega.pdf"]
+    assert keys(fresh.retrieve(VEGA_QUERY, k=1)) == [("vega.pdf", 0)]
+    assert list(cwd.iterdir()) == []  # no folder named "~" in the working folder
+
+
 def test_saved_bm25_is_reused_by_a_fresh_object(tiny_index, monkeypatch):
     from localrag.search import bm25 as bm25_index
 

@@ -123,3 +123,78 @@ def test_a_finished_count_already_shown_is_not_repeated(capsys):
         bar.tick()
     bar.close()
     assert capsys.readouterr().err == "Reading PDFs: 3/3 (100 %), 10 s elapsed\n"
+
+
+def test_a_task_whose_work_is_another_tasks_prints_nothing_and_a_waiting_one_says_for_what(capsys):
+    # Reading PDFs once printed "Reading PDFs: 1/2 (50 %)" every 10 s for 140 s while the first file's chunks were
+    # embedded: its count stood still, and the line did not say why.
+    clock = Clock()
+    bar = Progress("Reading PDFs", 2, "file", clock=clock, terminal=False)
+    bar.set_doing("reading a.pdf")
+    clock.now = 110.0
+    bar.tick()
+    bar.set_doing("reading b.pdf")
+    bar.update(1)
+    with bar.paused():  # a.pdf's chunks are embedded, with their own progress lines
+        for clock.now in (120.0, 130.0, 240.0):
+            bar.tick()
+    assert capsys.readouterr().err == "Reading PDFs: 0/2 (0 %), reading a.pdf, 10 s elapsed\n"
+    clock.now = 241.0
+    bar.tick()  # its work again, 131 s after its last line: it says on which file it waits
+    clock.now = 245.0
+    bar.set_doing(None)
+    bar.update(1)
+    bar.close()
+    assert capsys.readouterr().err == ("Reading PDFs: 1/2 (50 %), reading b.pdf, 141 s elapsed\n"
+                                       "Reading PDFs: 2/2 (100 %), 145 s elapsed\n")
+
+
+def test_items_made_by_another_task_pause_the_one_that_takes_them(capsys):
+    clock = Clock()
+    bar = Progress("Embedding chunks", None, "chunk", clock=clock, terminal=False)
+
+    def files():  # each file takes 30 s to read: not this task's time
+        for name in ("a.pdf", "b.pdf"):
+            clock.now += 30
+            bar.tick()
+            yield name
+
+    taken = []
+    for name in bar.paused_while_fetched(files()):
+        taken.append(name)
+        clock.now += 12  # its chunks embedded
+        bar.update(64)
+    bar.close()
+    assert taken == ["a.pdf", "b.pdf"]
+    assert capsys.readouterr().err == ("Embedding chunks: 64, 42 s elapsed\n"
+                                       "Embedding chunks: 128, 84 s elapsed\n")
+    assert bar.pause_depth == 0
+
+
+def test_while_a_sync_embeds_a_file_its_pdf_count_is_not_repeated(tmp_path, capsys, monkeypatch):
+    # The case, in a real sync: each chunk stored at once (INDEX_GROUP_CHUNKS = 1), each embedding slow.
+    import time
+
+    from conftest import write_corpus
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    import local_rag
+
+    docs = write_corpus(tmp_path / "docs", {"a.pdf": ["Alpha page about red apples."],
+                                           "b.pdf": ["Beta page about green pears."]})
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.25)
+    monkeypatch.setattr(local_rag, "INDEX_GROUP_CHUNKS", 1)
+    original = HuggingFaceEmbeddings.embed_documents
+
+    def slow(self, texts):
+        time.sleep(1.5)
+        return original(self, texts)
+
+    monkeypatch.setattr(HuggingFaceEmbeddings, "embed_documents", slow)
+    local_rag.LocalRAG(tmp_path / "index", reranker_model=None).sync([docs])
+    lines = capsys.readouterr().err.splitlines()
+    # While a.pdf's chunk is embedded, the PDF count does not stand still in the log; a line of it waits for b.pdf.
+    assert [line for line in lines if line.startswith("Reading PDFs: 1/2 ")
+            and not line.startswith("Reading PDFs: 1/2 (50 %), reading b.pdf, ")] == []
+    assert [line for line in lines if line.startswith("Embedding chunks: 1, ")]  # a.pdf's chunk: its own lines
+    assert "Reading PDFs: 0/2 (0 %), reading a.pdf, 0 s elapsed" in lines  # announced at once, with its file

@@ -332,3 +332,66 @@ def test_a_changed_model_folder_gets_another_revision(tmp_path):
     (folder / "model.safetensors").write_bytes(b"new weights")
     assert loading.model_revision(str(folder)) != before
     assert loading.model_revision("some-org/not-downloaded-model") == "not cached"
+
+
+# ----------------------------------------------------------------------------- where the evaluation keeps it
+
+CLEAN_GOLD = ("question,expected_source,expected_page\nWhat is vega?,options.pdf,1\n"
+              "How do crops react to rainfall?,weather.pdf,1\n")
+
+
+def test_a_run_from_another_folder_with_every_path_given_leaves_nothing_there_and_reuses_its_vectors(tiny_index,
+                                                                                                    tmp_path):
+    # Such a run once left ./eval/.cache/query_vectors.sqlite3 in the folder it was started in, and embedded every
+    # question again when started in the next one.
+    import shutil
+
+    shelf = Path(shutil.copytree(tiny_index[1].parent, tmp_path / "shelf"))
+    (shelf / "gold.csv").write_text(CLEAN_GOLD, encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCALRAG_CACHE", "XDG_CACHE_HOME", "PYTHONPATH")}
+    env.update(HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    argv = [sys.executable, str(ROOT / "eval_retrieval.py"), "--goldset", str(shelf / "gold.csv"), "--index",
+            str(shelf / "index"), "--docs", str(shelf / "docs"), "--no-rerank", "--no-sync", "--chunk-size", "800"]
+    derived = None
+    try:
+        for n, (cached, embedded) in enumerate([(0, 2), (2, 0)]):
+            cwd = tmp_path / f"cwd{n}"  # a new working folder each time
+            cwd.mkdir()
+            done = subprocess.run(argv + ["--report", str(tmp_path / f"r{n}.txt")], cwd=cwd, env=env,
+                                  capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stderr[-3000:]
+            lines = done.stderr.splitlines()
+            assert f"Query vectors: {cached} from the cache ~/.cache/localrag/query_vectors.sqlite3, {embedded} " \
+                   f"embedded" in lines
+            assert list(cwd.iterdir()) == []  # no cache, no index, no report in the working folder
+            # The index of the other chunk size is kept with the project's caches (git-ignored), built once.
+            note = next(line for line in lines if line.startswith("Index settings chunk_size 800 differ from"))
+            derived = Path(note.split(": evaluating ", 1)[1].split(" (built on first use", 1)[0])
+            assert derived.parent == ROOT / "eval" / ".cache" / "indexes"
+            started = [line for line in lines if line.startswith("Reading PDFs: 0/4 (0 %), reading ")]
+            assert len(started) == (0 if n else 1)  # built by the first run only, its first file named
+        assert (home / ".cache" / "localrag" / "query_vectors.sqlite3").is_file()
+    finally:
+        if derived is not None and derived.parent == ROOT / "eval" / ".cache" / "indexes":
+            shutil.rmtree(derived, ignore_errors=True)
+
+
+def test_the_caches_of_a_run_given_every_path_lie_in_the_project_folder_not_the_working_folder():
+    import eval_retrieval as er
+    import local_rag
+
+    given = er.parse(["--goldset", "g.csv", "--index", "idx", "--docs", "docs"])
+    root = er.cache_root(given)
+    assert root == local_rag.PROJECT_DIR
+    assert er.eval_defaults(root).judge_cache == str(local_rag.PROJECT_DIR / "eval" / "judge_cache.json")
+    assert er.eval_defaults(root).dataset_cache == str(local_rag.PROJECT_DIR / "eval" / ".cache" / "datasets")
+    assert er.with_cache_root(given, root).index_cache == str(local_rag.PROJECT_DIR / "eval" / ".cache" / "indexes")
+    # Given, a cache folder stays as given; a run on the project's default goldset or index keeps them where its
+    # default paths are read, as the project folder has them.
+    assert er.with_cache_root(er.parse(["--goldset", "g.csv", "--index", "idx", "--index-cache", "c"]),
+                              root).index_cache == "c"
+    for argv in ([], ["--goldset", "g.csv"], ["--index", "idx"]):
+        assert er.cache_root(er.parse(argv)) is None
+    assert er.eval_defaults(None).judge_cache == "eval/judge_cache.json"

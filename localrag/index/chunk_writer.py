@@ -155,7 +155,7 @@ class ChunkWriter:
         writer = GroupWriter(embedding_backends.wait_work(self.target.model.embeddings) if total else None)
         failed = True
         try:
-            for unit in units:
+            for unit in bar.paused_while_fetched(units):  # a PDF read meanwhile says so in its own progress
                 ids, texts, metas, empty = self.chunks_of(unit)
                 stored = self._kept_ids(unit, ids, texts, metas)
                 self.report.kept += len(stored)

@@ -37,8 +37,8 @@ from localrag.index.store import IndexPlace, LazyStore, chunks_by_id, indexed_ch
 from localrag.index.store_check import IndexCheck, foreign_collection, inconsistency_error
 from localrag.index.store_reads import StoreReads
 from localrag.index.sync import PdfReading, Sync, SyncOptions
-from localrag.index.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_reasons, refuse_other_folder,
-                                      text_rules_reasons)
+from localrag.index.sync_plan import (SyncReport, older_format, pdf_changes, rebuild_reasons,
+                                      refuse_other_folder, refuse_other_settings, text_rules_reasons)
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ class Index:
         self._load_embeddings = model.load
         self._store: LazyStore | None = None
         self.revision = 0  # counts manifest writes and reloads: what was derived from an older manifest is stale
+        self._consistent_revision: int | None = None  # the revision whose store require_built found consistent
         self.info_problem: str | None = None  # why index_info.json cannot be trusted; None when it can
         self.manifest_moved = False  # a sync moved a damaged manifest aside
         # On a server the collection name is derived from the settings, so stored settings cannot be read first.
@@ -201,14 +202,15 @@ class Index:
         return self._store._collection if self._store is not None else None
 
     def require_built(self) -> None:
-        """Raise a RAGError naming the index and the command that builds it when there is none to read.
-
-        Retrieving from nothing must not look like finding nothing (`vectorstore is None` asks without raising)."""
+        """RAGError before a retrieval: chosen settings it was not built with, no index, a store off its manifest."""
         if self.info_problem:
             raise self.manifest_error()
-        if self.vectorstore is None:
-            raise RAGError(f"there is no index at {self.location}; build it with `python add_pdfs.py PDF_FOLDER "
-                           f"{self.place.index_flag()}`, or give the path of an existing index", reason="no index")
+        refuse_other_settings(self.manifest, self._requested, self.settings, self.location, self.place.index_flag())
+        if self.vectorstore is None:  # retrieving from nothing must not look like finding nothing
+            raise self.place.no_index_error()
+        if self._consistent_revision != self.revision:  # once per manifest revision: a record, or a whole read
+            self.require_consistent()
+            self._consistent_revision = self.revision
 
     @property
     def location(self) -> str:

@@ -33,6 +33,36 @@ STORE_READ_PAGE = 10_000
 STORE_CHANGE_ROWS = 5000  # chunks deleted or updated per Chroma call
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+EMPTY_FILE = "is empty (0 bytes)"
+NOT_SQLITE = "is not a SQLite database (overwritten or damaged)"
+# SQLite's words, in Chroma's error, for a database whose header is intact but whose pages are not (truncated)
+DAMAGED_DATABASE = ("database disk image is malformed", "file is not a database")
+
+
+def store_file_problem(database: Path) -> str | None:
+    """What is wrong with the store file, seen from its first bytes: EMPTY_FILE, NOT_SQLITE, or None when it starts
+    as a SQLite database does (Chroma reads the rest)."""
+    try:
+        with open(database, "rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except OSError:  # unreadable for this user: Chroma's own error says so
+        return None
+    if not head:
+        return EMPTY_FILE
+    return None if head == SQLITE_HEADER else NOT_SQLITE
+
+
+def _forget_failed_client(folder: Path) -> None:
+    """Chroma keeps a client whose start failed in its per-process cache, and hands every later client of the
+    folder that broken one ("no attribute 'bindings'"): forget it, so that once the user has moved the damaged
+    file aside, a new LocalRAG in the same process (a notebook) opens the folder."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    if str(folder) not in getattr(SharedSystemClient, "_identifier_to_refcount", {str(folder): 1}):
+        getattr(SharedSystemClient, "_identifier_to_system", {}).pop(str(folder), None)
+
+
 def _writable(folder: Path) -> bool:
     """Whether the index folder and its Chroma database can be written (False on a read-only mount)."""
     database = folder / "chroma.sqlite3"
@@ -185,7 +215,7 @@ class IndexPlace:
     """Where one index lives: a local folder (`path`) or the collection `collection_name` on the Chroma server at
     `chroma_url`, and Chroma's client of it, opened at first use.
 
-    `listed_chunks()` counts the chunks the manifest lists (see `_refuse_missing_store`); `cache_dir` is where a
+    `listed_chunks()` counts the chunks the manifest lists (see `_refuse_unusable_store`); `cache_dir` is where a
     server index keeps its BM25 arrays; `low_disk_bytes`: see `storage_error`."""
 
     def __init__(self, path: Path, chroma_url: str | None, *, cache_dir: Path, low_disk_bytes: int, quiet: bool,
@@ -198,7 +228,7 @@ class IndexPlace:
         self.collection_name = ""  # set by the Index once its settings are known: a server's is derived from them
         self.folder = path  # the folder Chroma opens: a temporary copy when the index folder is read-only
         self.read_only = not chroma_url and path.exists() and not _writable(path)
-        self.may_create_store = False  # True inside sync (see _refuse_missing_store)
+        self.may_create_store = False  # True inside sync (see _refuse_unusable_store)
         self._listed_chunks = listed_chunks
         self._client = None
         self._temp_copy: Path | None = None
@@ -211,6 +241,11 @@ class IndexPlace:
     def index_flag(self) -> str:
         """The flag that names this index to add_pdfs.py."""
         return f"--chroma-url {self.chroma_url}" if self.chroma_url else f"--index {self.path}"
+
+    def no_index_error(self) -> RAGError:
+        """There is no index here to read (`vectorstore is None` asks without raising)."""
+        return RAGError(f"there is no index at {self.location}; build it with `python add_pdfs.py PDF_FOLDER "
+                        f"{self.index_flag()}`, or give the path of an existing index", reason="no index")
 
     @property
     def manifest_location(self) -> str:
@@ -229,13 +264,17 @@ class IndexPlace:
         return self._client
 
     def _local_client(self, chromadb, settings):
-        self._refuse_missing_store()
+        self._refuse_unusable_store()
         if self.read_only and self._temp_copy is None:
             self._copy_read_only_index()
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
             return chromadb.PersistentClient(path=str(self.folder), settings=settings)
         except Exception as exc:  # noqa: BLE001 - chromadb's own errors carry the reason
+            _forget_failed_client(self.folder)
+            text = str(exc)
+            if any(words in text for words in DAMAGED_DATABASE):  # a header intact, its pages not (truncated)
+                raise self._damaged_store_error(f"cannot be read ({text.rsplit(') ', 1)[-1]})") from exc
             why = storage_error(exc)
             raise RAGError(f"cannot open the index {self.path}: {why or f'{type(exc).__name__}: {exc}'}") from exc
 
@@ -254,20 +293,30 @@ class IndexPlace:
                            f"start one with `chroma run --path DIR --port PORT` or check --chroma-url") from exc
         return client
 
-    def _refuse_missing_store(self) -> None:
-        """Raise when the manifest lists chunks but the store file is gone, outside a sync: Chroma would create an
-        empty database (and segment folder) in a folder that a reader (--no-sync, the chat) must not change. A
-        sync creates it and re-embeds every file."""
+    def _refuse_unusable_store(self) -> None:
+        """Raise, before Chroma opens the folder, when the store file cannot hold the chunks the manifest lists:
+        Chroma would create an empty database (and segment folder) where the file is missing or empty, in a folder
+        that a reader (--no-sync, the chat) must not change, and every search would find nothing. A sync creates
+        or fills it and re-embeds every file; a file that is not a SQLite database is refused to a sync too (it is
+        the user's to move: it is no cache)."""
         database = self.path / "chroma.sqlite3"
         listed = self._listed_chunks()
-        if not listed or database.exists():
-            return
-        if self.may_create_store:
+        problem = "is missing" if not database.exists() else store_file_problem(database)
+        if problem == NOT_SQLITE:
+            raise self._damaged_store_error(problem)
+        if not listed or problem is None or self.may_create_store:
             return
         raise RAGError(f"the index {self.path} does not match its manifest (it lists {listed} chunks, but the store "
-                       f"file {database} is missing); measuring it would give wrong numbers. Repair it with "
+                       f"file {database} {problem}); measuring it would give wrong numbers. Repair it with "
                        f"add_pdfs.py {self.index_flag()} (or evaluate without --no-sync)",
                        reason="index does not match its manifest")
+
+    def _damaged_store_error(self, problem: str) -> RAGError:
+        """The store file exists but Chroma cannot read it: nothing here repairs it in place."""
+        database = self.path / "chroma.sqlite3"
+        return RAGError(f"the store file {database} of the index {self.path} {problem}; the index was not changed. "
+                        f"Move it aside (mv {database} {database}.damaged) and run add_pdfs.py {self.index_flag()}, "
+                        f"which embeds every file again", reason="damaged store file")
 
     @contextlib.contextmanager
     def creating_store(self) -> Iterator[None]:

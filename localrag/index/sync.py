@@ -224,10 +224,14 @@ class Sync:
         target, report = self.target, self.report
         loader = target.settings["pdf_loader"]
         bar = Progress("Reading PDFs", len(todo), "file", show=progress and not target.quiet and bool(todo),
-                       leave=True, announce=True)
+                       leave=True)
+        following = [f"reading {name}" for name, _, _ in todo[1:]] + [None]  # the file waited for after each
+        bar.set_doing(f"reading {todo[0][0]}" if todo else None)
+        bar.announce()
         extracted = extract([path for _, path, _ in todo], loader)
         try:
-            for (name, path, digest), pdf in zip(todo, extracted):
+            for ((name, path, digest), pdf), doing in zip(zip(todo, extracted), following):
+                bar.set_doing(doing)
                 bar.update(1)
                 if pdf.error is None and not any(text.strip() for _, _, text in pdf.pages):
                     pdf.error = "no text layer on any page (scanned? run OCR first)" if pdf.pages else "no pages"
@@ -245,8 +249,9 @@ class Sync:
                     log(f"skipped {name}: {pdf.error}", target.quiet)
                     continue
                 target.manifest.failed.pop(name, None)
-                yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader,
-                                 outline=pdf.outline, context=document_context(name, pdf.title, front_page(pdf)))
+                with bar.paused():  # its chunks are embedded meanwhile, with their own progress
+                    yield SourceUnit(source=name, file_hash=digest, pages=pdf.pages, extraction_method=loader,
+                                     outline=pdf.outline, context=document_context(name, pdf.title, front_page(pdf)))
         finally:
             extracted.close()
             bar.close()

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from localrag.models import names
 from localrag.errors import RAGError
-from localrag.settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS
+from localrag.settings import PAGE_SETTINGS, REBUILD_SETTINGS, UNRECORDED_SETTINGS, setting_flag
 from localrag.index.manifest import INDEX_FORMAT, Manifest
 from localrag.text.pdf import TEXT_RULES, discover_pdfs
 from localrag.index.sync_report import EmbeddingModel, SourceUnit, SyncReport
@@ -149,6 +149,28 @@ def rebuild_reasons(manifest: Manifest, settings: dict, model: EmbeddingModel) -
         # Same backend name, another int8 model: other CPU family (onnx-int8) or calibration (openvino-int8).
         reasons.append(f"embedding export: index was embedded by {built_with!r}, this machine runs {runs!r}")
     return reasons
+
+
+def refuse_other_settings(manifest: Manifest, requested: dict, settings: dict, location: str, index_flag: str) -> None:
+    """RAGError for a reader whose caller chose index settings (`requested`, resolved into `settings`) that change
+    what the index at `location` holds (its chunks or vectors) and that the built index (its `manifest`) has other
+    values of: a search would answer with chunks those settings do not describe, where a sync rebuilds it (a BM25
+    setting only rebuilds the BM25 arrays, which a search does itself)."""
+    if not manifest.settings:
+        return
+    stored = {**UNRECORDED_SETTINGS, **manifest.settings}
+    differ = [key for key in REBUILD_SETTINGS + PAGE_SETTINGS
+              if key in requested and key in settings and stored.get(key) != settings[key]]
+    if not differ:
+        return
+    given = ", ".join(f"{key}={settings[key]!r}" for key in differ)
+    built = ", ".join(f"{key}={stored.get(key)!r}" for key in differ)
+    flags = " ".join(setting_flag(key, settings[key]) for key in differ)
+    raise RAGError(f"this LocalRAG was given {given}, but the index {location} was built with {built}: it would "
+                   f"search chunks those settings do not describe. Rebuild the index with them (add_pdfs.py "
+                   f"{index_flag} {flags}, or --profile NAME for the settings of PROFILES[NAME]; or call this "
+                   f"LocalRAG's sync()), or leave {'that argument' if len(differ) == 1 else 'those arguments'} out "
+                   f"to search the index as it was built", reason="index built with other settings")
 
 
 def text_rules_reasons(manifest: Manifest) -> list[str]:

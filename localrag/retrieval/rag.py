@@ -116,8 +116,9 @@ class LocalRAG:
             face.progress_bars_off()
         self.allow_downloads = face.ALLOW_DOWNLOADS if options.allow_downloads is None else bool(options.allow_downloads)
         allow = self.allow_downloads
-        # The embedding model is loaded when a text must be embedded (Index.embeddings), not here.
-        self.index = Index(path, index, StoreOptions(
+        # The embedding model is loaded when a text must be embedded (Index.embeddings), not here. `~` is expanded
+        # as a shell would: every message shows paths under the home folder that way.
+        self.index = Index(Path(path).expanduser(), index, StoreOptions(
             chroma_url=face.CHROMA_URL if options.chroma_url is DEFAULT else options.chroma_url,
             collection=face.COLLECTION_NAME, cache_dir=face.CACHE_DIR, low_disk_bytes=face.LOW_DISK_BYTES,
             lock_stale_seconds=face.SERVER_LOCK_STALE_SECONDS, full_check=options.check_store),
@@ -127,7 +128,8 @@ class LocalRAG:
                             face.IVF_MIN_CHUNKS, face.IVF_LISTS),
             quiet=options.quiet)
         # an "openai:MODEL" reranker's cache and call limit
-        self.rerank_cache = face.LLM_RERANK_CACHE if options.rerank_cache is None else options.rerank_cache
+        self.rerank_cache = face.LLM_RERANK_CACHE if options.rerank_cache is None else \
+            Path(options.rerank_cache).expanduser()
         self.rerank_max_calls = face.LLM_RERANK_MAX_CALLS if options.rerank_max_calls is DEFAULT \
             else options.rerank_max_calls
         # The reranker the settings ask for (None: none), whether or not it loads here: reports record both.
@@ -196,7 +198,7 @@ class LocalRAG:
 
     def pdf_changes(self, docs_path: str | Path) -> dict[str, list[str]]:
         """Compare the docs folder with the index by file hash, without changing anything."""
-        return self.index.pdf_changes(docs_path, self.face.file_sha256)
+        return self.index.pdf_changes(Path(docs_path).expanduser(), self.face.file_sha256)
 
     def check_index(self, full: bool = False) -> IndexCheck:
         """Compare the store with the manifest: per-file chunk counts, vector dimension, orphan chunks; from the
@@ -222,8 +224,10 @@ class LocalRAG:
         face = self.face
         options = SyncOptions(rebuild=rebuild, progress=progress, wait=face.WAIT_FOR_LOCK if wait is None else wait,
                               group_chunks=face.INDEX_GROUP_CHUNKS, embed_batch=face.EMBEDDING_BATCH_SIZE)
-        return self.index.sync((face.DOCS_PATH,) if paths is None else paths, options,
-                               PdfReading(extract=face.iter_extracted, hash_file=face.file_sha256, docs_root=docs_root,
+        paths = [Path(p).expanduser() for p in ((face.DOCS_PATH,) if paths is None else paths)]
+        return self.index.sync(paths, options,
+                               PdfReading(extract=face.iter_extracted, hash_file=face.file_sha256,
+                                          docs_root=None if docs_root is None else Path(docs_root).expanduser(),
                                           switch_folder=switch_folder, allow_empty=allow_empty))
 
     def sync_records(self, records: Iterable[dict], rebuild: bool = False, progress: bool = True, *,
