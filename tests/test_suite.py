@@ -99,7 +99,10 @@ def table_rows(text: str) -> dict[str, list[str]]:
 
 
 def test_two_entries_write_reports_and_summary(gold_entry, beir_dir, tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the default SUITE_OUTPUT_DIR and the dataset cache are relative to it
+    monkeypatch.chdir(tmp_path)  # the default SUITE_OUTPUT_DIR is relative to it
+    # A dataset entry reads no default path from the working folder: its index goes to the project's cache folder
+    # (eval_retrieval.cache_root), here the test's own.
+    monkeypatch.setattr(er, "DATASET_CACHE", str(tmp_path / "datasets"))
     dataset = (f'[[entry]]\nname = "beir-bm25"\ndataset = "{beir_dir.as_posix()}"\nmode = "bm25"\n'
                f'no_rerank = true\n')
     suite = write_suite(tmp_path / "suite.toml", gold_entry(), dataset)
@@ -107,6 +110,7 @@ def test_two_entries_write_reports_and_summary(gold_entry, beir_dir, tmp_path, c
     assert code == 0
     assert "== gold-bm25\n" in err and "== beir-bm25\n" in err
     out_dir = tmp_path / "eval" / "suite_reports"
+    assert len(list((tmp_path / "datasets").iterdir())) == 1  # the dataset entry's index
     gold_json = json.loads((out_dir / "gold-bm25.json").read_text(encoding="utf-8"))
     beir_json = json.loads((out_dir / "beir-bm25.json").read_text(encoding="utf-8"))
     assert (out_dir / "gold-bm25.txt").read_text(encoding="utf-8").startswith("localRAG retrieval evaluation")
