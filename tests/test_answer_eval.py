@@ -320,3 +320,40 @@ def test_a_label_sample_written_and_labelled_in_a_spreadsheet_reads_back(argv, t
     assert "  labels: line 3: no label; left out" in lines  # the multi-line answer's row starts on line 3
     assert any(line.startswith("  judge vs people:      kappa undefined, agreement 1.000 over 1 labelled")
                for line in lines)
+
+
+# ----------------------------------------------------------------------------- a stalled server
+
+def test_a_stalled_answer_judge_says_what_it_waits_for_and_the_run_ends_after_one_timeout(argv, tmp_path, capsys,
+                                                                                        monkeypatch):
+    """The judge's server answers its model list, then never a chat request. The run once printed nothing for
+    180 s and gave up after 15.5 min; now it says every 10 s (here 1 s) what it waits for, gives up after one
+    timeout (here 2.5 s), names the server, the time and the fix, and writes its report with exit 1."""
+    import time
+
+    from localrag import progress
+    from localrag.models import llm
+    from openai_stub import StalledServer
+
+    monkeypatch.setattr(progress, "LINE_SECONDS", 1.0)
+    monkeypatch.setattr(llm, "TIMEOUT_SECONDS", 2.5)
+    args = [a for a in argv if a != "--quiet"]  # the waiting lines are progress: --quiet hides them
+    with StalledServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        started = time.monotonic()
+        code, _, err = run(capsys, *args, "--answer-judge", "stub-model")
+        waited = time.monotonic() - started
+        assert server.chats == 1  # the first prompt stalled; no retry, and no later prompt was sent
+    assert code == 1
+    assert waited < 60  # it was 5 tries of TIMEOUT_SECONDS and 30 s of backoff
+    waiting = [line for line in err.splitlines() if line.startswith("waiting for ")]
+    prefix = f"waiting for the answer judge server {server.base_url} (model stub-model): "
+    assert waiting[:2] == [f"{prefix}1 s, question 1 of 2", f"{prefix}2 s, question 1 of 2"]
+    assert all(line.startswith(prefix) for line in waiting)
+    stop = (f"The answer judge server ({server.base_url}) sent no reply for model 'stub-model' in 2.5 s (question 1 "
+            f"of 2); it is stalled or overloaded. Check that it answers (restart it; a model too slow for this "
+            f"machine needs a smaller one), then rerun; answered questions are cached.")
+    assert f"warning: the answer judge stopped: {stop}" in err.splitlines()
+    report = (tmp_path / "r.txt").read_text(encoding="utf-8")
+    assert f"  degraded: the answer judge stopped: {stop}" in report.splitlines()
+    assert "Traceback" not in err

@@ -123,3 +123,24 @@ def test_a_finished_count_already_shown_is_not_repeated(capsys):
         bar.tick()
     bar.close()
     assert capsys.readouterr().err == "Reading PDFs: 3/3 (100 %), 10 s elapsed\n"
+
+
+def test_waiting_says_how_long_every_line_seconds_and_nothing_when_the_wait_is_short(monkeypatch):
+    import time
+
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.2)
+    said: list[float] = []
+    with progress.waiting(said.append):
+        time.sleep(0.5)
+    # Due at 0.2 s and 0.4 s (a busy machine may say the second late, after the block: then not at all).
+    assert len(said) in (1, 2) and said[0] >= 0.2 and said == sorted(said)
+    lines = len(said)
+    time.sleep(0.3)
+    assert len(said) == lines  # nothing after the block
+    with progress.waiting(said.append):
+        time.sleep(0.05)
+    assert len(said) == lines  # a short wait says nothing
+    monkeypatch.setattr(progress, "LINE_SECONDS", float("inf"))  # as in every other test: no thread, no line
+    with progress.waiting(said.append):
+        time.sleep(0.3)
+    assert len(said) == lines

@@ -274,7 +274,8 @@ def generated_answers(client: CachedChat, questions: Sequence[gs.GoldQuestion], 
                       k: int, cost: aj.Cost) -> tuple[dict[str, tuple[str, tuple]], dict[str, str]]:
     """(query id -> (answer, passages given)) of the answer model, and (query id -> why there is none)."""
     answers, missing = {}, {}
-    for question in questions:
+    for position, question in enumerate(questions, start=1):
+        client.asking = f"question {position} of {len(questions)}"  # said while a reply is waited for
         passages = passages_of(hits[question.query_id], k)
         read, status = aj.ask(client, prompts.answer_prompt(question.question, passages),
                               lambda text: _answer_text(text), cost)
@@ -307,7 +308,7 @@ def collected_answers(answering: Answering, questions: Sequence[gs.GoldQuestion]
         return answers, missing, list(found.messages)
     client = chat_for(answering.model, answering, "answer model", "--answer-model", quiet)
     answers, missing = generated_answers(client, questions, hits, answering.k, cost)
-    return answers, missing, []
+    return answers, missing, [f"the answer model stopped: {client.stopped}"] if client.stopped else []
 
 
 def add_answers(result: EvalResult, hits: Mapping[str, Sequence[Any]], questions: Sequence[gs.GoldQuestion],
@@ -321,9 +322,11 @@ def add_answers(result: EvalResult, hits: Mapping[str, Sequence[Any]], questions
     generated = time.perf_counter()
     client = chat_for(answering.judge, answering, "answer judge", "--answer-judge", quiet)
     verdicts = []
-    for question in questions:
+    for position, question in enumerate(questions, start=1):
         if question.query_id not in answers:
             continue
+        if client is not None:
+            client.asking = f"question {position} of {len(questions)}"  # said while a reply is waited for
         answer, passages = answers[question.query_id]
         gold = tuple((loc.source, loc.page) for loc in question.locations if loc.page is not None and not loc.problem)
         verdicts.append(aj.judge_answer(client, aj.AnswerItem(question.query_id, question.question,
@@ -351,6 +354,9 @@ def add_answers(result: EvalResult, hits: Mapping[str, Sequence[Any]], questions
     log(f"Answers: {len(verdicts)} judged in {time.perf_counter() - started:.1f} s (answers "
         f"{generated - started:.1f} s); {new_calls} new judge call{'s' if new_calls != 1 else ''}", quiet)
     degraded = degraded_reasons(section)
+    if client is not None and client.stopped:  # a dead or stalled server: why, and how to fix it
+        log(f"warning: the answer judge stopped: {client.stopped}", False)
+        degraded.append(f"the answer judge stopped: {client.stopped}")
     config = (*result.config, ("Answers", answers_source(answering)))
     return dataclasses.replace(result, config=config, answers=section,
                                answer_lines=tuple(render_answers(section))), degraded
