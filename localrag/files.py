@@ -1,4 +1,4 @@
-"""Files: atomic writes, paths as messages show them, and notes for the user on stderr (log).
+"""Files: atomic writes, the one CSV writer, paths as messages show them, and notes for the user on stderr (log).
 
 Atomic writes: a reader, a crash or Ctrl-C sees the old file or the new one, never half a file. One mechanism
 for every file localRAG rewrites (reports, index manifest, BM25 arrays, judge cache, goldsets): a temp file beside
@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import csv
 import errno
+import io
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 
 def current_umask() -> int:
@@ -108,6 +111,48 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 def write_json_atomic(path: str | Path, data: Any, indent: int = 1) -> None:
     """`data` as key-sorted JSON (non-ASCII kept) plus a final newline into `path` (folders created), atomically."""
     write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=indent, sort_keys=True) + "\n")
+
+
+# A cell starting so is a formula in Excel, LibreOffice and Google Sheets (OWASP, "CSV Injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A plain decimal number ("-0.5", "+1", "2e-3"): a spreadsheet reads it as that number, never as a formula.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def formula_like(text: str) -> bool:
+    """Whether a spreadsheet would take `text` for a formula: it starts like one and is not a plain number."""
+    return text.startswith(FORMULA_STARTS) and _PLAIN_NUMBER.fullmatch(text) is None
+
+
+def spreadsheet_cell(value: object) -> str:
+    """A value as the CSV cell localRAG writes: '' for None, a number as it is, text that a spreadsheet would take
+    for a formula prefixed with a single quote.
+
+    The rule is OWASP's against CSV injection (https://owasp.org/www-community/attacks/CSV_Injection): a cell
+    starting with =, +, -, @, a tab or a carriage return gets a leading ' so that Excel, LibreOffice and Google
+    Sheets show it as text (a question "=HYPERLINK(...)", a file named "-x.pdf"). A plain decimal number
+    ("-0.5000", "+1", a rank) is left as it is: it is no formula, and a metric column stays numeric.
+    `restore_cell` is the inverse, for the CSV files localRAG reads back."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    return "'" + text if formula_like(text) else text
+
+
+def restore_cell(cell: str) -> str:
+    """A cell as it was before `spreadsheet_cell`: the quote it put before a formula-like text removed; any other
+    cell (one a person wrote with a leading quote, "'-5") as it is."""
+    return cell[1:] if cell.startswith("'") and formula_like(cell[1:]) else cell
+
+
+def csv_text(rows: Iterable[Sequence[object]], delimiter: str = ",", line_end: str = "\n") -> str:
+    """The text of a CSV file with `rows` (the header first), every cell through `spreadsheet_cell`, quoted where
+    needed (RFC 4180): the one writer of every CSV localRAG writes (--csv, --label-sample, goldsets)."""
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter=delimiter, lineterminator=line_end)
+    for row in rows:
+        writer.writerow([spreadsheet_cell(value) for value in row])
+    return out.getvalue()
 
 
 def display_path(path: str | Path) -> str:

@@ -5,6 +5,8 @@ closing line for a task that printed any. `show=False` (--quiet) shows neither.
 Two tasks that take turns (PDFs read, then their chunks embedded, then the next PDF read) each print only while
 the work is theirs (`paused`), and a task waiting on one item says which (`doing`): a log shows what is under way,
 never the count of the task that waits as if it were moving.
+`waiting`: the same ticker for one call that may hang (a server's reply), a line every LINE_SECONDS
+while it waits.
 """
 from __future__ import annotations
 
@@ -150,3 +152,29 @@ def progress_iter(items: Iterable[T], desc: str, total: int | None = None, unit:
         for item in items:
             yield item
             progress.update()
+
+
+@contextlib.contextmanager
+def waiting(say: Callable[[float], None]) -> Iterator[None]:
+    """While the block runs (one call that may hang, e.g. a request to a model server), ``say(seconds waited)``
+    every LINE_SECONDS from a ticker thread, the first after LINE_SECONDS: a stalled call is never silent, and one
+    that ends sooner says nothing."""
+    every = LINE_SECONDS
+    if not math.isfinite(every):
+        yield
+        return
+    started, done = time.monotonic(), threading.Event()
+
+    def ticker() -> None:
+        count = 0  # lines said; the next is due at (count + 1) * every, so slow lines do not drift
+        while not done.wait(max(0.0, started + every * (count + 1) - time.monotonic())):
+            count += 1
+            say(time.monotonic() - started)
+
+    thread = threading.Thread(target=ticker, name="waiting", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

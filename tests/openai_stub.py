@@ -178,3 +178,56 @@ class OpenAIStub:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+class StalledServer:
+    """A model server that stalls: listening on 127.0.0.1 (a free port, a thread), it answers `GET /v1/models` (so
+    the client's server check passes) and accepts every chat request but never answers it, as a local server stuck
+    in a generation does, until the test ends. `stalled` is set once a chat request came in; `chats` counts them."""
+
+    def __init__(self) -> None:
+        self.stalled = threading.Event()
+        self.chats = 0
+        self._release = threading.Event()
+        self._server: http.server.ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "start the server first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "StalledServer":
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                data = json.dumps({"object": "list", "data": [{"id": "stub-model", "object": "model"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                server.chats += 1
+                server.stalled.set()
+                server._release.wait()  # no reply: the client waits until its timeout
+                self.close_connection = True
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._server is not None
+        self._release.set()
+        self._server.shutdown()
+        self._server.server_close()

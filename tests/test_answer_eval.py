@@ -214,3 +214,146 @@ def test_a_label_sample_that_cannot_be_written_is_a_clear_error_and_the_reports_
     assert err == (f"error: --label-sample: cannot write {blocked} (File exists); nothing was written. The "
                    f"answers and verdicts are cached: rerun with another --out FILE\n")
     assert not (tmp_path / "r.txt").exists()
+
+
+# ----------------------------------------------------------------------------- a person's labels, checked first
+
+def no_index_opened(monkeypatch) -> None:
+    """Make opening an index fail the test: a labels file is checked before any retrieval or model call."""
+    from localrag.runs import rows
+
+    def opened(*_args, **_kwargs):
+        raise AssertionError("an index was opened before the labels were checked")
+
+    monkeypatch.setattr(rows, "open_pdf_index", opened)
+
+
+def label_cases(vega: str, crops: str) -> list[tuple[str, str]]:
+    """(labels file text, the error after 'error: --answer-labels FILE') of each malformed labels file."""
+    return [
+        # The issue's file: columns label,query_id and a one-cell row (an AttributeError after the judging).
+        ("label,query_id\n1\n",
+         ": line 2: 1 cell but the header has 2 columns (label, query_id); give every row a cell for each column "
+         "(an empty label leaves the row out)"),
+        (f"query_id,label\n{vega},1,extra\n",
+         ": line 2: 3 cells but the header has 2 columns (query_id, label); put a cell that contains a comma in "
+         "double quotes"),
+        (f"query_id,verdict\n{vega},1\n",
+         ": line 1: no column 'label' (the header has query_id, verdict); the file needs the columns query_id and "
+         "label, as --label-sample writes it"),
+        (f"query_id,label\n{vega},maybe\n",
+         f": line 2: label 'maybe' of query id {vega} is not 1 or 0; write 1 (correct) or 0 (not correct), or "
+         f"leave it empty to leave the answer out"),
+        ("query_id,label\n,1\n",
+         ": line 2: no query id in column 'query_id'; copy it from the file --label-sample wrote, or delete the line"),
+        # Contradictory duplicates are an error, never "last wins"; the same label twice is one label.
+        (f"query_id,label\n{vega},1\n{vega},yes\n{crops},0\n{vega},0\n",
+         f": query id {vega} is labelled 1 on line 2 and 0 on line 5; keep the right label and delete the other "
+         f"line"),
+        ("", " is empty; it needs a header with the columns query_id and label (as --label-sample writes it) and "
+             "a row per labelled answer"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_a_malformed_labels_file_is_refused_before_any_work(case, argv, tmp_path, capsys, monkeypatch):
+    from localrag.goldset.format import query_id
+
+    text, error = label_cases(query_id(VEGA), query_id(CROPS))[case]
+    labels = tmp_path / "labels.csv"
+    labels.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")  # no server is asked
+    no_index_opened(monkeypatch)
+    code, out, err = run(capsys, *argv, "--answer-judge", "stub-model", "--answer-labels", labels)
+    assert (code, out, err) == (2, "", f"error: --answer-labels {labels}{error}\n")
+    assert labels.read_text(encoding="utf-8") == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.jsonl", "gold.csv", "labels.csv"]
+
+
+def test_labels_of_a_question_the_goldset_lacks_are_refused_before_any_index_is_opened(argv, tmp_path, capsys,
+                                                                                       monkeypatch):
+    from localrag.goldset.format import query_id
+
+    labels = tmp_path / "labels.csv"
+    labels.write_text(f"query_id,label\n{query_id(VEGA)},1\n0123456789,0\n", encoding="utf-8")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    no_index_opened(monkeypatch)
+    code, out, err = run(capsys, *argv, "--answer-judge", "stub-model", "--answer-labels", labels)
+    assert (code, out) == (2, "")
+    assert err == (f"error: --answer-labels {labels}: line 3: query id 0123456789 is no question of the goldset "
+                   f"{tmp_path / 'gold.csv'} (an id is the hash of its question's text); label a sample drawn from "
+                   f"this goldset (--label-sample), or delete the line\n")
+    assert not (tmp_path / "r.txt").exists()
+
+
+def test_a_label_sample_written_and_labelled_in_a_spreadsheet_reads_back(argv, tmp_path, capsys, monkeypatch):
+    """Answers that start like a formula are written with a leading quote (as --csv and goldsets are); a label
+    file with a multi-line answer, an unlabelled row and a duplicate label reads back with the right lines."""
+    from localrag.goldset.format import query_id
+
+    formula = "=HYPERLINK(\"http://evil.example\",\"Vega\") measures it [options.pdf, p. 1]."
+    answers = [dict(ANSWERS[0], answer=formula), dict(ANSWERS[1], answer="-1 is not an answer; @me\nsecond line")]
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
+    with OpenAIStub() as stub:
+        for reply in [JUDGED[0], *JUDGED[1:3], '{"verdict": "incorrect", "reason": "no"}']:
+            stub.add_content(reply)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        sample = tmp_path / "sample.csv"
+        code, _, _ = run(capsys, *argv, "--answer-judge", "stub-model", "--label-sample", "2", "--out", sample)
+    assert code == 0
+    import csv
+
+    table = list(csv.reader(sample.open(encoding="utf-8", newline="")))
+    assert [row[3] for row in table[1:]] == ["'" + formula, "'-1 is not an answer; @me\nsecond line"]
+    assert [row[4] for row in table[1:]] == ["correct", "incorrect"]
+    # A person labels the first row only, and writes it twice.
+    vega, crops = query_id(VEGA), query_id(CROPS)
+    text = sample.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert text[1].startswith(f"{vega},") and text[2].startswith(f"{crops},")
+    labelled = text[0] + text[1].rstrip("\n") + "1\n" + "".join(text[2:]) + text[1].rstrip("\n") + "correct\n"
+    sample.write_text(labelled, encoding="utf-8")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")  # every verdict cached
+    code, _, err = run(capsys, *argv, "--answer-judge", "stub-model", "--answer-labels", sample)
+    assert (code, err) == (0, "")
+    assert sample.read_text(encoding="utf-8") == labelled
+    lines = section(tmp_path / "r.txt")
+    assert "  labels: line 3: no label; left out" in lines  # the multi-line answer's row starts on line 3
+    assert any(line.startswith("  judge vs people:      kappa undefined, agreement 1.000 over 1 labelled")
+               for line in lines)
+
+
+# ----------------------------------------------------------------------------- a stalled server
+
+def test_a_stalled_answer_judge_says_what_it_waits_for_and_the_run_ends_after_one_timeout(argv, tmp_path, capsys,
+                                                                                        monkeypatch):
+    """The judge's server answers its model list, then never a chat request. The run once printed nothing for
+    180 s and gave up after 15.5 min; now it says every 10 s (here 1 s) what it waits for, gives up after one
+    timeout (here 2.5 s), names the server, the time and the fix, and writes its report with exit 1."""
+    import time
+
+    from localrag import progress
+    from localrag.models import llm
+    from openai_stub import StalledServer
+
+    monkeypatch.setattr(progress, "LINE_SECONDS", 1.0)
+    monkeypatch.setattr(llm, "TIMEOUT_SECONDS", 2.5)
+    args = [a for a in argv if a != "--quiet"]  # the waiting lines are progress: --quiet hides them
+    with StalledServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        started = time.monotonic()
+        code, _, err = run(capsys, *args, "--answer-judge", "stub-model")
+        waited = time.monotonic() - started
+        assert server.chats == 1  # the first prompt stalled; no retry, and no later prompt was sent
+    assert code == 1
+    assert waited < 60  # it was 5 tries of TIMEOUT_SECONDS and 30 s of backoff
+    waiting = [line for line in err.splitlines() if line.startswith("waiting for ")]
+    prefix = f"waiting for the answer judge server {server.base_url} (model stub-model): "
+    assert waiting[:2] == [f"{prefix}1 s, question 1 of 2", f"{prefix}2 s, question 1 of 2"]
+    assert all(line.startswith(prefix) for line in waiting)
+    stop = (f"The answer judge server ({server.base_url}) sent no reply for model 'stub-model' in 2.5 s (question 1 "
+            f"of 2); it is stalled or overloaded. Check that it answers (restart it; a model too slow for this "
+            f"machine needs a smaller one), then rerun; answered questions are cached.")
+    assert f"warning: the answer judge stopped: {stop}" in err.splitlines()
+    report = (tmp_path / "r.txt").read_text(encoding="utf-8")
+    assert f"  degraded: the answer judge stopped: {stop}" in report.splitlines()
+    assert "Traceback" not in err

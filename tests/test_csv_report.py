@@ -12,6 +12,7 @@ import pytest
 from localrag.evaluation import scoring as ev
 from localrag.evaluation.csv_report import render_csv
 from localrag.evaluation.result import EvalResult, StageRanks
+from conftest import write_corpus
 from test_eval_retrieval import GOLD_EN, exact_result, gold_args, run  # noqa: F401 (gold_args is a fixture)
 
 
@@ -91,3 +92,43 @@ def test_ndcg_at_the_tolerance_is_never_below_the_exact_page_s(tolerance):
     for key, value in result.metrics.items():
         if key.startswith("ndcg@"):
             assert value >= result.metrics_exact[key]
+
+
+# Files and questions that start like a spreadsheet formula (=, +, -, @): each answerable on its own file only.
+FORMULA_CORPUS = {"=SUM(A1).pdf": ["Quarterly revenue of the orchard rose by twelve percent."],
+                  "+plus.pdf": ["The lighthouse keeper logs every passing ship at dawn."],
+                  "-minus.pdf": ["Glaciers retreat when the summer melt exceeds winter snowfall."],
+                  "@mention.pdf": ["The violin maker seasons spruce wood for ten years."]}
+FORMULA_GOLD = ("question,expected_source,expected_page\n"
+                '"=HYPERLINK(""http://evil.example"",""x"") orchard revenue rose by how much?",=SUM(A1).pdf,1\n'
+                "+what does the lighthouse keeper log at dawn?,+plus.pdf,1\n"
+                "-when do glaciers retreat in summer?,-minus.pdf,1\n"
+                "@how long does the violin maker season spruce wood?,@mention.pdf,1\n")
+
+
+def test_csv_cells_that_start_like_a_formula_are_text_and_the_numbers_stay_numbers(tmp_path, capsys):
+    """The issue's 12 cells (question, expected file, first source of 4 questions) start with a quote: a spreadsheet
+    shows them as text instead of running them. Ranks and metrics are written as numbers, unquoted."""
+    from localrag.files import FORMULA_STARTS
+
+    docs = write_corpus(tmp_path / "docs", FORMULA_CORPUS)
+    (tmp_path / "gold.csv").write_text(FORMULA_GOLD, encoding="utf-8")
+    before = {p: p.read_bytes() for p in [tmp_path / "gold.csv", *docs.iterdir()]}
+    out = tmp_path / "questions.csv"
+    code, _, err = run(capsys, "--goldset", tmp_path / "gold.csv", "--docs", docs, "--index", tmp_path / "index",
+                       "--report", tmp_path / "r.txt", "--no-compare", "--no-rerank", "--quiet", "--mode", "bm25",
+                       "--csv", out)
+    assert (code, err) == (0, "")
+    table = rows(out.read_text(encoding="utf-8"))
+    assert [(r["question"], r["expected"], r["first_source"]) for r in table] == [
+        ("'=HYPERLINK(\"http://evil.example\",\"x\") orchard revenue rose by how much?", "'=SUM(A1).pdf p. 1",
+         "'=SUM(A1).pdf"),
+        ("'+what does the lighthouse keeper log at dawn?", "'+plus.pdf p. 1", "'+plus.pdf"),
+        ("'-when do glaciers retreat in summer?", "'-minus.pdf p. 1", "'-minus.pdf"),
+        ("'@how long does the violin maker season spruce wood?", "'@mention.pdf p. 1", "'@mention.pdf")]
+    cells = [cell for r in table for cell in r.values()]
+    assert sum(cell.startswith("'") for cell in cells) == 12
+    assert not [cell for cell in cells if cell.startswith(FORMULA_STARTS)]
+    assert [(r["rank"], r["hit@1"], r["mrr"], r["first_page"]) for r in table] == [("1", "1.0000", "1.0000", "1")] * 4
+    assert {p: p.read_bytes() for p in before} == before
+

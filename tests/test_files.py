@@ -90,3 +90,18 @@ def test_an_os_error_names_the_target_never_the_temp_file(tmp_path, monkeypatch)
         af.write_text_atomic(kept, "new\n")
     assert (caught.value.errno, caught.value.strerror, caught.value.filename) == (30, "Read-only file system",
                                                                                  str(kept))
+
+
+def test_the_one_csv_writer_quotes_formula_text_but_not_numbers():
+    from localrag.files import csv_text, restore_cell, spreadsheet_cell
+
+    cells = ["=1+1", "+49 30 1234", "-minus.pdf", "@SUM(A1)", "\tTab", "\rCR", "-0.5000", "+1", "-3", "1e-3", "-",
+             "plain", "", None, -0.25, 7]
+    assert [spreadsheet_cell(c) for c in cells] == [
+        "'=1+1", "'+49 30 1234", "'-minus.pdf", "'@SUM(A1)", "'\tTab", "'\rCR", "-0.5000", "+1", "-3", "1e-3",
+        "'-", "plain", "", "", "-0.25", "7"]
+    assert [restore_cell(spreadsheet_cell(c)) for c in cells if isinstance(c, str)] == [c for c in cells
+                                                                                        if isinstance(c, str)]
+    assert restore_cell("'-5") == "'-5"  # a person's own quote before a number is kept
+    assert csv_text([["a", "b"], ["=x", 'say "hi", then'], [-1.5, None]], delimiter=";") == (
+        'a;b\n\'=x;"say ""hi"", then"\n-1.5;\n')

@@ -448,7 +448,8 @@ def test_render_generation_summary():
 def test_a_generated_goldset_has_no_formula_cell_and_reads_back_the_file_names(tmp_path):
     import csv
 
-    from localrag.goldset.format import FORMULA_STARTS, read_goldset
+    from localrag.files import FORMULA_STARTS
+    from localrag.goldset.format import read_goldset
 
     evil = '=HYPERLINK("evil.example","x").pdf'
     chunks = [table_chunk(evil, page, page) for page in range(3, 11)] + [table_chunk("-minus.pdf", 3, 40)]

@@ -109,6 +109,96 @@ def test_a_locked_index_waits_or_fails_at_once_with_no_wait(capsys, tmp_path, do
     holder.wait(timeout=30)
 
 
+def test_evaluations_with_no_sync_share_the_index_and_keep_writers_out(capsys, tmp_path, docs_a):
+    """An evaluation with --no-sync only reads the index: a second one (here with --no-wait) does not wait for it,
+    while add_pdfs.py, a writer, still does. The first one is held in a stalled answer judge (the issue: a second
+    --no-sync run waited 230 s under "being written by another process")."""
+    import hashlib
+
+    from openai_stub import StalledServer
+
+    index = tmp_path / "index"
+    assert run(capsys, str(docs_a), "--index", str(index))[0] == 0
+    gold = tmp_path / "gold.csv"
+    gold.write_text("question,expected_source,expected_page,answer\nWhich fruit is red?,alpha.pdf,1,Apples.\n",
+                    encoding="utf-8")
+    (tmp_path / "answers.jsonl").write_text(json.dumps({"question": "Which fruit is red?", "answer": "Apples."})
+                                            + "\n", encoding="utf-8")
+    # What the user keeps and what localRAG wrote into the index; Chroma rewrites its own files at every open.
+    kept = {p: hashlib.md5(p.read_bytes()).hexdigest() for p in [gold, *docs_a.iterdir(), index / "index_info.json",
+                                                                   index / "vectors.npy", *index.glob("bm25/*")]}
+    common = ["--goldset", str(gold), "--docs", str(docs_a), "--index", str(index), "--no-sync", "--no-rerank",
+              "--no-compare", "--no-query-cache", "--judge-cache", str(tmp_path / "cache.json")]
+    with StalledServer() as server:
+        first = subprocess.Popen(script(f"""
+            from localrag.models import llm
+            import eval_retrieval
+            llm.TIMEOUT_SECONDS = 600.0  # stalled until this test ends it
+            sys.exit(eval_retrieval.main({common + ["--report", str(tmp_path / "first.txt"), "--answers",
+                                                     str(tmp_path / "answers.jsonl"), "--answer-judge", "stub-model",
+                                                     "--quiet"]!r}))
+        """), env=dict(ENV, OPENAI_BASE_URL=server.base_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            assert server.stalled.wait(timeout=180), first.communicate(timeout=5)
+            # The first run holds its lock and waits for the judge; the second measures the same index at once.
+            code, out, err = evaluate(capsys, *common, "--no-wait", "--quiet", "--report",
+                                      str(tmp_path / "second.txt"))
+            assert (code, err) == (0, "")
+            second = [tmp_path / f"second.{suffix}" for suffix in ("txt", "json", "details.md")]
+            assert out.splitlines()[-1] == f"Wrote {', '.join(map(str, second))}"
+            code, out, err = run(capsys, str(docs_a), "--index", str(index), "--no-wait")
+            assert (code, out) == (2, [])
+            assert err == (f"error: the index {index} is being read by another process (an evaluation with "
+                           f"--no-sync); wait until it has finished, or leave out --no-wait to wait for it\n")
+            assert first.poll() is None  # still waiting for the judge: the lock was the first run's all along
+        finally:
+            first.kill()
+            first.communicate(timeout=30)
+    assert {p: hashlib.md5(p.read_bytes()).hexdigest() for p in kept} == kept
+    assert not (tmp_path / "first.txt").exists()
+
+
+def test_a_reader_waits_for_a_writer_and_this_process_never_deadlocks_on_its_own_locks(tmp_path):
+    """A reader's lock (--no-sync) is refused while another process writes (or waited for); in this process a
+    reader inside the writer lock reads under it, and a writer inside a reader's lock is an error, not a hang."""
+    from localrag.errors import RAGError
+    from localrag.index.locks import folder_lock, folder_read_lock
+
+    index = tmp_path / "index"
+    index.mkdir()
+    holder = subprocess.Popen(script(f"""
+        import filelock, time
+        lock = filelock.FileLock({str(index / local_rag.LOCK_FILE)!r})
+        lock.acquire()
+        print("held", flush=True)
+        time.sleep(3)
+    """), env=ENV, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(RAGError) as refused:
+        with folder_read_lock(index, wait=False, quiet=True):
+            pass
+    assert str(refused.value) == (f"the index {index} is being written by another process (add_pdfs.py or an "
+                                  f"evaluation); wait until it has finished, or leave out --no-wait to wait for it")
+    started = time.monotonic()
+    with folder_read_lock(index, wait=True, quiet=True) as outermost:
+        assert outermost and time.monotonic() - started > 1  # it waited for the writer
+    holder.wait(timeout=30)
+    with folder_lock(index, wait=False, quiet=True):
+        with folder_read_lock(index, wait=False, quiet=True) as outermost:
+            assert not outermost  # read under this process's own writer lock
+    with folder_read_lock(index, wait=False, quiet=True):
+        with folder_read_lock(index, wait=False, quiet=True) as outermost:
+            assert not outermost
+        with pytest.raises(RAGError) as own:
+            with folder_lock(index, wait=True, quiet=True):
+                pass
+    assert str(own.value) == (f"the index {index} is being read by this run (--no-sync) and cannot be synced by it; "
+                              f"run without --no-sync to sync it")
+    with folder_lock(index, wait=False, quiet=True):  # every lock released
+        pass
+
+
 # ----------------------------------------------------------------------------- the store against the manifest
 
 def test_a_store_that_lost_its_data_is_refused_unsynced_and_repaired_by_sync(capsys, tmp_path, docs_a):

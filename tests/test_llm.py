@@ -348,3 +348,41 @@ def test_a_reply_without_usage_is_counted_as_unreported(tmp_path):
     chat = make_chat(tmp_path, server=Server(chat=Silent()))
     chat.ask("Q?", keep)
     assert (chat.new_calls, chat.prompt_tokens, chat.completion_tokens, chat.unreported_usage) == (1, 0, 0, 1)
+
+
+# -- a stalled server ---------------------------------------------------------------------
+
+
+def test_a_stalled_server_says_what_it_waits_for_every_line_seconds_and_is_given_up_after_one_timeout(
+        monkeypatch, tmp_path):
+    """A server that answers its model list but never a chat request (a local server stuck in a generation) once
+    printed nothing for 180 s and was given up after 5 tries of 180 s (15.5 min). Now a line every LINE_SECONDS
+    says which server, model and question it waits for, and the request is not sent again after its timeout."""
+    import time
+
+    from localrag import progress
+    from openai_stub import StalledServer
+
+    monkeypatch.setattr(progress, "LINE_SECONDS", 1.0)
+    monkeypatch.setattr(llm, "TIMEOUT_SECONDS", 2.5)
+    lines: list[str] = []
+    with StalledServer() as server:
+        chat = make_chat(tmp_path, server=Server(environ={"OPENAI_BASE_URL": server.base_url}, check_first=True),
+                         progress=lines.append)
+        chat.asking = "question 3 of 18"
+        started = time.monotonic()
+        with pytest.raises(ChatStopped) as stopped:
+            chat.ask("What is vega?", keep)
+        waited = time.monotonic() - started
+        with pytest.raises(ChatStopped):  # a later prompt is not sent: the chat stopped
+            chat.ask("What is rho?", keep)
+        assert server.chats == 1
+    assert 2.5 <= waited < 10  # one timeout, no retries (they took 4 more timeouts and 30 s of backoff)
+    waiting = f"waiting for the {WHO} server {server.base_url} (model {MODEL}): "
+    assert lines[:2] == [f"{waiting}1 s, question 3 of 18", f"{waiting}2 s, question 3 of 18"]
+    assert len(lines) in (2, 3) and all(line.startswith(waiting) for line in lines)  # a busy machine: one late
+    assert str(stopped.value) == (
+        f"The {WHO} server ({server.base_url}) sent no reply for model '{MODEL}' in 2.5 s (question 3 of 18); it is "
+        f"stalled or overloaded. Check that it answers (restart it; a model too slow for this machine needs a "
+        f"smaller one), then rerun; answered questions are cached.")
+    assert chat.new_calls == 0 and len(chat.cache) == 0

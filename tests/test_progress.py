@@ -198,3 +198,24 @@ def test_while_a_sync_embeds_a_file_its_pdf_count_is_not_repeated(tmp_path, caps
             and not line.startswith("Reading PDFs: 1/2 (50 %), reading b.pdf, ")] == []
     assert [line for line in lines if line.startswith("Embedding chunks: 1, ")]  # a.pdf's chunk: its own lines
     assert "Reading PDFs: 0/2 (0 %), reading a.pdf, 0 s elapsed" in lines  # announced at once, with its file
+
+
+def test_waiting_says_how_long_every_line_seconds_and_nothing_when_the_wait_is_short(monkeypatch):
+    import time
+
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.2)
+    said: list[float] = []
+    with progress.waiting(said.append):
+        time.sleep(0.5)
+    # Due at 0.2 s and 0.4 s (a busy machine may say the second late, after the block: then not at all).
+    assert len(said) in (1, 2) and said[0] >= 0.2 and said == sorted(said)
+    lines = len(said)
+    time.sleep(0.3)
+    assert len(said) == lines  # nothing after the block
+    with progress.waiting(said.append):
+        time.sleep(0.05)
+    assert len(said) == lines  # a short wait says nothing
+    monkeypatch.setattr(progress, "LINE_SECONDS", float("inf"))  # as in every other test: no thread, no line
+    with progress.waiting(said.append):
+        time.sleep(0.3)
+    assert len(said) == lines

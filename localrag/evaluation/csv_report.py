@@ -2,16 +2,17 @@
 its rank, exact-page rank, every metric of the report and the rank at each stage, for a spreadsheet.
 
 Comma-separated, quoted where needed (RFC 4180), UTF-8 with a byte order mark so that a spreadsheet reads umlauts
-right; an empty cell is "not retrieved" (no rank) or "no such stage in this run".
+right; an empty cell is "not retrieved" (no rank) or "no such stage in this run". Written by the one CSV writer
+(files.csv_text): a question or file name that a spreadsheet would take for a formula gets a leading quote, numbers
+stay numbers.
 """
 from __future__ import annotations
 
-import csv
-import io
 from typing import Sequence
 
 from localrag.evaluation.report import location_text
 from localrag.evaluation.result import EvalResult
+from localrag.files import csv_text
 
 STAGE_ORDER = ("dense", "bm25", "union", "rrf", "convex", "prior", "rerank", "final")  # stage columns, in this order
 
@@ -40,9 +41,7 @@ def render_csv(results: Sequence[EvalResult]) -> str:
     header = (["configuration"] if len(results) > 1 else []) + ["query_id", "corpus", "question", "expected", "rank"]
     header += (["rank_exact_page"] if exact else []) + keys + [f"rank_{name}" for name in stages]
     header += ["first_source", "first_page"]
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(header)
+    table: list[list[object]] = [header]
     for r in results:
         for q in r.per_query:
             first = q.top[0] if q.top else {}
@@ -52,5 +51,5 @@ def render_csv(results: Sequence[EvalResult]) -> str:
                                                             q.rank]
             row += ([q.exact.rank if q.exact else None] if exact else []) + [q.metrics.get(key) for key in keys]
             row += [ranks.get(name) for name in stages] + [first.get("source", first.get("doc_id")), first.get("page")]
-            writer.writerow([cell(value) for value in row])
-    return "\ufeff" + out.getvalue()
+            table.append([cell(value) for value in row])
+    return "\ufeff" + csv_text(table, line_end="\r\n")

@@ -317,6 +317,7 @@ def run_judge(
     run = JudgeRun(model=model, verdicts=[], cache_warning=cache_warning)
     items = list(items)
     for position, item in enumerate(items, start=1):
+        client.asking = f"question {position} of {len(items)}"  # said while a reply is waited for
         verdict = judge_one(client, item, k, domain)
         run.verdicts.append(verdict)
         run.cached_calls += verdict.cached

@@ -15,7 +15,7 @@ out of the metrics (never widened to the whole file). Two formats are read:
 * JSONL, one object a line: ``{"question", "corpus", "locations": [{"source", "page"}], "note", "answer"}``.
 
 Written goldsets (write_goldset_csv, e.g. generated ones) are CSV with the German columns of WRITTEN_FIELDS and
-``;``.
+``;``, a formula-like cell with a leading quote (files.spreadsheet_cell), which reading removes.
 
 Rows with the same question (after whitespace normalisation) form one question with several
 acceptable locations, e.g. a fact stated on two pages: retrieving any of them is a hit.
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localrag.errors import RAGError
-from localrag.files import write_atomic
+from localrag.files import csv_text, restore_cell, write_atomic
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.query import text_problem
 
@@ -583,36 +583,18 @@ def _message_line(message: str) -> int:
 # Writing
 
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a cell starting so is a formula in Excel and LibreOffice
-
-
-def neutralise_cell(value: object) -> object:
-    """A CSV cell that a spreadsheet shows as text: one starting like a formula gets a leading single quote
-    (OWASP's rule against CSV injection, e.g. a file named '=HYPERLINK(...).pdf'); read_goldset removes it."""
-    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
-
-
-def restore_cell(cell: str) -> str:
-    """The inverse of neutralise_cell, for every cell read from a CSV goldset."""
-    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_STARTS) else cell
-
-
 def write_goldset_csv(path: str | Path, rows: Iterable[GoldsetRow]) -> None:
-    """Write rows as a ``;``-delimited UTF-8 goldset with a header line, formula-like cells neutralised
-    (neutralise_cell); atomic (temp file + os.replace)."""
+    """Write rows as a ``;``-delimited UTF-8 goldset with a header line through the one CSV writer (files.csv_text:
+    formula-like cells get a leading quote, which read_goldset removes); atomic (temp file + os.replace)."""
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(
             f"cannot write goldset {path}: folder {path.parent} does not exist; create it or choose another --out"
         )
 
-    def write(stream) -> None:
-        writer = csv.writer(stream, delimiter=WRITE_DELIMITER, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS[field][0] for field in WRITTEN_FIELDS)
-        for row in rows:
-            writer.writerow(neutralise_cell(getattr(row, field)) for field in WRITTEN_FIELDS)
-
-    write_atomic(path, write)
+    text = csv_text([[CSV_COLUMNS[field][0] for field in WRITTEN_FIELDS],
+                     *([getattr(row, field) for field in WRITTEN_FIELDS] for row in rows)], delimiter=WRITE_DELIMITER)
+    write_atomic(path, lambda stream: stream.write(text))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from localrag.index.chunk_writer import SyncTarget
 from localrag.index.dense import DenseSearch, DenseSource
 from localrag.errors import RAGError
 from localrag.index.model import IndexModel
-from localrag.index.locks import ServerLock, folder_lock
+from localrag.index.locks import ServerLock, folder_lock, folder_read_lock
 from localrag.files import log
 from localrag.index.manifest import Manifest, damaged_manifest_error, followed_paths, read_manifest
 from localrag.text.pdf import discover_pdfs
@@ -466,3 +466,23 @@ class Index:
 
     def _dense_source(self) -> DenseSource:
         return DenseSource(self.manifest, self.fingerprint(), self.indexed_vectors)
+
+
+@contextlib.contextmanager
+def reading(index: Index, wait: bool) -> Iterator[None]:
+    """Hold a reader's lock of `index` for a run that only reads it (--no-sync): beside other readers, never beside
+    a writer (localrag/index/locks.py), so nothing writes the index while it is measured and it is never measured
+    half-written. After taking it the manifest is read again, since a writer may have changed it meanwhile. A
+    read-only folder takes none (this user cannot write it, and a lock file may not be made there); a server index
+    takes its writer's record (it has no reader lock)."""
+    if index.read_only:
+        yield
+        return
+    if index.chroma_url:
+        with index.writing(wait):
+            yield
+        return
+    with folder_read_lock(index.path, wait, index.quiet) as outermost:
+        if outermost:
+            index._reload()  # noqa: SLF001 (this module's own class)
+        yield

@@ -9,6 +9,13 @@ Retries are our own, not the openai SDK's (`max_retries=0`): a server that stays
 must stop every later prompt of the run at once, each retry is reported to the caller,
 and a call counts against the call limit only once the server answered.
 
+How long a server is waited for: a request waits TIMEOUT_SECONDS for its reply, saying every
+10 s (progress.LINE_SECONDS) what it waits for; one without a reply by then is not sent again
+(the server is stalled, or busy with it: a local server answers one request at a time, so a
+retry would queue behind it) and the chat stops. A stalled server is therefore given up after
+TIMEOUT_SECONDS (3 min), where it was 5 tries of 3 min before. Failures that come back at once
+(no connection, 429, 5xx) are retried MAX_RETRIES times, BACKOFF_SECONDS doubled between tries.
+
 The client knows nothing of its callers: the name its messages give the asker (`who`) and
 the command-line flag that turned it on (`flag`) come from the caller. One exception: `open_cache` names its file
 the judge cache, the file the evaluation's judge and --llm questions share.
@@ -28,14 +35,15 @@ from typing import Any
 
 from localrag.errors import RAGError
 from localrag.files import write_json_atomic
+from localrag.progress import waiting
 
-# Retries after the first try for transient failures (timeouts, 429, 5xx, no connection).
+# Retries after the first try for transient failures (429, 5xx, no connection); a timeout is not retried.
 MAX_RETRIES = 4
 # Wait before the first retry, doubled for each further retry.
 BACKOFF_SECONDS = 2.0
 # Longest wait between two tries, also for a server's Retry-After.
 MAX_BACKOFF_SECONDS = 60.0
-# Seconds one request may take; local models on a CPU are slow.
+# Seconds one request waits for its reply (local models on a CPU are slow): the longest a stalled server holds a run.
 TIMEOUT_SECONDS = 180.0
 # Sampling temperature: 0 makes replies as repeatable as the server allows.
 TEMPERATURE = 0.0
@@ -410,7 +418,8 @@ class CachedChat:
     `who` ("The <who> server ...") and name `flag` when the environment lacks a server.
     With `server.check_first`, the server is checked (`check_server`) before the first new call,
     so a server that is not running stops the chat at once instead of after the retries;
-    a run whose every prompt is cached never reaches it.
+    a run whose every prompt is cached never reaches it. `asking`, set by the caller before `ask` (e.g. "question 3
+    of 18"), says what is asked in the lines said while a reply is waited for and in the message of a stall.
     """
 
     def __init__(
@@ -441,6 +450,7 @@ class CachedChat:
         self.completion_tokens = 0
         self.unreported_usage = 0
         self.stopped: str | None = None
+        self.asking = ""
         self._chat = server.chat
         self._environ = server.environ
         self._sleep = retrying.sleep
@@ -514,13 +524,29 @@ class CachedChat:
     def _where(self) -> str:
         return server_address(self._environ)
 
+    def _say_waiting(self, seconds: float) -> None:
+        """The line said while a reply is waited for: which server, model and question, and for how long."""
+        self._progress(f"waiting for the {self.who} server {self._where()} (model {self.model}): {seconds:.0f} s"
+                       + (f", {self.asking}" if self.asking else ""))
+
     def _call_with_retries(self, prompt: str) -> Any:
         import openai
 
         chat = self._client()
         for retry in range(self.max_retries + 1):
             try:
-                return chat.invoke(prompt)
+                with waiting(self._say_waiting):
+                    return chat.invoke(prompt)
+            except openai.APITimeoutError as error:
+                # No reply in time: sent again, the request would queue behind the first or stall the same.
+                waited = self.timeout_seconds or TIMEOUT_SECONDS
+                self.stopped = (
+                    f"The {self.who} server ({self._where()}) sent no reply for model {self.model!r} in "
+                    f"{waited:g} s" + (f" ({self.asking})" if self.asking else "") + "; it is stalled or "
+                    "overloaded. Check that it answers (restart it; a model too slow for this machine needs a smaller "
+                    "one), then rerun; answered questions are cached."
+                )
+                raise ChatStopped(self.stopped) from error
             except openai.OpenAIError as error:
                 if not is_transient(error):
                     status = getattr(error, "status_code", None)

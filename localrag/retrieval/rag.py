@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 
 from localrag.retrieval import llm_rerank
 from localrag.errors import RAGError
-from localrag.index.index import Index, ModelLoading, StoreOptions
+from localrag.index.index import Index, ModelLoading, StoreOptions, reading
 from localrag.files import log
 from localrag.text.pdf import ExtractedPdf
 from localrag.retrieval.retriever import Retriever, Trace, check_k, check_mode
@@ -191,6 +191,10 @@ class LocalRAG:
     def writing(self, wait: bool | None = None):
         """The index's writer lock, as a context manager: one sync (or evaluation) of an index at a time."""
         return self.index.writing(self.face.WAIT_FOR_LOCK if wait is None else wait)
+
+    def reading(self, wait: bool | None = None):
+        """The index's reader lock, as a context manager: shared with other readers, never held beside a writer."""
+        return reading(self.index, self.face.WAIT_FOR_LOCK if wait is None else wait)
 
     def list_documents(self) -> list[dict]:
         """The indexed sources with their page and chunk counts, sorted by name."""

@@ -72,46 +72,120 @@ def existing_label_file(path: str | Path) -> EvalError | None:
 
 def write_label_sample(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
     """The drawn answers with the judge's verdict and an empty `label` column, for a person to fill with 1 or 0;
-    an existing file (perhaps labelled already) is never replaced. EvalError when it cannot be written."""
-    import csv
-    import io
-
-    from localrag.files import write_text_atomic
+    an existing file (perhaps labelled already) is never replaced. Written by the one CSV writer (files.csv_text:
+    an answer a spreadsheet would take for a formula gets a leading quote). EvalError when it cannot be written."""
+    from localrag.files import csv_text, write_text_atomic
 
     if (error := existing_label_file(path)) is not None:
         raise error
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(LABEL_COLUMNS)
-    for row in rows:
-        writer.writerow([row.get(column, "") for column in LABEL_COLUMNS])
+    text = csv_text([LABEL_COLUMNS, *([row.get(column, "") for column in LABEL_COLUMNS] for row in rows)])
     try:
-        write_text_atomic(path, buffer.getvalue())
+        write_text_atomic(path, text)
     except OSError as exc:
         raise EvalError(f"--label-sample: cannot write {path} ({exc.strerror or exc}); nothing was written. The "
                         f"answers and verdicts are cached: rerun with another --out FILE") from None
 
 
-def read_labels(path: str) -> tuple[dict[str, bool], list[str]]:
-    """query id -> a person's label (is the answer correct?) from a labels CSV (query_id and label columns), with
-    messages about rows without a usable label (left out, never read as 0)."""
+@dataclass(frozen=True)
+class LabelFile:
+    """A person's labels as read from an --answer-labels file: query id -> is the answer correct, the line of each
+    id, and messages for the report (rows left without a label)."""
+    labels: dict[str, bool]
+    lines: dict[str, int]
+    messages: tuple[str, ...]
+
+
+LINES_SHOWN = 10  # line numbers a message lists before "and N more"
+
+
+def _lines_text(lines: Sequence[int]) -> str:
+    shown = ", ".join(map(str, lines[:LINES_SHOWN]))
+    return shown + (f" and {len(lines) - LINES_SHOWN} more" if len(lines) > LINES_SHOWN else "")
+
+
+def _label_records(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """(header, [(physical line, cells)]) of a labels CSV; blank lines skipped, cells stripped and restored
+    (files.restore_cell). EvalError when it cannot be read or parsed, or has no header."""
     import csv
+    import io
+
+    from localrag.files import restore_cell
 
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise EvalError(f"cannot read --answer-labels {path} ({type(exc).__name__}: {exc})") from None
-    rows = list(csv.DictReader(text.splitlines()))
-    if not rows or "query_id" not in rows[0] or "label" not in rows[0]:
-        raise EvalError(f"--answer-labels {path} needs the columns query_id and label (as --label-sample writes)")
-    labels, messages = {}, []
-    for line, row in enumerate(rows, start=2):
-        value = (row.get("label") or "").strip().casefold()
-        if value not in LABEL_VALUES:
-            messages.append(f"line {line}: label {row.get('label')!r} is not 1 or 0; left out")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    records, line = [], 0
+    try:
+        for cells in reader:
+            first, line = line + 1, reader.line_num  # a quoted answer may run over several lines
+            if any(cell.strip() for cell in cells):
+                records.append((first, [restore_cell(cell.strip()) for cell in cells]))
+    except csv.Error as exc:
+        raise EvalError(f"--answer-labels {path}: line {line + 1}: cannot parse CSV ({exc}); look for a stray "
+                        f"double quote") from None
+    if not records:
+        raise EvalError(f"--answer-labels {path} is empty; it needs a header with the columns query_id and label "
+                        f"(as --label-sample writes it) and a row per labelled answer")
+    return records[0][1], records[1:]
+
+
+def read_labels(path: str) -> LabelFile:
+    """A person's labels (is the answer correct?) from a labels CSV with the columns query_id and label, as
+    --label-sample writes it. A row with an empty label is left out (named in `messages`, never read as 0); every
+    other fault is an EvalError naming the file, the line and the fix: a missing column, a row of fewer or more
+    cells than the header, no query id, a label other than LABEL_VALUES, one id labelled both correct and not."""
+    header, records = _label_records(path)
+    names = [name.casefold() for name in header]
+    missing = [column for column in ("query_id", "label") if column not in names]
+    if missing:
+        raise EvalError(f"--answer-labels {path}: line 1: no column {' or '.join(repr(m) for m in missing)} (the "
+                        f"header has {', '.join(header)}); the file needs the columns query_id and label, as "
+                        f"--label-sample writes it")
+    id_at, label_at = names.index("query_id"), names.index("label")
+    labels: dict[str, bool] = {}
+    lines: dict[str, int] = {}
+    unlabelled: list[int] = []
+    for line, cells in records:
+        if len(cells) != len(header):
+            fix = ("give every row a cell for each column (an empty label leaves the row out)" if len(cells) <
+                   len(header) else "put a cell that contains a comma in double quotes")
+            raise EvalError(f"--answer-labels {path}: line {line}: {len(cells)} cell{'s' if len(cells) != 1 else ''} "
+                            f"but the header has {len(header)} columns ({', '.join(header)}); {fix}")
+        qid, value = cells[id_at], cells[label_at]
+        if not qid:
+            raise EvalError(f"--answer-labels {path}: line {line}: no query id in column '{header[id_at]}'; copy it "
+                            f"from the file --label-sample wrote, or delete the line")
+        if not value:
+            unlabelled.append(line)
             continue
-        labels[row["query_id"].strip()] = LABEL_VALUES[value]
-    return labels, messages
+        if value.casefold() not in LABEL_VALUES:
+            raise EvalError(f"--answer-labels {path}: line {line}: label {value!r} of query id {qid} is not 1 or 0; "
+                            f"write 1 (correct) or 0 (not correct), or leave it empty to leave the answer out")
+        label = LABEL_VALUES[value.casefold()]
+        if qid in labels and labels[qid] != label:
+            raise EvalError(f"--answer-labels {path}: query id {qid} is labelled {int(labels[qid])} on line "
+                            f"{lines[qid]} and {int(label)} on line {line}; keep the right label and delete the "
+                            f"other line")
+        labels[qid] = label
+        lines.setdefault(qid, line)
+    messages = (f"line{'s' if len(unlabelled) != 1 else ''} {_lines_text(unlabelled)}: no label; left out",) \
+        if unlabelled else ()
+    return LabelFile(labels, lines, messages)
+
+
+def check_label_ids(labels: LabelFile, path: str, query_ids: Sequence[str], goldset: str) -> None:
+    """EvalError naming the first labelled query id that is no question of the goldset (with its line and the fix):
+    the labels of another goldset, or of a question whose text changed since (its id is the hash of its text)."""
+    known = set(query_ids)
+    unknown = sorted((line, qid) for qid, line in labels.lines.items() if qid not in known)
+    if unknown:
+        line, qid = unknown[0]
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        raise EvalError(f"--answer-labels {path}: line {line}: query id {qid}{more} is no question of the goldset "
+                        f"{display_path(goldset)} (an id is the hash of its question's text); label a sample drawn "
+                        f"from this goldset (--label-sample), or delete the line")
 
 
 def calibration_json(verdicts: Sequence[aj.AnswerVerdict], labels: Mapping[str, bool], seed: int,
@@ -200,7 +274,8 @@ def generated_answers(client: CachedChat, questions: Sequence[gs.GoldQuestion], 
                       k: int, cost: aj.Cost) -> tuple[dict[str, tuple[str, tuple]], dict[str, str]]:
     """(query id -> (answer, passages given)) of the answer model, and (query id -> why there is none)."""
     answers, missing = {}, {}
-    for question in questions:
+    for position, question in enumerate(questions, start=1):
+        client.asking = f"question {position} of {len(questions)}"  # said while a reply is waited for
         passages = passages_of(hits[question.query_id], k)
         read, status = aj.ask(client, prompts.answer_prompt(question.question, passages),
                               lambda text: _answer_text(text), cost)
@@ -233,7 +308,7 @@ def collected_answers(answering: Answering, questions: Sequence[gs.GoldQuestion]
         return answers, missing, list(found.messages)
     client = chat_for(answering.model, answering, "answer model", "--answer-model", quiet)
     answers, missing = generated_answers(client, questions, hits, answering.k, cost)
-    return answers, missing, []
+    return answers, missing, [f"the answer model stopped: {client.stopped}"] if client.stopped else []
 
 
 def add_answers(result: EvalResult, hits: Mapping[str, Sequence[Any]], questions: Sequence[gs.GoldQuestion],
@@ -247,9 +322,11 @@ def add_answers(result: EvalResult, hits: Mapping[str, Sequence[Any]], questions
     generated = time.perf_counter()
     client = chat_for(answering.judge, answering, "answer judge", "--answer-judge", quiet)
     verdicts = []
-    for question in questions:
+    for position, question in enumerate(questions, start=1):
         if question.query_id not in answers:
             continue
+        if client is not None:
+            client.asking = f"question {position} of {len(questions)}"  # said while a reply is waited for
         answer, passages = answers[question.query_id]
         gold = tuple((loc.source, loc.page) for loc in question.locations if loc.page is not None and not loc.problem)
         verdicts.append(aj.judge_answer(client, aj.AnswerItem(question.query_id, question.question,
@@ -259,9 +336,9 @@ def add_answers(result: EvalResult, hits: Mapping[str, Sequence[Any]], questions
     texts = {q.query_id: answers[q.query_id][0] for q in questions if q.query_id in answers}
     section = answers_to_json(answering, verdicts, rates, missing, {"answers": answer_cost, "judge": judge_cost},
                               texts, messages)
-    if answering.labels:
-        labels, label_messages = read_labels(answering.labels)
-        section["calibration"] = calibration_json(verdicts, labels, answering.seed, label_messages)
+    if answering.labels:  # checked before any work (options.resolve, rows.run_goldset): read again as they were
+        labelled = read_labels(answering.labels)
+        section["calibration"] = calibration_json(verdicts, labelled.labels, answering.seed, labelled.messages)
     if answering.label_sample:
         by_id = {q.query_id: q for q in questions}
         judged = [v for v in verdicts if v.correctness is not None]
@@ -277,6 +354,9 @@ def add_answers(result: EvalResult, hits: Mapping[str, Sequence[Any]], questions
     log(f"Answers: {len(verdicts)} judged in {time.perf_counter() - started:.1f} s (answers "
         f"{generated - started:.1f} s); {new_calls} new judge call{'s' if new_calls != 1 else ''}", quiet)
     degraded = degraded_reasons(section)
+    if client is not None and client.stopped:  # a dead or stalled server: why, and how to fix it
+        log(f"warning: the answer judge stopped: {client.stopped}", False)
+        degraded.append(f"the answer judge stopped: {client.stopped}")
     config = (*result.config, ("Answers", answers_source(answering)))
     return dataclasses.replace(result, config=config, answers=section,
                                answer_lines=tuple(render_answers(section))), degraded

@@ -1,7 +1,8 @@
 """The indexes an evaluation measures: opened as the chat's retriever, locked for the run, synced (or, with
 --no-sync, checked and its staleness reported), and given their questions' vectors before the rows run.
 
-An index holds its writer lock until the run ends, so no other process changes it while it is measured.
+An index holds its lock until the run ends, so no other process changes it while it is measured: the writer lock
+when the run syncs it, a reader's lock with --no-sync, which other readers share (localrag/index/locks.py).
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from localrag.runs.plan import (INDEX_SETTINGS, derived_index_path, requested_se
 
 def open_rag(options: EvalOptions, held: contextlib.ExitStack, index: str | Path,
              settings: Mapping[str, Any] | None = None, cache: bool = False) -> LocalRAGLike:
-    """The retriever of this run, holding the index's writer lock on `held` (the run's lock stack) until the run
-    ends.
+    """The retriever of this run, holding the index's lock on `held` (the run's lock stack) until the run ends: the
+    writer lock when the run syncs it, a reader's lock with --no-sync (two such runs never wait for each other).
 
     No other process changes the index while it is synced and measured; a read-only index is only read.
     `settings`: the index settings asked for (INDEX_SETTINGS keys; default: the flags'); `cache`: the index is
@@ -48,8 +49,10 @@ def open_rag(options: EvalOptions, held: contextlib.ExitStack, index: str | Path
         ivf_probes=o.ivf_probes, query_instructions=d.query_instructions if o.query_instructions else "",
         quiet=o.quiet, chroma_url=o.chroma_url, allow_downloads=o.allow_downloads, check_store=o.check_store)
     exists = rag.info.get("settings") or rag.info_problem
-    if cache or not o.no_sync or (exists and not rag.read_only):
+    if cache or not o.no_sync:
         held.enter_context(rag.writing(wait=not o.no_wait))
+    elif exists and not rag.read_only:  # --no-sync only reads: beside other readers, never beside a writer
+        held.enter_context(rag.reading(wait=not o.no_wait))
     return rag
 
 

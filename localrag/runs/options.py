@@ -21,7 +21,7 @@ from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.query import text_problem
 from localrag.runs.plan import apply_profile, check_sweep, warn_ineffective_settings
-from localrag.runs.answering import existing_label_file
+from localrag.runs.answering import existing_label_file, read_labels
 
 
 def parse_ks(text: str) -> list[int]:
@@ -195,6 +195,8 @@ def check_model_flags(options: EvalOptions) -> None:
                             "--dataset/--ablation/--sweep")
         if options.label_sample and (error := existing_label_file(options.out or options.defaults.label_sample)):
             raise error  # before any retrieval or model call, which may take an hour with a local model
+        if options.answer_labels:
+            read_labels(options.answer_labels)  # a malformed file stops the run here, not after the judging
         if options.answers and options.answer_model:
             raise EvalError("--answers and --answer-model contradict each other: evaluate the answers of your chat "
                             "(--answers FILE) or generate them (--answer-model MODEL), not both")

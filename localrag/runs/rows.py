@@ -60,6 +60,9 @@ def run_goldset(options: EvalOptions, held: contextlib.ExitStack) -> Outcome:
     goldset = gs.read_goldset(options.goldset, options.defaults.goldset_template)
     for message in goldset.messages:
         log(f"warning: goldset: {message}", options.quiet)
+    if options.answer_labels and (options.answers or options.answer_model):  # before any index or model
+        answers_run.check_label_ids(answers_run.read_labels(options.answer_labels), options.answer_labels,
+                                    [q.query_id for q in goldset.questions], options.goldset)
     judging, judge_server_checked = options.judging, False
     if judging:  # a question whose location cannot be read is left out: it never gets a verdict
         judge_server_checked = check_judge_server(judging, [q.question for q in goldset.questions
