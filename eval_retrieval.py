@@ -101,7 +101,7 @@ def eval_defaults() -> EvalDefaults:
                    "ivf_probes": lr.IVF_PROBES},
         index_settings={key: value for key, value in IndexSettings.from_constants(vars(lr)).chosen().items()
                         if key not in PAGE_SETTINGS},
-        page_chunk_limit=lr.PAGE_CHUNK_LIMIT, retrieval_k=lr.RETRIEVAL_K, long_pdf_pages=lr.LONG_PDF_PAGES,
+        page_chunk_limit=lr.PAGE_CHUNK_LIMIT, retrieval_k=lr.RETRIEVAL_K,
         embedding_batch_size=lr.EMBEDDING_BATCH_SIZE, profiles=lr.PROFILES, open_retriever=LocalRAG)
 
 
