@@ -413,9 +413,8 @@ def location_json(loc: gs.Location) -> dict[str, Any]:
 
 def missing_files(questions: Sequence[gs.GoldQuestion], indexed: Iterable[str]) -> list[str]:
     """Expected files (as the goldset writes them) that are not in the index, sorted."""
-    names = {gs.normalize_source(name) for name in indexed} - {""}
-    return sorted({loc.source for q in questions for loc in q.locations
-                   if gs.normalize_source(loc.source) not in names})
+    by_name = gs.files_by_name(indexed)
+    return sorted({loc.source for q in questions for loc in q.locations if not gs.matching_files(loc.source, by_name)})
 
 
 # ----------------------------------------------------------------------------- datasets
