@@ -31,7 +31,7 @@ from localrag.evaluation import report as eval_report
 from localrag.runs import suite as eval_suite
 from localrag.runs.defaults import CommandLine, EvalDefaults, EvalOptions
 from localrag.runs.options import resolve
-from localrag.runs.rows import evaluate, goldset_scoring, print_outcome, print_summary
+from localrag.runs.rows import evaluate, goldset_scoring, print_outcome, print_summary, refuse_ambiguous
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path, warnings_once, wrote_line
 from localrag.runs.outputs import QRELS_SUFFIX, check_outputs, load_json_report, write_reports
@@ -132,7 +132,7 @@ def eval_defaults(root: Path | None = None) -> EvalDefaults:
                    "ivf_probes": lr.IVF_PROBES},
         index_settings={key: value for key, value in IndexSettings.from_constants(vars(lr)).chosen().items()
                         if key not in PAGE_SETTINGS},
-        page_chunk_limit=lr.PAGE_CHUNK_LIMIT, retrieval_k=lr.RETRIEVAL_K, long_pdf_pages=lr.LONG_PDF_PAGES,
+        page_chunk_limit=lr.PAGE_CHUNK_LIMIT, retrieval_k=lr.RETRIEVAL_K,
         embedding_batch_size=lr.EMBEDDING_BATCH_SIZE, profiles=lr.PROFILES, open_retriever=LocalRAG)
 
 
@@ -446,6 +446,8 @@ def run_explain(options: EvalOptions, held: contextlib.ExitStack) -> int:
         (q for q in questions if " ".join(q.question.split()).casefold() == wanted.casefold()), None)
     rag = open_rag(o, held, o.index or VECTORSTORE_PATH)
     sync_pdf_index(rag, o)
+    if question is not None:  # a bare name of files in two folders: either file's page would be marked expected
+        refuse_ambiguous(goldset_lint.lint_index(rag, [question], [], goldset_lint.index_docs(rag)), o.goldset)
     rerank = rag.reranker is not None
     text = question.question if question else wanted
     if o.mode != "bm25":  # a cached vector spares loading the model; a new one is embedded, not stored

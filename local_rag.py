@@ -85,7 +85,6 @@ DOCUMENT_PRIOR = 0.0
 # (docs/long-pdfs.md; weights chosen by cross-validation in bench/long_pdf.py)
 PROFILES = {"long-pdf": {"chunk_size": "page", "retrieval_mode": "hybrid", "fusion": "convex", "dense_weight": 0.8,
                          "document_prior": 0.8}}
-LONG_PDF_PAGES = 50  # the evaluation suggests the "long-pdf" profile when the indexed PDFs average this many pages
 RRF_K = 1  # reciprocal rank fusion constant; beat Cormack et al.'s 60 on every data set (docs/settings-and-sweeps.md)
 # None turns reranking off. Not on this machine and downloads not allowed: this default is off (the reason in the
 # report), any other name is an error

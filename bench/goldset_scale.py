@@ -1,8 +1,10 @@
 """Goldset scale: lint time (new vs. the old all-pairs near-duplicate check) and the read / lint / retrieval split
-of a whole evaluation of a synthetic goldset on the sample corpus.
+of a whole evaluation of a synthetic goldset on the sample corpus; with --figures, issue 52's figures of a goldset
+of near-identical template questions, each command in a process of its own.
 
   python bench/goldset_scale.py                                  # 100,000 questions, lint sizes 1k/2k/4k
   python bench/goldset_scale.py --questions 20000 --old-max 2000 # smaller and faster
+  python bench/goldset_scale.py --figures --questions 20000      # lint output, reports per question, peak memory
 
 Questions are drawn, seeded, from the chunks of the sample index (eval/index, built from eval/docs by
 `python eval_retrieval.py`): each names the chunk's file and page and takes 5-10 words of its text, so the
@@ -13,8 +15,10 @@ timed from outside.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +34,13 @@ OUT_DIR = ROOT / "bench" / "out"  # synthetic goldsets and reports (ignored by g
 WORD = re.compile(r"[^\W\d_]{3,}")  # words a question may borrow from its chunk
 STARTS = ("What does the text say about", "Where is", "Which page explains", "How is", "Why does")
 DUPLICATE_EVERY = 50  # one question in 50 is an earlier one with one word changed
+# --figures: questions come in groups of a template asked of GROUP_SIZE items, each two of a group differing in one
+# word of ten (Jaccard 9/11 >= 0.8): 20,000 rows give ~2.3 million near-identical pairs, as issue 52's goldset did.
+GROUP_SIZE = 234
+BASELINE_QUESTIONS = 200  # the run whose report size per question the large run's is measured against
+# Goals of issue 52 for the 20,000-row goldset.
+GOALS = {"lint stdout bytes": 1_000_000, "lint seconds": 20, "report bytes per question vs 200": 5.0,
+         "peak RSS MB": 1536}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--docs", default=str(ROOT / "eval" / "docs"), help="PDF folder of the index")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic questions")
     p.add_argument("--skip-eval", action="store_true", help="lint timings only, no evaluation")
+    p.add_argument("--figures", action="store_true",
+                   help=f"issue 52's figures instead: --lint's stdout bytes, seconds and peak memory on a goldset of "
+                        f"--questions near-identical template questions (groups of {GROUP_SIZE}), then an "
+                        f"evaluation of it and of {BASELINE_QUESTIONS} of its rows: seconds, peak memory, report "
+                        f"and JSON bytes per question; each in a fresh process, the load average beside")
     return p
 
 
@@ -74,6 +90,22 @@ def synthetic_rows(chunks: list[tuple[str, int, str]], n: int, seed: int) -> lis
     return rows
 
 
+def template_rows(chunks: list[tuple[str, int, str]], n: int, seed: int) -> list[tuple[str, str, int]]:
+    """n (question, source, page) rows in groups of GROUP_SIZE: a group asks one template of 9 words of a random
+    chunk about GROUP_SIZE items ("item1", ...), so any two questions of a group are near-identical (one word of
+    ten differs) and questions of two groups are not."""
+    rng = random.Random(seed)
+    words = [sorted(set(WORD.findall(text.casefold()))) for _, _, text in chunks]
+    usable = [c for c, found in enumerate(words) if len(found) >= 8]
+    rows: list[tuple[str, str, int]] = []
+    while len(rows) < n:
+        c = rng.choice(usable)
+        template = " ".join(rng.sample(words[c], 8))
+        for item in range(1, min(GROUP_SIZE, n - len(rows)) + 1):
+            rows.append((f"Which {template} item{item}?", chunks[c][0], chunks[c][1]))
+    return rows
+
+
 def write_goldset(path: Path, rows: list[tuple[str, str, int]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     gs.write_goldset_csv(path, (gs.GoldsetRow(question, "", source, page, "") for question, source, page in rows))
@@ -84,15 +116,27 @@ def lint_seconds(questions, docs, old: bool) -> tuple[float, list]:
     """(seconds, findings) of lint_goldset; old=True swaps in the all-pairs near-duplicate check."""
     from localrag.goldset import lint as goldset_lint
 
-    fast = goldset_lint.near_duplicate_pairs
+    fast = goldset_lint.near_duplicate_groups
     if old:
-        goldset_lint.near_duplicate_pairs = lambda texts, **_: goldset_lint.near_duplicate_pairs_brute_force(texts)
+        goldset_lint.near_duplicate_groups = lambda texts, **_: groups_of(
+            len(texts), goldset_lint.near_duplicate_pairs_brute_force(texts))
     try:
         started = time.perf_counter()
         findings = goldset_lint.lint_goldset(questions, [], docs)
         return time.perf_counter() - started, findings
     finally:
-        goldset_lint.near_duplicate_pairs = fast
+        goldset_lint.near_duplicate_groups = fast
+
+
+def groups_of(n: int, pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """The connected sets of two or more of range(n) that `pairs` link (near_duplicate_groups from all pairs)."""
+    linked = {i: {i} for i in range(n)}
+    for i, j in pairs:
+        if linked[i] is not linked[j]:
+            merged = linked[i] | linked[j]
+            for k in merged:
+                linked[k] = merged
+    return sorted(sorted(group) for group in {id(group): group for group in linked.values() if len(group) > 1}.values())
 
 
 def lint_table(chunks, docs, sizes: list[int], old_max: int, seed: int) -> list[str]:
@@ -155,6 +199,67 @@ def timed_evaluation(goldset: Path, index: str, docs: str) -> tuple[int, dict[st
     return code, seconds
 
 
+def measured(command: list[str], stdout: Path) -> dict[str, float]:
+    """Exit code, wall seconds, peak RSS (MB, of the process and the children it waited for) and the load average
+    before and after of one command in a process of its own, its stdout written to `stdout`."""
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    with open(stdout, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, cwd=ROOT)
+        _, status, usage = os.wait4(process.pid, 0)  # the rusage of this child alone
+        process.returncode = os.waitstatus_to_exitcode(status)
+    return {"exit": process.returncode, "seconds": time.perf_counter() - started,
+            "peak_mb": usage.ru_maxrss / 1024, "load_before": load_before, "load_after": os.getloadavg()[0]}
+
+
+def figures(args, chunks: list[tuple[str, int, str]]) -> list[str]:
+    """Issue 52's figures of a goldset of --questions near-identical template questions: --lint, then an
+    evaluation of it and of BASELINE_QUESTIONS of its rows (every n-th), each in a fresh process."""
+    rows = template_rows(chunks, args.questions, args.seed)
+    large = write_goldset(OUT_DIR / f"templates-{args.questions}.csv", rows)
+    # The baseline's rows spread evenly over the large goldset: its groups, files and pages in the same shares.
+    step = max(1, len(rows) // BASELINE_QUESTIONS)
+    small = write_goldset(OUT_DIR / f"templates-{BASELINE_QUESTIONS}.csv", rows[::step][:BASELINE_QUESTIONS])
+    common = ["--index", args.index, "--docs", args.docs, "--no-sync", "--no-rerank", "--quiet"]
+    script = [sys.executable, str(ROOT / "eval_retrieval.py")]
+    lint_out = OUT_DIR / f"templates-{args.questions}.lint.txt"
+    lint = measured([*script, "--lint", "--goldset", str(large), *common], lint_out)
+    lines = [f"Goldset of {args.questions:,} rows: {len(rows) // GROUP_SIZE} groups of {GROUP_SIZE} near-identical "
+             f"questions (and one of {len(rows) % GROUP_SIZE}), {len(chunks)} chunks in the sample index",
+             f"  {'command':<26}{'exit':>5}{'seconds':>9}{'peak MB':>9}{'stdout bytes':>14}{'load avg':>14}"]
+
+    def row(name: str, figures_: dict, out_bytes: int) -> str:
+        load = f"{figures_['load_before']:.1f}-{figures_['load_after']:.1f}"
+        return (f"  {name:<26}{figures_['exit']:>5}{figures_['seconds']:>9.1f}{figures_['peak_mb']:>9.0f}"
+                f"{out_bytes:>14,}{load:>14}")
+
+    lines.append(row("--lint", lint, lint_out.stat().st_size))
+    sizes = {}
+    peak = lint["peak_mb"]
+    for goldset, count in ((small, BASELINE_QUESTIONS), (large, args.questions)):
+        report = goldset.with_suffix(".report.txt")
+        run = measured([*script, "--goldset", str(goldset), *common, "--no-compare", "--no-query-cache",
+                        "--report", str(report)], OUT_DIR / f"{goldset.stem}.stdout.txt")
+        lines.append(row(f"evaluation, {count:,} rows", run, (OUT_DIR / f"{goldset.stem}.stdout.txt").stat().st_size))
+        sizes[count] = [path.stat().st_size if path.exists() else 0 for path in
+                        (report, report.with_suffix(".json"), report.with_suffix(".details.md"))]
+        peak = max(peak, run["peak_mb"])
+    lines.append("")
+    lines.append(f"  {'bytes (per question)':<26}{'report':>22}{'JSON':>22}{'details':>22}")
+    for count, files in sizes.items():
+        lines.append(f"  {f'{count:,} questions':<26}" + "".join(f"{f'{size:,} ({size / count:,.0f})':>22}"
+                                                              for size in files))
+    ratio = max(sizes[args.questions][i] / args.questions / (sizes[BASELINE_QUESTIONS][i] / BASELINE_QUESTIONS)
+                for i in range(3) if sizes[BASELINE_QUESTIONS][i])
+    measured_ = {"lint stdout bytes": lint_out.stat().st_size, "lint seconds": lint["seconds"],
+                 "report bytes per question vs 200": ratio, "peak RSS MB": peak}
+    lines.append("")
+    lines.append("  goal                                   measured        goal  met")
+    for goal, limit in GOALS.items():
+        lines.append(f"  {goal:<36}{measured_[goal]:>11,.1f}{limit:>12,}  {'yes' if measured_[goal] <= limit else 'NO'}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from localrag.goldset import lint as goldset_lint
@@ -167,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     rag = LocalRAG(args.index, reranker_model=None, quiet=True)
     docs = {d["source"]: goldset_lint.DocInfo(d["pages"], frozenset(d["empty_pages"])) for d in rag.list_documents()}
     chunks = index_chunks(args.index)
+    if args.figures:
+        print("\n".join(figures(args, chunks)))
+        return 0
     sizes = [int(n) for n in args.lint_sizes.split(",") if n.strip()] + [args.questions]
     print("\n".join(lint_table(chunks, docs, sizes, args.old_max, args.seed)))
     if args.skip_eval:

@@ -141,6 +141,58 @@ def test_lint_lists_every_finding_and_exits_1(tiny_copy, tmp_path, capsys):
     assert code == 1
 
 
+def md5(path: Path) -> str:
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def test_two_files_of_one_name_in_two_folders(tmp_path, capsys):
+    # Issue 52: with docs/sub1/Same.pdf (20 pages) and docs/sub2/Same.pdf (10 pages) both indexed, "sub1/Same.pdf;3"
+    # was credited at rank 1 from sub2's page 3 and "sub1/Same.pdf;15" called beyond its 10 pages (sub2's). A path
+    # names its file; a bare name of both is a lint error and the evaluation refuses it (exit 2) naming both.
+    docs = tmp_path / "docs"
+    write_pdf(docs / "sub1" / "Same.pdf", [f"Chapter {n} of the Bayesian phylogenetics manual explains the Markov "
+                                           f"chain sampler settings, part {n}." for n in range(1, 21)])
+    write_pdf(docs / "sub2" / "Same.pdf", ["The camlidl stub compiler reads an IDL file and writes C stub code so "
+                                           "that OCaml programs can call C functions." if n == 3 else
+                                           f"Section {n} of the camlidl manual lists the build options." for n in
+                                           range(1, 11)])
+    gold = write_text(tmp_path / "gold.csv", "\n".join([
+        HEADER,
+        "Which tool writes C stub code for OCaml from an IDL file?;;sub2/Same.pdf;3;",
+        "What does the camlidl stub compiler read and write?;;sub1/Same.pdf;3;the other file's page 3",
+        "Which chapter explains the sampler settings, part 15?;;sub1/Same.pdf;15;page 15 of 20",
+    ]) + "\n")
+    index, report = tmp_path / "index", tmp_path / "report.txt"
+    common = ["--goldset", gold, "--docs", docs, "--index", index, "--no-rerank", "--quiet"]
+    assert run(capsys, "--lint", *common) == (0, "goldset OK: no problems found\n", "")
+    code, _, err = run(capsys, *common, "--report", report, "--no-compare")
+    assert (code, "Traceback" in err) == (0, False)
+    saved = json.loads(report.with_suffix(".json").read_text(encoding="utf-8"))
+    assert saved["num_queries"] == 3 and "left_out" not in saved
+    found = {q["question"]: (q["rank"], (q["top"][0]["source"], q["top"][0]["page"])) for q in saved["per_query"]}
+    assert found == {
+        "Which tool writes C stub code for OCaml from an IDL file?": (1, ("sub2/Same.pdf", 3)),
+        # sub2's page 3 is first in the list and no hit; sub1's pages 2-4 are not among the first 20.
+        "What does the camlidl stub compiler read and write?": (None, ("sub2/Same.pdf", 3)),
+        "Which chapter explains the sampler settings, part 15?": (1, ("sub1/Same.pdf", 15)),
+    }
+
+    # The goldset edited to a bare name that both files have.
+    write_text(gold, f"{HEADER}\nWhich tool writes C stub code for OCaml from an IDL file?;;Same.pdf;3;\n")
+    kept = {path: md5(path) for path in (gold, report, report.with_suffix(".json"))}
+    ambiguous = ("expected file 'Same.pdf' is ambiguous: 2 files have that name ('sub1/Same.pdf', 'sub2/Same.pdf'), "
+                 "and a page of either would be credited; write sub1/Same.pdf or sub2/Same.pdf in the goldset")
+    assert run(capsys, "--lint", *common, "--no-sync") == (1, f"error   line 2: {ambiguous}\n1 error, 0 warnings\n", "")
+    code, out, err = run(capsys, *common, "--no-sync", "--report", report, "--no-compare")
+    assert (code, out, err) == (2, "", f"error: {gold}: line 2: {ambiguous}; nothing was evaluated\n")
+    code, out, err = run(capsys, *common, "--no-sync", "--explain", "Which tool writes C stub code for OCaml from an "
+                                                                    "IDL file?")
+    assert (code, out, err) == (2, "", f"error: {gold}: line 2: {ambiguous}; nothing was evaluated\n")
+    assert {path: md5(path) for path in kept} == kept
+
+
 def test_lint_clean_goldset_exits_0(tiny_index, tmp_path, capsys):
     docs, index = tiny_index
     # Traps that are all fine: the last page of options.pdf (2 of 2), a name without ".pdf" and in other case,
@@ -201,6 +253,36 @@ def test_evaluation_reports_lint_findings_in_notes_and_on_stderr(tiny_index, tmp
 
 
 # ----------------------------------------------------------------------------- generation without a model
+
+def test_near_identical_and_repeated_findings_are_grouped_and_capped(tiny_index, tmp_path, capsys):
+    # Issue 52: a goldset of near-identical questions printed one warning per pair (2,334,017 for 20,000 rows, 385 MB
+    # of --lint output) and put each into the report's notes. Here 60 questions of one template (1,770 pairs) are one
+    # finding, and of 25 short questions 20 are shown and one line counts the other 5.
+    docs, index = tiny_index
+    rows = [f"What does the text say about the option value, item {n}?;;options.pdf;1;" for n in range(60)]
+    rows += [f"Vega {n}?;;options.pdf;1;" for n in range(62, 87)]
+    gold = write_text(tmp_path / "gold.csv", "\n".join([HEADER, *rows]) + "\n")
+    common = ["--goldset", gold, "--docs", docs, "--index", index, "--no-sync", "--no-rerank", "--quiet"]
+    group = ("60 near-identical questions expect the same places; merge them or make them distinct (each counts in "
+             "the averages)")
+    short = [f"line {n}: question 'Vega {n}?' has 2 words; write a full question of at least 3 words"
+             for n in range(62, 87)]  # the rows of lines 62-86
+    rest = "lines 82, 83, 84, 85, 86: 5 more short or empty questions like the 20 above, not shown"
+    code, out, _ = run(capsys, "--lint", *common)
+    assert (code, out.splitlines()) == (1, [
+        f"warning lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 50 more: {group}",
+        *[f"warning {line}" for line in short[:20]], f"warning {rest}", "0 errors, 26 warnings"])
+    report = tmp_path / "report.txt"
+    code, _, err = run(capsys, *common, "--report", report, "--no-compare")
+    assert code == 0
+    lint = [f"Goldset lint (warning): lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 50 more: {group}",
+            *[f"Goldset lint (warning): {line}" for line in short[:20]], f"Goldset lint (warning): {rest}"]
+    assert [line for line in err.splitlines() if "Goldset lint" in line] == [f"warning: {line}" for line in lint]
+    lines = report.read_text(encoding="utf-8").splitlines()
+    notes = lines[lines.index("Notes") + 1:]
+    assert [line.strip() for line in notes if "Goldset lint" in line] == lint
+    assert json.loads(report.with_suffix(".json").read_text(encoding="utf-8"))["messages"][:len(lint)] == lint
+
 
 def test_generate_is_seeded_and_reproducible(gen_index, tmp_path, capsys):
     first, again, other = tmp_path / "seed0.csv", tmp_path / "seed0-again.csv", tmp_path / "seed1.csv"

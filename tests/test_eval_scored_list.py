@@ -209,6 +209,27 @@ def test_retrieve_is_the_traced_retrieval(tiny_index, monkeypatch):
     assert calls == [("What is vega?", 2, "hybrid", False, 0), hits]
 
 
+def test_a_goldset_run_holds_one_document_per_chunk(tiny_index):
+    # Issue 52: each question's passages were Documents of their own; 20,000 questions of 20 held 400,000 (15 KB a
+    # question). The run's lists are what retrieve returns, each chunk one object across questions.
+    from localrag.goldset import format as gs
+
+    _, index = tiny_index
+    rag = LocalRAG(index, reranker_model=None, quiet=True)
+    questions = [gs.GoldQuestion(gs.query_id(text), text, None, (gs.Location("options.pdf", 1),), "", (n,))
+                 for n, text in enumerate(["What is vega?", "How do crops react to rainfall?", "What is vega here?"])]
+    hits, traced = ev.retrieve_goldset(rag, questions, ev.Scoring((1, 5), 1, 1, diagnostic_depth=10), "hybrid",
+                                       False, progress=False)
+    for q in questions:
+        expected = rag.retrieve(q.question, k=5, mode="hybrid", rerank=False)
+        assert [(d.id, d.page_content, d.metadata, score) for d, score in hits[q.query_id]] == \
+            [(d.id, d.page_content, d.metadata, score) for d, score in expected]
+    by_id: dict = {}
+    for hit in [h for q in questions for h in hits[q.query_id]] + [t.gold[2] for t in traced.values() if t.gold]:
+        assert by_id.setdefault(hit[0].id, hit[0]) is hit[0]
+    assert len(by_id) < sum(len(found) for found in hits.values())  # the questions share chunks
+
+
 @pytest.mark.parametrize("cutoffs, candidates", [(None, 30), ("5,40", 40)])
 def test_explain_states_the_candidates_of_its_k(tiny_index, tmp_path, capsys, cutoffs, candidates):
     docs, index = tiny_index

@@ -11,8 +11,9 @@ import pytest
 
 from localrag import files
 from localrag.goldset.format import (CSV_COLUMNS, PAGE_TOLERANCE, WRITTEN_FIELDS, Goldset, GoldsetError, GoldsetRow, GoldQuestion,
-                                     Location, detect_delimiter, first_match_rank, location_matches, normalize_source,
-                                     parse_page, query_id, read_goldset, same_file, write_goldset_csv)
+                                     Location, detect_delimiter, files_by_name, first_match_rank, location_matches,
+                                     matching_files, normalize_source, parse_page, query_id, read_goldset, same_file,
+                                     source_parts, write_goldset_csv)
 from localrag.text.pages import PAGE_OFFSET
 
 BOM = "\ufeff"
@@ -341,6 +342,15 @@ def test_alternative_locations_are_merged(tmp_path: Path) -> None:
     ]
 
 
+def test_the_same_page_of_two_folders_files_is_two_locations(tmp_path: Path) -> None:
+    # Issue 52: sub1/Same.pdf and sub2/Same.pdf are two files, so their page 3 is not a repeat.
+    text = ("frage;erwartete_quelle;erwartete_seite\n"
+            "Wo steht X?;sub1/Same.pdf;3\nWo steht X?;sub2/Same.pdf;3\nWo steht X?;SUB2\\same;3\n")
+    gold = read_goldset(write(tmp_path, text))
+    assert gold.questions[0].locations == (Location("sub1/Same.pdf", 3), Location("sub2/Same.pdf", 3))
+    assert gold.messages == ["line 4: repeats a location of line 3; ignored"]
+
+
 def test_query_id_is_sha1_of_normalised_question_and_survives_reordering(tmp_path: Path) -> None:
     # sha1("abc") = a9993e364706816aba3e25717850c26c9cd0d89d (FIPS 180 test vector) -> "a9993e3647".
     assert query_id("abc") == "a9993e3647"
@@ -439,7 +449,8 @@ def test_nfd_and_nfc_names_are_the_same_file() -> None:
         ("Bericht .PDF", "bericht"),
         ("BERICHT", "bericht.pdf"),
         ("docs/sub/Bericht.pdf", "Bericht.pdf"),
-        ("C:\\Users\\anna\\Bericht.pdf", "/home/anna/bericht.pdf"),
+        ("C:\\Users\\anna\\docs\\sub1\\Bericht.pdf", "sub1/bericht.pdf"),  # a path ending in the indexed one
+        ("./sub1/Same.pdf", "docs/SUB1/same"),
         ("Straße.pdf", "STRASSE.pdf"),  # casefold, not lower: 'ß' -> 'ss'
     ],
 )
@@ -456,6 +467,10 @@ def test_same_file(a: str, b: str) -> None:
         ("2022/bericht.pdf", "2022.pdf"),  # the folder is not the file
         ("", ""),  # empty names match nothing
         ("./", "."),
+        # Issue 52: two files of one name in two folders are two files once a folder is given.
+        ("sub1/Same.pdf", "sub2/Same.pdf"),
+        ("C:\\docs\\sub1\\Same.pdf", "sub2/same.pdf"),
+        ("C:\\Users\\anna\\Bericht.pdf", "/home/anna/bericht.pdf"),  # neither path ends in the other
     ],
 )
 def test_not_same_file(a: str, b: str) -> None:
@@ -465,6 +480,24 @@ def test_not_same_file(a: str, b: str) -> None:
 def test_normalize_source() -> None:
     assert normalize_source("C:\\docs\\Bericht_.PDF") == "bericht"
     assert normalize_source(" a/b/Jahres.Bericht.pdf_ ") == "jahres.bericht"
+
+
+def test_source_parts_and_the_files_a_name_matches() -> None:
+    assert source_parts("C:\\docs\\Sub1\\Bericht_.PDF") == ("c:", "docs", "sub1", "bericht")
+    assert source_parts("./sub1//Same.pdf") == ("sub1", "same")
+    assert source_parts("sub1/") == ()
+    by_name = files_by_name(["sub2/Same.pdf", "sub1/Same.pdf", "Other.pdf"])
+    assert by_name == {"same": ["sub1/Same.pdf", "sub2/Same.pdf"], "other": ["Other.pdf"]}
+    assert [matching_files(name, by_name) for name in ("Same.pdf", "SUB2\\same", "sub3/Same.pdf", "x/Other")] == [
+        ["sub1/Same.pdf", "sub2/Same.pdf"], ["sub2/Same.pdf"], [], ["Other.pdf"]]
+
+
+def test_a_page_of_the_other_folders_file_is_no_hit() -> None:
+    # Issue 52: "sub1/Same.pdf;3" was credited at rank 1 from sub2/Same.pdf's page 3.
+    retrieved = [("sub2/Same.pdf", [2]), ("sub1/Same.pdf", [7]), ("sub1/Same.pdf", [2])]
+    assert first_match_rank(retrieved, [Location("sub1/Same.pdf", 3)], tolerance=0) == 3
+    assert first_match_rank(retrieved, [Location("sub2/Same.pdf", 3)], tolerance=0) == 1
+    assert first_match_rank(retrieved[:2], [Location("docs/sub1/Same.pdf", 3)], tolerance=0) is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from localrag.goldset.lint import (DocInfo, IndexedFiles, LintFinding, lint_goldset, near_duplicate_pairs,
-                                   near_duplicate_pairs_brute_force, render_lint, where_text)
+from localrag.goldset.lint import (AMBIGUOUS, DUPLICATES, DocInfo, IndexedFiles, LintFinding, lint_goldset,
+                                   near_duplicate_groups, near_duplicate_pairs, near_duplicate_pairs_brute_force,
+                                   render_lint, where_text)
 
 
 @dataclass(frozen=True)
@@ -74,14 +75,17 @@ def test_lint_near_duplicates_in_one_file():
         Q("What is delta hedging?", (Loc("Bericht_2023.pdf", 1),), (5,)),    # 3/5 with the others: no duplicate
     ]
     findings = lint_goldset(questions, [], INDEX)
-    assert [(f.lines, f.message) for f in findings] == [
-        ((2, 3), "near-identical questions on lines 2 and 3 expect different pages; merge them or make them distinct "
-                 "(each counts in the averages)"),
-        ((2, 4), "near-identical questions on lines 2 and 4 expect the same places; merge them or make them distinct "
-                 "(each counts in the averages)"),
-        ((3, 4), "near-identical questions on lines 3 and 4 expect different pages; merge them or make them distinct "
-                 "(each counts in the averages)"),
+    # One group, one finding (issue 52: it was one per pair, three here).
+    assert [(f.lines, f.message, f.kind) for f in findings] == [
+        ((2, 3, 4), "3 near-identical questions expect different pages; merge them or make them distinct (each "
+                    "counts in the averages)", DUPLICATES),
     ]
+    assert [(f.lines, f.message) for f in lint_goldset(questions[1:], [], INDEX)] == [
+        ((3, 4), "near-identical questions on lines 3 and 4 expect different pages; merge them or make them distinct "
+                 "(each counts in the averages)")]
+    assert [f.message for f in lint_goldset([questions[0], questions[2]], [], INDEX)] == [
+        "near-identical questions on lines 2 and 4 expect the same places; merge them or make them distinct "
+        "(each counts in the averages)"]
 
 
 def test_lint_page_offset_zero_and_the_names_matching_uses():
@@ -91,6 +95,30 @@ def test_lint_page_offset_zero_and_the_names_matching_uses():
     assert lint_goldset(questions, [], INDEX) == []
     assert lint_goldset(questions, [], INDEX, page_offset=0) == [LintFinding(
         "error", "page 10 of 'hull options_' is beyond its 10 pages; pages in the goldset count from 0", (2,))]
+
+
+def test_files_of_one_name_in_two_folders():
+    # Issue 52: docs/sub1/Same.pdf (20 pages) and docs/sub2/Same.pdf (10 pages), as the index records them.
+    docs = {"sub1/Same.pdf": DocInfo(pages=20), "sub2/Same.pdf": DocInfo(pages=10), "Other.pdf": DocInfo(pages=2)}
+    files = IndexedFiles(docs)
+    assert [files.diagnose(loc) for loc in (Loc("sub1/Same.pdf", 15), Loc("SUB2\\same", 3), Loc("other.pdf", 1))] \
+        == [None, None, None]
+    assert files.diagnose(Loc("sub2/Same.pdf", 15)) == ("page 15 of 'sub2/Same.pdf' is beyond its 10 pages; pages "
+                                                        "in the goldset count from 1")
+    ambiguous = ("expected file 'Same.pdf' is ambiguous: 2 files have that name ('sub1/Same.pdf', 'sub2/Same.pdf'), "
+                 "and a page of either would be credited; write sub1/Same.pdf or sub2/Same.pdf in the goldset")
+    assert files.diagnose(Loc("Same.pdf", 15)) == ambiguous
+    assert files.diagnose(Loc("sub3/Same.pdf", 1)) == ("expected file 'sub3/Same.pdf' is not in the index; did you "
+                                                       "mean 'sub1/Same.pdf', 'sub2/Same.pdf'?")
+    assert (files.name_of("sub1/Same.pdf"), files.name_of("Same.pdf"), files.name_of("Other")) == \
+        ("sub1/Same.pdf", None, "Other.pdf")
+    findings = lint_goldset([Q("Where is the option set?", (Loc("Same.pdf", 3),), (2,))], [], docs)
+    assert [(f.severity, f.message, f.lines, f.kind) for f in findings] == [("error", ambiguous, (2,), AMBIGUOUS)]
+    # A file of that name that failed to index makes the bare name ambiguous too.
+    files = IndexedFiles({"sub1/Same.pdf": DocInfo(pages=20)}, unindexed={"sub2/Same.pdf": "not a readable PDF"})
+    assert files.diagnose(Loc("Same.pdf", 3)).startswith("expected file 'Same.pdf' is ambiguous: 2 files")
+    assert files.diagnose(Loc("sub2/Same.pdf", 3)) == ("expected file 'sub2/Same.pdf' is in the docs folder but "
+                                                       "could not be indexed: not a readable PDF")
 
 
 def test_one_diagnosis_per_location():
@@ -131,6 +159,8 @@ def test_an_empty_index_is_one_finding_not_one_per_location():
 
 def test_where_text():
     assert [where_text(lines) for lines in ((), (4,), (2, 8))] == ["goldset", "line 4", "lines 2, 8"]
+    assert where_text(tuple(range(1, 11))) == "lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
+    assert where_text(tuple(range(1, 2002))) == "lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 1,991 more"
 
 
 def test_render_lint():
@@ -225,10 +255,101 @@ def test_lint_findings_equal_those_of_comparing_every_pair(monkeypatch):
     questions = [Q(text, (Loc(rng.choice(sorted(INDEX)), rng.randint(1, 3)),), (line,))
                  for line, text in enumerate(random_questions(rng, 300), start=2)]
     fast = lint_goldset(questions, [], INDEX)
-    monkeypatch.setattr(goldset_lint, "near_duplicate_pairs",
-                        lambda texts, **_: goldset_lint.near_duplicate_pairs_brute_force(texts))
+    monkeypatch.setattr(goldset_lint, "near_duplicate_groups",
+                        lambda texts, **_: components(len(texts), near_duplicate_pairs_brute_force(texts)))
     assert lint_goldset(questions, [], INDEX) == fast
-    assert sum(f.message.startswith("near-identical") for f in fast) > 100
+    assert sum(f.kind == DUPLICATES for f in fast) > 10
+
+
+def components(n, pairs):
+    """The connected sets of two or more of range(n) that `pairs` link, each sorted, in order of their first."""
+    linked = {i: {i} for i in range(n)}
+    for i, j in pairs:
+        if linked[i] is not linked[j]:
+            merged = linked[i] | linked[j]
+            for k in merged:
+                linked[k] = merged
+    return sorted({tuple(sorted(group)) for group in linked.values() if len(group) > 1})
+
+
+def test_near_duplicate_groups_are_the_components_of_the_pairs():
+    import random
+
+    rng = random.Random(52)
+    for n, threshold in ((300, 0.8), (400, 0.8), (300, 0.5), (200, 1.0)):
+        texts = random_questions(rng, n) + ["", "???", "  ", "!!"]  # token-less ones, blank ones among them
+        groups = near_duplicate_groups(texts, threshold)
+        assert [tuple(group) for group in groups] == components(len(texts), near_duplicate_pairs_brute_force(
+            texts, threshold))
+        assert any(len(group) > 2 for group in groups)
+    # The token-less texts: "???" pairs with every later one (Jaccard 1.0), the blank one before it with none.
+    assert near_duplicate_groups(["  ", "???", "", "!!"]) == [[1, 2, 3]]
+
+
+def template_questions(items):
+    """A template asked of each item: every two differ in one word of ten (Jaccard 9/11 >= 0.8)."""
+    return [Q(f"What does the manual say about option {item} in the settings dialog?",
+              (Loc("Hull Options.pdf", 1 + n % 3),), (n + 2,)) for n, item in enumerate(items)]
+
+
+def test_a_group_of_near_identical_questions_is_one_finding_with_its_count():
+    # Issue 52: 20,000 such questions gave 2,334,017 pair warnings (385 MB of --lint output).
+    words = [f"w{n}" for n in range(234)]
+    findings = lint_goldset(template_questions(words), [], INDEX)
+    assert [(f.severity, f.kind, len(f.lines)) for f in findings] == [("warning", DUPLICATES, 234)]
+    assert findings[0].message == ("234 near-identical questions expect different pages; merge them or make them "
+                                   "distinct (each counts in the averages)")
+    assert render_lint(findings) == [
+        "warning lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 224 more: " + findings[0].message, "0 errors, 1 warning"]
+    # Two groups of one size say the same and are still two findings, each on its own lines.
+    two = template_questions(words[:3]) + [Q(f"Which table of the annual report lists the revenue of region {n}?",
+                                              (Loc("Bericht_2023.pdf", 1 + n % 2),), (n,)) for n in (50, 51, 52)]
+    message = "3 near-identical questions expect different pages; merge them or make them distinct (each counts in " \
+              "the averages)"
+    assert [(f.lines, f.message) for f in lint_goldset(two, [], INDEX)] == [((2, 3, 4), message),
+                                                                          ((50, 51, 52), message)]
+    other = Q("What does the manual say about option w0 in the settings window?", (Loc("Bericht_2023.pdf", 1),),
+              (300,))
+    mixed = lint_goldset(template_questions(words[:3]) + [other], [], INDEX)
+    assert [f.lines for f in mixed] == [(2, 3, 4, 300)]
+    assert [f.message for f in mixed] == [
+        "4 near-identical questions expect different files ('Hull Options.pdf' and 'Bericht_2023.pdf'); give them "
+        "the same text and every location, or make them distinct"]
+
+
+def test_a_group_names_its_first_files_and_counts_the_rest():
+    questions = [Q(f"What does the manual say about option {n} in the settings dialog?", (Loc(f"m{n}.pdf", 1),),
+                   (n + 2,)) for n in range(7)]
+    docs = {f"m{n}.pdf": DocInfo(pages=1) for n in range(7)}
+    assert [f.message for f in lint_goldset(questions, [], docs)] == [
+        "7 near-identical questions expect different files ('m0.pdf', 'm1.pdf', 'm2.pdf', 'm3.pdf', 'm4.pdf' and 2 "
+        "more); give them the same text and every location, or make them distinct"]
+
+
+def test_a_problem_of_many_questions_is_one_finding_on_their_lines():
+    questions = [Q(f"Which page of the report covers region {n}?", (Loc("Gone.pdf", 2),), (n,)) for n in (2, 5, 9)]
+    assert lint_goldset(questions, [], INDEX) == [
+        LintFinding("error", "expected file 'Gone.pdf' is not in the index; no similar name among the 2 indexed "
+                    "files; index the file or fix the name", (2, 5, 9))]
+
+
+def test_past_twenty_findings_of_a_kind_one_line_counts_the_rest():
+    questions = [Q(f"Vega {n}?", (Loc("Hull Options.pdf", 1),), (n,)) for n in range(2, 27)]  # 25 short ones
+    questions.append(Q("", (Loc("Zzz.pdf", 1),), (30,)))
+    findings = lint_goldset(questions, [], INDEX)
+    assert len(findings) == 27
+    lines = render_lint(findings)
+    assert lines[:20] == [f"warning line {n}: question 'Vega {n}?' has 2 words; write a full question of at least 3 "
+                          f"words" for n in range(2, 22)]
+    assert lines[20:] == [
+        "error   line 30: expected file 'Zzz.pdf' is not in the index; no similar name among the 2 indexed files; "
+        "index the file or fix the name",
+        "error   line 30: question is empty",
+        "warning lines 22, 23, 24, 25, 26: 5 more short or empty questions like the 20 above, not shown",
+        "2 errors, 25 warnings",
+    ]
+    assert render_lint(findings, per_kind=30)[:-1] == [f"{f.severity:<7} {where_text(f.lines)}: {f.message}"
+                                                      for f in findings]
 
 
 def test_large_goldset_shows_a_progress_bar(capsys, monkeypatch):

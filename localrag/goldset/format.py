@@ -27,18 +27,21 @@ other rows. With 40 bits, a collision among 10,000 questions has a probability b
 
 Matching is page-based: retrieved chunks carry 0-based page numbers (as LangChain's PDF loaders
 give them); the goldset's page minus ``PAGE_OFFSET`` (localrag/text/pages.py) is compared within ``PAGE_TOLERANCE``.
+Files are compared by path (same_file): chunks record theirs relative to the docs folder (``sub1/Same.pdf``); a bare
+name in the goldset matches that file in any folder, a path only the file there.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -497,7 +500,7 @@ def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
     messages: list[str] = []
     for question, group in groups.items():
         first = group[0]
-        seen: dict[tuple[str, int | None, int | None, str], int] = {}
+        seen: dict[tuple[tuple[str, ...], int | None, int | None, str], int] = {}
         locations: list[Location] = []
         answered = next((row for row in group if row.reference), None)
         for row in group:
@@ -511,7 +514,7 @@ def _merge_rows(rows: Iterable[_Row]) -> tuple[list[GoldQuestion], list[str]]:
                     f"instead of '{first.corpus or ''}'; the first row's corpus is kept"
                 )
             for location in row.locations:
-                key = (normalize_source(location.source), location.page, location.last_page, location.problem)
+                key = (source_parts(location.source), location.page, location.last_page, location.problem)
                 if key in seen:
                     if seen[key] != row.line:
                         messages.append(f"line {row.line}: repeats a location of line {seen[key]}; ignored")
@@ -614,10 +617,46 @@ def normalize_source(name: str) -> str:
     return base.rstrip("_. ")
 
 
+@functools.lru_cache(maxsize=65536)  # matching asks for the same few names once per retrieved chunk
+def source_parts(name: str) -> tuple[str, ...]:
+    """Comparable form of a file's path: its folders (NFC, casefolded, trimmed; ``.`` and empty parts dropped) and
+    last the file name as normalize_source gives it; () when there is no file name.
+
+    ``"C:\\docs\\sub1\\Bericht_.PDF"`` gives ``("c:", "docs", "sub1", "bericht")``, ``"Bericht.pdf"`` gives
+    ``("bericht",)``.
+    """
+    base = normalize_source(name)
+    if not base:
+        return ()
+    folders = name.replace("\\", "/").split("/")[:-1]
+    kept = [unicodedata.normalize("NFC", unicodedata.normalize("NFC", part).casefold()).strip() for part in folders]
+    return (*[part for part in kept if part not in ("", ".")], base)
+
+
 def same_file(a: str, b: str) -> bool:
-    """Whether two source names denote the same file (see normalize_source); empty names match nothing."""
-    normalized = normalize_source(a)
-    return bool(normalized) and normalized == normalize_source(b)
+    """Whether two source names denote the same file: the shorter path (source_parts) is the end of the longer.
+
+    A bare file name matches that file in any folder; a path with folders (``sub1/Same.pdf``, as the index
+    records a file below the docs folder) only a file under those folders, so ``sub1/Same.pdf`` is not
+    ``sub2/Same.pdf``, while ``C:\\docs\\sub1\\Same.pdf`` is ``sub1/Same.pdf``. Empty names match nothing.
+    """
+    parts_a, parts_b = source_parts(a), source_parts(b)
+    shared = min(len(parts_a), len(parts_b))
+    return shared > 0 and parts_a[-shared:] == parts_b[-shared:]
+
+
+def files_by_name(names: Iterable[str]) -> dict[str, list[str]]:
+    """Source names grouped by their file name (normalize_source), each group sorted: what matching_files reads."""
+    groups: dict[str, list[str]] = {}
+    for name in sorted(set(names)):
+        groups.setdefault(normalize_source(name), []).append(name)
+    return groups
+
+
+def matching_files(source: str, by_name: Mapping[str, Sequence[str]]) -> list[str]:
+    """The names of ``by_name`` (files_by_name) that ``source`` denotes (same_file): one, none, or several when a
+    bare name fits files of that name in several folders."""
+    return [name for name in by_name.get(normalize_source(source), ()) if same_file(source, name)]
 
 
 def location_matches(

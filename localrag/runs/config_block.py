@@ -68,7 +68,6 @@ def config_block(rag: LocalRAGLike, options: EvalOptions, mode: str, rerank: boo
                                                          profile_sources(options)) + ")")
     rows = [*extra,
             *([("Profile", preset)] if profile else []),
-            *([("Suggested profile", suggestion)] if (suggestion := profile_suggestion(rag, options)) else []),
             ("Index", f"{rag.location if rag.chroma_url else display_path(rag.path)} ({counts.get('files', 0)} files, "
                       f"{counts.get('pages', 0)} pages, {counts.get('chunks', 0)} chunks)"),
             ("Embedding model", f"{s['embedding_model']} ({s['embedding_backend']})"),
@@ -103,18 +102,6 @@ def headers_text(settings: Mapping[str, Any], dataset: bool) -> str:
         return "on"
     return "on, with context lines (title, form, period, registrant, section)" if settings.get("chunk_context") \
         else "on, without context lines"
-
-
-def profile_suggestion(rag: LocalRAGLike, options: EvalOptions) -> str | None:
-    """Why --profile long-pdf may serve this shelf better: its PDFs average LONG_PDF_PAGES (local_rag.py) pages or
-    more and no profile was chosen; None otherwise (datasets, short documents)."""
-    if options.profile or options.dataset or not rag.index.files:
-        return None
-    pages = sum(entry.get("pages", 0) for entry in rag.index.files.values()) / len(rag.index.files)
-    if pages < options.defaults.long_pdf_pages:
-        return None
-    return (f"long-pdf (the indexed PDFs average {pages:.0f} pages; on long filings it finds the right page more "
-            f"often: docs/long-pdfs.md; run with --profile long-pdf)")
 
 
 def document_prior_text(rag: LocalRAGLike) -> str:

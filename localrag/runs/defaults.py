@@ -120,7 +120,6 @@ class EvalDefaults:
     index_settings: Mapping[str, Any]  # the settings a new index gets (index names: embedding_model, ...)
     page_chunk_limit: int  # with whole-page chunks: the characters above which a page is split
     retrieval_k: int  # passages the chat gets
-    long_pdf_pages: int  # average pages above which the long-pdf profile is suggested
     embedding_batch_size: int  # texts per embedding call
     open_retriever: OpenRetriever  # LocalRAG: opens an index as the chat's retriever
     profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # --profile's presets

@@ -15,7 +15,6 @@ from typing import Any, Mapping, Sequence
 
 from localrag.retrieval import llm_rerank
 from localrag.runs import query_vectors
-from localrag.runs.config_block import profile_suggestion
 from localrag.runs.defaults import EvalOptions, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path
@@ -122,8 +121,6 @@ def sync_pdf_index(rag: LocalRAGLike, options: EvalOptions, docs: str | Path | N
             log(f"  {label}: {name}", o.quiet)
         for name, why in report.repaired:
             log(f"  repaired: {name}: {why}", o.quiet)
-    if suggestion := profile_suggestion(rag, o):
-        log(f"note: suggested profile: {suggestion}", o.quiet)
     return ([f"Not indexed: {name}: {reason}" for name, reason in report.failed]
             + [f"Skipped: {name}: {reason}" for name, reason in report.skipped])
 

@@ -138,6 +138,7 @@ def check_goldset(options: EvalOptions, goldset: gs.Goldset, rag: LocalRAGLike,
     when nothing can be. `warnings`: the index's sync warnings, which the notes carry first."""
     docs = goldset_lint.index_docs(rag)
     findings = goldset_lint.lint_index(rag, goldset.questions, goldset.messages, docs, progress=not options.quiet)
+    refuse_ambiguous(findings, options.goldset)
     left_out = left_out_questions(goldset.questions, docs)
     for warning in lint_warnings(goldset.questions, findings, left_out):
         warnings.append(warning)
@@ -160,19 +161,30 @@ def check_goldset(options: EvalOptions, goldset: gs.Goldset, rag: LocalRAGLike,
     return CheckedGoldset(scored, left_out_rows, tuple(notes), degraded, indexed, header, tail)
 
 
+def refuse_ambiguous(findings: Sequence[goldset_lint.LintFinding], goldset: str | Path) -> None:
+    """EvalError (exit 2) when the goldset names a file by a name that fits files in several folders: a page of
+    either would be credited, so nothing is scored until the goldset says which."""
+    ambiguous = [f for f in findings if f.kind == goldset_lint.AMBIGUOUS]
+    if not ambiguous:
+        return
+    named = "; ".join(f"{goldset_lint.where_text(f.lines)}: {f.message}" for f in ambiguous[:3])
+    more = f"; and {len(ambiguous) - 3} more (run --lint)" if len(ambiguous) > 3 else ""
+    raise EvalError(f"{display_path(goldset)}: {named}{more}; nothing was evaluated")
+
+
 def lint_warnings(questions: Sequence[gs.GoldQuestion], findings: Sequence[goldset_lint.LintFinding],
                   left_out: Mapping[str, Sequence[str]]) -> list[str]:
     """The lint findings as report warnings, each stated once: reader messages are already listed, and an invalid
-    page is listed under 'Left out of the metrics' with its question."""
+    page is listed under 'Left out of the metrics' with its question. Past SHOWN_PER_KIND findings of a kind, one
+    warning counts the rest (goldset_lint.shown_findings), so the notes stay a page long."""
     stated = {(line, reason) for q in questions if q.query_id in left_out
               for line in q.lines for reason in left_out[q.query_id]}
+    kept = [finding for finding in findings
+            if not finding.message.startswith("reader: ")
+            and not any((line, finding.message) in stated for line in finding.lines)]
     out = []
-    for finding in findings:
-        if finding.message.startswith("reader: ") or any((line, finding.message) in stated
-                                                         for line in finding.lines):
-            continue
-        where = (f"line{'s' if len(finding.lines) > 1 else ''} {', '.join(map(str, finding.lines))}: "
-                 if finding.lines else "")
+    for finding in goldset_lint.shown_findings(kept):
+        where = f"{goldset_lint.where_text(finding.lines)}: " if finding.lines else ""
         out.append(f"Goldset lint ({finding.severity}): {where}{finding.message}")
     return out
 
@@ -199,13 +211,13 @@ def left_out_questions(questions: Sequence[gs.GoldQuestion], docs: dict[str, Any
                        page_offset: int = PAGE_OFFSET) -> dict[str, list[str]]:
     """query_id -> why the question cannot be scored: a page the reader could not use, or one its indexed file
     does not have. Such a question is left out of the metrics, never widened to the whole file."""
-    by_norm = {gs.normalize_source(name): doc for name, doc in docs.items()}
+    files = goldset_lint.IndexedFiles(docs, page_offset=page_offset)
     out = {}
     for q in questions:
         reasons = [loc.problem for loc in q.locations if loc.problem]
         for loc in q.locations:
-            doc = by_norm.get(gs.normalize_source(loc.source))
-            problem = goldset_lint.page_range_problem(loc, doc, page_offset) if doc is not None else None
+            name = files.name_of(loc.source)  # None also for an ambiguous name, which check_goldset refuses
+            problem = goldset_lint.page_range_problem(loc, docs[name], page_offset) if name is not None else None
             if problem:
                 reasons.append(problem)
         if reasons:
