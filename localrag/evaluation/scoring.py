@@ -17,6 +17,7 @@ from localrag.goldset import format as gs
 from localrag.evaluation import metrics as rm
 from localrag.evaluation import diagnosis, stats
 from localrag.errors import EvalError
+from localrag.settings import mode_of
 from localrag.search.fusion import first_per_key, strictly_decreasing
 from localrag.evaluation.report import NEIGHBOUR_GAIN, ci_label, fmt_p, metric_label, plural
 from localrag.evaluation.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank,
@@ -135,7 +136,7 @@ def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], scori
     """(query_id -> the first max(`scoring.ks`) chunks retrieved for the question, best first; query_id -> where
     its expected location ranked at every stage, the dense and BM25 lists searched `scoring.diagnostic_depth`
     deep)."""
-    if mode != "bm25":  # BM25 needs no query vector: no model is loaded for it
+    if mode_of(mode).dense:  # only a dense search needs query vectors: without one no model is loaded
         rag.embed_queries([rag.prepare_query(q.question) for q in questions])
     hits, traced = {}, {}
     for q in progress_bar(questions, progress, f"Questions ({mode}{', rerank' if rerank else ''})"):
@@ -442,7 +443,7 @@ def retrieve_dataset(rag: Retriever, dataset, depth: int, k: int, mode: str, rer
     """(the run: query_id -> {doc_id: score} of the first `depth` documents of `retrieve(query, k)`;
     query_id -> where its first relevant document ranked at every stage, by document)."""
     queries = dataset_queries(dataset)
-    if mode != "bm25":  # BM25 needs no query vector: no model is loaded for it
+    if mode_of(mode).dense:  # only a dense search needs query vectors: without one no model is loaded
         rag.embed_queries([rag.prepare_query(q.question) for q in queries])
     run, stages = {}, {}
     for q in progress_bar(queries, progress, f"Queries ({mode}{', rerank' if rerank else ''})"):
