@@ -246,7 +246,7 @@ def index_setting_fields() -> list[dataclasses.Field]:
 @dataclass(frozen=True)
 class Mode:
     """What a retrieval mode is (one entry of MODES); how its ordering stage is computed is retrieval code
-    (localrag/retrieval/retriever.py, STAGE_ORDERS, by stage name).
+    (localrag/retrieval/stages.py, STAGE_ORDERS, by stage name).
 
     `dense`, `bm25`: the searches it runs (a dense search needs query vectors, so the embedding model).
     `stage(settings)`: the stage whose list is the mode's order: a search's own name ("dense", "bm25") when the

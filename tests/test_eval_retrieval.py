@@ -1104,17 +1104,16 @@ def bm25_then_dense(dense, bm25, settings):
 
 @pytest.fixture
 def bm25_then_dense_mode(monkeypatch):
-    """The mode "bm25-then-dense" registered as a new mode is: one entry of settings.MODES, its ordering function
-    in retriever.STAGE_ORDERS and its new stage's label for the details file."""
+    """The mode "bm25-then-dense" registered as a new mode is: one entry of settings.MODES and its ordering stage
+    (the function, its label and words for the details file) in stages.STAGE_ORDERS."""
     from localrag import settings
-    from localrag.evaluation import diagnosis
-    from localrag.retrieval import retriever
+    from localrag.retrieval import stages
 
     monkeypatch.setitem(settings.MODES, "bm25-then-dense", settings.Mode(
         dense=True, bm25=True, stage=lambda s: "bm25-then-dense",
         describe=lambda s: "BM25 results, then new dense hits (score 1/position)"))
-    monkeypatch.setitem(retriever.STAGE_ORDERS, "bm25-then-dense", bm25_then_dense)
-    monkeypatch.setitem(diagnosis.STAGE_LABELS, "bm25-then-dense", "BM25, then dense")
+    monkeypatch.setitem(stages.STAGE_ORDERS, "bm25-then-dense", stages.OrderingStage(
+        bm25_then_dense, "BM25 first", "the BM25-first order (BM25, then new dense hits)"))
 
 
 def test_a_new_mode_is_its_ordering_function_and_one_entry(bm25_then_dense_mode, tiny_index, gold_args, tmp_path,
@@ -1140,6 +1139,9 @@ def test_a_new_mode_is_its_ordering_function_and_one_entry(bm25_then_dense_mode,
     assert config["Retrieval mode"].strip() == "bm25-then-dense (30 candidates per retriever)"
     assert config["Final order by"].strip() == "BM25 results, then new dense hits (score 1/position)"
     assert "Dense search" in config
+    # The details file names the new stage by its label: the weather page is dense's 3rd, BM25's and the order's 2nd.
+    details = (tmp_path / "report.details.md").read_text(encoding="utf-8")
+    assert "- stage ranks (pages): dense 3 · BM25 2 · BM25 first 2 · final 2\n" in details
     assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["settings"]["retrieval_mode"] == \
         "bm25-then-dense"
     # Union, its mirror image, ranks the weather page third (dense first): MRR (1/3 + 1) / 2.
@@ -1179,5 +1181,5 @@ def test_an_unknown_mode_is_an_error_never_another_mode(tiny_index, gold_args, t
         rag.retrieve("What is vega?", k=2, mode="bm25-then-dense")
     assert str(error.value) == ("retrieval mode 'bm25-then-dense' orders by the stage 'bm25-then-dense', which no "
                                 "ordering function computes; add one to STAGE_ORDERS in "
-                                "localrag/retrieval/retriever.py, or use one of rrf, convex, union")
+                                "localrag/retrieval/stages.py, or use one of rrf, convex, union")
     assert not list(tmp_path.glob("report*"))  # nothing was written by the refused runs

@@ -16,48 +16,14 @@ from localrag.models import loading
 from localrag.errors import RAGError
 from localrag.text import identity
 from localrag.retrieval import llm_rerank
-from localrag.search.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing,
-                                    union_ids, with_document_prior)
+from localrag.retrieval.stages import STAGE_ORDERS, stage_order  # noqa: F401 - STAGE_ORDERS: where modes order
+from localrag.search.fusion import first_per_key, minmax_normalize, strictly_decreasing, with_document_prior
 from localrag.text.pages import page_key  # noqa: F401 - where retrieval ranks by page
 from localrag.text.query import text_problem
 from localrag.settings import (FUSIONS, MODES, RANK_UNITS, RetrievalSettings,  # noqa: F401 - face
                                check_fusion, check_mode, check_rank_by, mode_of)
 
 RETRIEVAL_MODES = tuple(MODES)  # the modes' names, for the face (local_rag.py); the code asks MODES itself
-Hits = Sequence[tuple[str, float]]  # (chunk id, score), best first
-
-
-def convex_order(dense: Hits, bm25: Hits, settings: RetrievalSettings) -> list[tuple[str, float]]:
-    """Convex fusion of the two lists' min-max-normalised scores, `settings.dense_weight` on dense's."""
-    return convex_fuse(list(dense), list(bm25), float(settings.dense_weight))
-
-
-def rrf_order(dense: Hits, bm25: Hits, settings: RetrievalSettings) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion of the two rankings, constant `settings.rrf_k`."""
-    return rrf_fuse([[i for i, _ in dense], [i for i, _ in bm25]], k=settings.rrf_k)
-
-
-def union_order(dense: Hits, bm25: Hits, settings: RetrievalSettings) -> list[tuple[str, float]]:
-    """Dense's hits, then BM25's new ones. The concatenation is the ordering stage, so its score is 1 / position:
-    dense and BM25 scores live on different scales and, mixed, would disagree with the order."""
-    return [(i, 1.0 / position) for position, i in enumerate(union_ids([i for i, _ in dense], [i for i, _ in bm25]),
-                                                              start=1)]
-
-
-# How each ordering stage that is no search (settings.MODES, a mode's `stage`) makes its list from the searches'
-# (id, score) lists of found chunks and the retrieval settings.
-STAGE_ORDERS: dict[str, Callable[[Hits, Hits, RetrievalSettings], list[tuple[str, float]]]] = {
-    "rrf": rrf_order, "convex": convex_order, "union": union_order}
-
-
-def stage_order(mode: str, stage: str) -> Callable[[Hits, Hits, RetrievalSettings], list[tuple[str, float]]]:
-    """The ordering function of `stage`, or a RAGError saying that the mode orders by a stage none computes."""
-    if stage not in STAGE_ORDERS:
-        raise RAGError(f"retrieval mode {mode!r} orders by the stage {stage!r}, which no ordering function "
-                       f"computes; add one to STAGE_ORDERS in localrag/retrieval/retriever.py, or use one of "
-                       f"{', '.join(STAGE_ORDERS)}")
-    return STAGE_ORDERS[stage]
-
 
 
 class Index(Protocol):
