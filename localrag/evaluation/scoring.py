@@ -17,6 +17,7 @@ from localrag.goldset import format as gs
 from localrag.evaluation import metrics as rm
 from localrag.evaluation import diagnosis, stats
 from localrag.errors import EvalError
+from localrag.retrieval.stages import STAGE_ORDERS
 from localrag.settings import mode_of
 from localrag.search.fusion import first_per_key, strictly_decreasing
 from localrag.evaluation.report import NEIGHBOUR_GAIN, ci_label, fmt_p, metric_label, plural
@@ -71,8 +72,9 @@ class Scoring:
 
 
 # The stage whose chunk the details file shows as the expected passage: the final list first, then the latest
-# stage that held it; between the dense and BM25 lists the one that ranked it higher.
-GOLD_STAGE_ORDER = ("final", "rerank", "prior", "rrf", "convex", "union")
+# stage that held it (a mode's ordering stage: STAGE_ORDERS); between the dense and BM25 lists the one that ranked
+# it higher.
+GOLD_STAGE_ORDER = ("final", "rerank", "prior")
 
 
 def config_name(mode: str, rerank: bool) -> str:
@@ -194,7 +196,7 @@ def gold_hit(lists: Mapping[str, Sequence[Hit]], ranks: Mapping[str, int | None]
     """(stage, rank, hit) of the expected chunk as the details file shows it (see GOLD_STAGE_ORDER)."""
     retrievers = sorted((name for name in diagnosis.RETRIEVERS if ranks.get(name) is not None),
                         key=lambda name: ranks[name])
-    for name in (*GOLD_STAGE_ORDER, *retrievers):
+    for name in (*GOLD_STAGE_ORDER, *STAGE_ORDERS, *retrievers):
         if ranks.get(name) is not None:
             return name, ranks[name], lists[name][ranks[name] - 1]
     return None
