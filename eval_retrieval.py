@@ -38,7 +38,7 @@ from localrag.runs.outputs import QRELS_SUFFIX, check_outputs, load_json_report,
 from localrag.evaluation.result import EXIT_OK, EXIT_USAGE, EvalResult
 from localrag.runs.indexes import open_pdf_index, open_rag, query_vector_cache, sync_pdf_index
 from localrag.runs.plan import SWEEP_AXES, profile_words, requested_settings
-from localrag.settings import PAGE_SETTINGS, IndexSettings
+from localrag.settings import MODES, PAGE_SETTINGS, IndexSettings, mode_of
 
 GOLDSET_PATH = "eval/goldset.csv"  # the goldset evaluated by default
 # Copied to start a goldset: English headers, and the same with German ones.
@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--allow-empty", action="store_true", help="let a --docs folder without PDFs empty an index "
                                                                 "that has files")
     ret = p.add_argument_group("retrieval")
-    ret.add_argument("--mode", choices=local_rag.RETRIEVAL_MODES, default=None,
+    ret.add_argument("--mode", choices=MODES, default=None,
                      help=f"retrieval mode (default: the profile's, else RETRIEVAL_MODE in local_rag.py, "
                           f"{local_rag.RETRIEVAL_MODE})")
     ret.add_argument("--profile", choices=sorted(local_rag.PROFILES), default=None,
@@ -450,7 +450,7 @@ def run_explain(options: EvalOptions, held: contextlib.ExitStack) -> int:
         refuse_ambiguous(goldset_lint.lint_index(rag, [question], [], goldset_lint.index_docs(rag)), o.goldset)
     rerank = rag.reranker is not None
     text = question.question if question else wanted
-    if o.mode != "bm25":  # a cached vector spares loading the model; a new one is embedded, not stored
+    if mode_of(o.mode).dense:  # a cached vector spares loading the model; a new one is embedded, not stored
         query_vectors.fill(rag.retriever, query_vector_cache(o), [rag.prepare_query(text)], embed=False,
                            batch_size=1)
     block = ev.explain_question(rag, question, text, goldset_scoring(o), mode=o.mode, rerank=rerank)

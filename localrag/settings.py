@@ -26,7 +26,6 @@ NO_STEMMER = "none"
 # elements a part may end with before the next one; German: Fugen-s, -es, -n, -en, -e). GermanQuAD dev, hybrid with
 # multilingual-e5-small: MRR@10 0.9475 -> 0.9516 (bench/fusion_cv.py, docs/german.md).
 DECOMPOUND_STEMMERS = {"german+decompound": ("german", ("", "s", "es", "n", "en", "e"))}
-RETRIEVAL_MODES = ("dense", "bm25", "hybrid", "union")  # the orders a retriever knows
 FUSIONS = ("rrf", "convex")  # how hybrid mode joins the dense and BM25 lists (the name of its stage)
 RANK_UNITS = ("page", "chunk")  # what a retrieved list holds once each: a page (by its best chunk) or every chunk
 
@@ -135,8 +134,7 @@ class IndexSettings:
 class RetrievalSettings:
     """How a query is answered from an index; None: the default."""
 
-    retrieval_mode: str | None = setting("", "RETRIEVAL_MODE", 0, "dense, bm25, hybrid or union", option="mode",
-                                         choices=RETRIEVAL_MODES)
+    retrieval_mode: str | None = setting("", "RETRIEVAL_MODE", 0, "dense, bm25, hybrid or union", option="mode")
     candidate_k: int | None = setting("", "CANDIDATE_K", 1, "candidates each retriever contributes")
     rrf_k: int | None = setting("", "RRF_K", 2, "reciprocal rank fusion constant")
     fusion: str | None = setting("", "FUSION", 3, "how hybrid joins dense and BM25", choices=FUSIONS)
@@ -245,11 +243,59 @@ def index_setting_fields() -> list[dataclasses.Field]:
     return sorted(dataclasses.fields(IndexSettings), key=lambda f: f.metadata["rank"])
 
 
-def check_mode(mode: str) -> str:
-    """`mode`, or a RAGError naming the modes there are."""
-    if mode not in RETRIEVAL_MODES:
-        raise RAGError(f"unknown retrieval mode {mode!r}; use one of {', '.join(RETRIEVAL_MODES)}")
-    return mode
+@dataclass(frozen=True)
+class Mode:
+    """What a retrieval mode is (one entry of MODES); how its ordering stage is computed is retrieval code
+    (localrag/retrieval/stages.py, STAGE_ORDERS, by stage name).
+
+    `dense`, `bm25`: the searches it runs (a dense search needs query vectors, so the embedding model).
+    `stage(settings)`: the stage whose list is the mode's order: a search's own name ("dense", "bm25") when the
+    mode orders by that search alone, else a name of STAGE_ORDERS.
+    `describe(settings)`: what the order's score is, in a report's words ("Final order by").
+    `fuses`: the order follows the fusion settings (fusion, rrf_k, dense_weight), which do nothing elsewhere.
+    `dense_first`: the order is dense's list followed by other hits, so without a reranker it scores as dense
+    wherever dense's candidates fill the list (the report says so).
+    """
+
+    dense: bool
+    bm25: bool
+    stage: Callable[[RetrievalSettings], str]
+    describe: Callable[[RetrievalSettings], str]
+    fuses: bool = False
+    dense_first: bool = False
+
+
+def fusion_text(settings: RetrievalSettings) -> str:
+    """How hybrid mode fuses, in a report's words."""
+    if settings.fusion == "convex":
+        weight = float(settings.dense_weight)
+        return f"convex fusion of min-max-normalised scores ({weight:g} x dense + {1 - weight:g} x BM25)"
+    return f"RRF (k={settings.rrf_k})"
+
+
+# The retrieval modes by name: every module asks this table what a mode uses (`mode_of`), so a new mode is one entry
+# here (plus its stage's ordering function when no stage orders as it does), and a name missing here is an error,
+# never another mode's behaviour.
+MODES: dict[str, Mode] = {
+    "dense": Mode(dense=True, bm25=False, stage=lambda s: "dense", describe=lambda s: "cosine similarity (dense)"),
+    "bm25": Mode(dense=False, bm25=True, stage=lambda s: "bm25", describe=lambda s: "BM25 score"),
+    "hybrid": Mode(dense=True, bm25=True, stage=lambda s: s.fusion, describe=fusion_text, fuses=True),  # RRF/convex
+    "union": Mode(dense=True, bm25=True, stage=lambda s: "union", dense_first=True,
+                  describe=lambda s: "dense results, then new BM25 hits (score 1/position)"),
+}
+
+
+def mode_of(name: object) -> Mode:
+    """The entry of the retrieval mode `name`, or a RAGError naming the modes there are."""
+    if not isinstance(name, str) or name not in MODES:
+        raise RAGError(f"unknown retrieval mode {name!r}; use one of {', '.join(MODES)}")
+    return MODES[name]
+
+
+def check_mode(name: object) -> str:
+    """`name` if MODES has it, else mode_of's RAGError."""
+    mode_of(name)
+    return name
 
 
 def check_rank_by(unit: object) -> str:

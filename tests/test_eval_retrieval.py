@@ -1081,3 +1081,105 @@ def test_a_damaged_ivf_file_is_refused_with_no_sync_and_built_again_by_the_sync(
     config = dict(line.strip().split(":", 1) for line in block((tmp_path / "r.txt").read_text(encoding="utf-8"),
                                                                "Configuration")[1:])
     assert config["Dense search"].strip().startswith("approximate: IVF of ")
+
+
+# ----------------------------------------------------------------------------- a mode is one entry of MODES
+
+# Volatility: dense [options p0, options p1, weather p0, scan p0, Literatur p0], BM25 [options p0, weather p0,
+# options p1]; Kafka: BM25 [Literatur p0]. The weather page is rank 3 in union (dense first), rank 2 BM25 first.
+GOLD_ORDER = (
+    "question,expected_source,expected_page\n"
+    "How sensitive is the option value to volatility?,weather.pdf,1\n"
+    "Wie reagiert die Familie auf Gregor Samsa?,Literatur_Übersicht.pdf,1\n"
+)
+
+
+def bm25_then_dense(dense, bm25, settings):
+    """A throwaway mode's order: BM25's hits, then dense's new ones, score 1/position."""
+    from localrag.search.fusion import union_ids
+
+    ids = union_ids([i for i, _ in bm25], [i for i, _ in dense])
+    return [(i, 1.0 / position) for position, i in enumerate(ids, start=1)]
+
+
+@pytest.fixture
+def bm25_then_dense_mode(monkeypatch):
+    """The mode "bm25-then-dense" registered as a new mode is: one entry of settings.MODES and its ordering stage
+    (the function, its label and words for the details file) in stages.STAGE_ORDERS."""
+    from localrag import settings
+    from localrag.retrieval import stages
+
+    monkeypatch.setitem(settings.MODES, "bm25-then-dense", settings.Mode(
+        dense=True, bm25=True, stage=lambda s: "bm25-then-dense",
+        describe=lambda s: "BM25 results, then new dense hits (score 1/position)"))
+    monkeypatch.setitem(stages.STAGE_ORDERS, "bm25-then-dense", stages.OrderingStage(
+        bm25_then_dense, "BM25 first", "the BM25-first order (BM25, then new dense hits)"))
+
+
+def test_a_new_mode_is_its_ordering_function_and_one_entry(bm25_then_dense_mode, tiny_index, gold_args, tmp_path,
+                                                           capsys):
+    from local_rag import LocalRAG
+
+    rag = LocalRAG(tiny_index[1], reranker_model=None, quiet=True, retrieval_mode="bm25-then-dense")
+    trace = rag.retriever.retrieve_traced("How sensitive is the option value to volatility?", k=5)
+    assert [(d.metadata["source"], d.metadata["page"]) for d, _ in trace.final] == [
+        ("options.pdf", 0), ("weather.pdf", 0), ("options.pdf", 1), ("scan.pdf", 0), ("Literatur_Übersicht.pdf", 0)]
+    assert [score for _, score in trace.final] == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4, 1 / 5])
+    assert list(trace.stages) == ["dense", "bm25", "bm25-then-dense"]
+    assert rag.describe_order() == "BM25 results, then new dense hits (score 1/position)"
+    # The evaluation: the flag, the query vectors (it searches dense), the report's configuration and the ranks.
+    code, out, err = run(capsys, *gold_args(GOLD_ORDER, "--no-compare", "--quiet", "--no-sync",
+                                            "--mode", "bm25-then-dense"))
+    assert (code, err) == (0, "")
+    # Ranks 2 and 1: MRR (1/2 + 1) / 2 = 0.750, NDCG (1/log2(3) + 1) / 2 = 0.815.
+    assert out == ("bm25-then-dense: Hit@1 0.500, Hit@5 1.000, Hit@10 1.000, Hit@20 1.000, NDCG@5 0.815, "
+                   "NDCG@10 0.815, NDCG@20 0.815, MRR 0.750 (2 questions)\n") + wrote(tmp_path)
+    config = dict(line.strip().split(":", 1) for line in block((tmp_path / "report.txt").read_text(encoding="utf-8"),
+                                                                "Configuration")[1:])
+    assert config["Retrieval mode"].strip() == "bm25-then-dense (30 candidates per retriever)"
+    assert config["Final order by"].strip() == "BM25 results, then new dense hits (score 1/position)"
+    assert "Dense search" in config
+    # The details file names the new stage by its label: the weather page is dense's 3rd, BM25's and the order's 2nd.
+    details = (tmp_path / "report.details.md").read_text(encoding="utf-8")
+    assert "- stage ranks (pages): dense 3 · BM25 2 · BM25 first 2 · final 2\n" in details
+    assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["settings"]["retrieval_mode"] == \
+        "bm25-then-dense"
+    # Union, its mirror image, ranks the weather page third (dense first): MRR (1/3 + 1) / 2.
+    code, out, _ = run(capsys, *gold_args(GOLD_ORDER, "--no-compare", "--quiet", "--no-sync", "--mode", "union",
+                                          report="union.txt"))
+    assert code == 0 and out.startswith("union: Hit@1 0.500, ") and "MRR 0.667 (2 questions)" in out
+
+
+def test_an_unknown_mode_is_an_error_never_another_mode(tiny_index, gold_args, tmp_path, capsys, monkeypatch):
+    from local_rag import LocalRAG, RAGError
+    from localrag import settings
+
+    message = "unknown retrieval mode 'bm25-then-dense'; use one of dense, bm25, hybrid, union"
+    with pytest.raises(RAGError) as error:
+        LocalRAG(tiny_index[1], reranker_model=None, quiet=True, retrieval_mode="bm25-then-dense")
+    assert str(error.value) == message
+    rag = LocalRAG(tiny_index[1], reranker_model=None, quiet=True)
+    with pytest.raises(RAGError) as error:
+        rag.retrieve("What is vega?", k=2, mode="bm25-then-dense")
+    assert str(error.value) == message
+    with pytest.raises(RAGError) as error:
+        settings.mode_of(None)
+    assert str(error.value) == "unknown retrieval mode None; use one of dense, bm25, hybrid, union"
+    with pytest.raises(SystemExit) as exit_info:
+        er.main([str(a) for a in gold_args(GOLD_ORDER, "--no-sync", "--mode", "bm25-then-dense")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith("error: argument --mode: invalid choice: 'bm25-then-dense' (choose from "
+                                            "'dense', 'bm25', 'hybrid', 'union')\n")
+    code, out, err = run(capsys, *gold_args(GOLD_ORDER, "--no-sync", "--sweep", "mode=dense,bm25-then-dense"))
+    assert (code, out) == (2, "")
+    assert err == ("error: --sweep mode=dense,bm25-then-dense: mode must be one of dense, bm25, hybrid, union, got "
+                   "'bm25-then-dense'\n")
+    # A mode entry whose ordering stage no function computes is an error at its first retrieval, naming the fix.
+    monkeypatch.setitem(settings.MODES, "bm25-then-dense", settings.Mode(
+        dense=True, bm25=True, stage=lambda s: "bm25-then-dense", describe=lambda s: "BM25, then dense"))
+    with pytest.raises(RAGError) as error:
+        rag.retrieve("What is vega?", k=2, mode="bm25-then-dense")
+    assert str(error.value) == ("retrieval mode 'bm25-then-dense' orders by the stage 'bm25-then-dense', which no "
+                                "ordering function computes; add one to STAGE_ORDERS in "
+                                "localrag/retrieval/stages.py, or use one of rrf, convex, union")
+    assert not list(tmp_path.glob("report*"))  # nothing was written by the refused runs

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
+from localrag.retrieval.stages import STAGE_ORDERS
 from localrag.search.bm25 import TOKEN_PATTERN, normalize
 from localrag.text.pages import strip_chunk_header
 from localrag.evaluation.result import EvalResult, Passage, QuestionResult, StageRanks
@@ -28,9 +29,8 @@ werden wird wurde wurden zwischen""".split())
 
 # The categories of "Where the misses are lost", in the order the section lists them.
 FOUND, ORDER, RERANKER, CANDIDATES = "found", "order", "reranker", "candidates"
-STAGE_LABELS = {"dense": "dense", "bm25": "BM25", "rrf": "RRF", "convex": "convex fusion", "union": "union",
-                "prior": "document prior", "rerank": "reranker",
-                "final": "final"}
+# The other stages' labels: a mode's ordering stage carries its own (retrieval/stages.py, see stage_label).
+STAGE_LABELS = {"dense": "dense", "bm25": "BM25", "prior": "document prior", "rerank": "reranker", "final": "final"}
 RETRIEVERS = ("dense", "bm25")  # the stages whose first `pools` entries are the candidates
 UNKNOWN_STAGE = "stage unknown (older report)"  # a worse question of a report without stage ranks
 
@@ -85,7 +85,7 @@ def loss_reason(stages: StageRanks, cutoff: int) -> str:
     if category == ORDER:
         had = lists_within(stages, cutoff)
         if had:
-            return f"{order_label(stages)}; " + ", ".join(f"{STAGE_LABELS[name]} had it at {stages.ranks[name]}"
+            return f"{order_label(stages)}; " + ", ".join(f"{stage_label(name)} had it at {stages.ranks[name]}"
                                                           for name in had)
         if len(stages.pools) > 1:
             return f"below {cutoff} in every candidate list"
@@ -96,15 +96,16 @@ def loss_reason(stages: StageRanks, cutoff: int) -> str:
 def order_label(stages: StageRanks) -> str:
     """What ordered the candidates before any reranker, in words: 'fusion (RRF)', 'the dense order'."""
     stage = before_rerank(stages)
-    if stage == "rrf":
-        return "fusion (RRF)"
-    if stage == "convex":
-        return "fusion (convex)"
+    if stage in STAGE_ORDERS:
+        return STAGE_ORDERS[stage].words
     if stage == "prior":
         return "the document prior"
-    if stage == "union":
-        return "the union order (dense first, then new BM25 hits)"
-    return f"the {STAGE_LABELS[stage]} order (no fusion in this mode)"
+    return f"the {stage_label(stage)} order (no fusion in this mode)"
+
+
+def stage_label(name: str) -> str:
+    """A stage's name in the details file ('BM25', 'RRF'); a name no stage has (a newer report's) as it is."""
+    return STAGE_ORDERS[name].label if name in STAGE_ORDERS else STAGE_LABELS.get(name, name)
 
 
 def stage_text(stages: StageRanks) -> str:
@@ -113,7 +114,7 @@ def stage_text(stages: StageRanks) -> str:
     pages = stages.unit == "page"
     parts = []
     for name, rank in stages.ranks.items():
-        label = STAGE_LABELS.get(name, name)
+        label = stage_label(name)
         if rank is None:
             length = stages.lengths.get(name, 0)
             parts.append(f"{label} {DASH} (not within {length}{pages_word(length) if pages else ''})")
@@ -192,7 +193,7 @@ def render_losses(result: EvalResult) -> list[str]:
     c = loss_counts(with_stages, k)
     n = c["questions"]
     unit = "documents" if result.kind == "dataset" else "chunks"
-    retrievers = " and ".join(STAGE_LABELS[name] for name in first.pools)
+    retrievers = " and ".join(stage_label(name) for name in first.pools)
     order = ""
     if len(first.pools) > 1 and c[ORDER]:
         order = (f"  (fusion lost {c['order_any']} that a single list had within {k}: dense {c['order_dense']}, "
@@ -318,7 +319,7 @@ def render_question_block(q: QuestionResult, k: int, stage_lists: Mapping[str, S
         if q.gold is None:
             lines += ["First acceptable passage: in no stage's list.", ""]
         else:
-            where = f"rank {q.gold.rank} in the {STAGE_LABELS.get(q.gold.stage, q.gold.stage)} list"
+            where = f"rank {q.gold.rank} in the {stage_label(q.gold.stage)} list"
             lines += [f"First acceptable passage ({where}): {escape_markdown(passage_where(q.gold))} · score "
                       f"{q.gold.score:.4f}  ", f"> {q.gold.excerpt}", ""]
     if stage_lists:
@@ -326,7 +327,7 @@ def render_question_block(q: QuestionResult, k: int, stage_lists: Mapping[str, S
         how = ", numbered as the stage ranks count them; ← marks an acceptable location" if in_goldset else ""
         lines += [f"Stage lists (the first {STAGE_LIST_SHOWN} {unit} of each{how}):", ""]
         for name, entries in stage_lists.items():
-            lines.append(f"- {STAGE_LABELS.get(name, name)}:" + ("" if entries else " (empty)"))
+            lines.append(f"- {stage_label(name)}:" + ("" if entries else " (empty)"))
             lines += [f"  {rank}. {escape_markdown(entry)}" for rank, entry in enumerate(entries, 1)]
         lines.append("")
     return lines

@@ -17,6 +17,8 @@ from localrag.goldset import format as gs
 from localrag.evaluation import metrics as rm
 from localrag.evaluation import diagnosis, stats
 from localrag.errors import EvalError
+from localrag.retrieval.stages import STAGE_ORDERS
+from localrag.settings import mode_of
 from localrag.search.fusion import first_per_key, strictly_decreasing
 from localrag.evaluation.report import NEIGHBOUR_GAIN, ci_label, fmt_p, metric_label, plural
 from localrag.evaluation.result import (EXIT_FAILED, EXIT_OK, Comparison, CorpusResult, EvalResult, ExactRank,
@@ -70,8 +72,9 @@ class Scoring:
 
 
 # The stage whose chunk the details file shows as the expected passage: the final list first, then the latest
-# stage that held it; between the dense and BM25 lists the one that ranked it higher.
-GOLD_STAGE_ORDER = ("final", "rerank", "prior", "rrf", "convex", "union")
+# stage that held it (a mode's ordering stage: STAGE_ORDERS); between the dense and BM25 lists the one that ranked
+# it higher.
+GOLD_STAGE_ORDER = ("final", "rerank", "prior")
 
 
 def config_name(mode: str, rerank: bool) -> str:
@@ -135,7 +138,7 @@ def retrieve_goldset(rag: Retriever, questions: Sequence[gs.GoldQuestion], scori
     """(query_id -> the first max(`scoring.ks`) chunks retrieved for the question, best first; query_id -> where
     its expected location ranked at every stage, the dense and BM25 lists searched `scoring.diagnostic_depth`
     deep)."""
-    if mode != "bm25":  # BM25 needs no query vector: no model is loaded for it
+    if mode_of(mode).dense:  # only a dense search needs query vectors: without one no model is loaded
         rag.embed_queries([rag.prepare_query(q.question) for q in questions])
     hits, traced = {}, {}
     # One Document per chunk, kept for the whole run: each retrieval makes its own copies, and 20,000 questions of
@@ -204,7 +207,7 @@ def gold_hit(lists: Mapping[str, Sequence[Hit]], ranks: Mapping[str, int | None]
     """(stage, rank, hit) of the expected chunk as the details file shows it (see GOLD_STAGE_ORDER)."""
     retrievers = sorted((name for name in diagnosis.RETRIEVERS if ranks.get(name) is not None),
                         key=lambda name: ranks[name])
-    for name in (*GOLD_STAGE_ORDER, *retrievers):
+    for name in (*GOLD_STAGE_ORDER, *STAGE_ORDERS, *retrievers):
         if ranks.get(name) is not None:
             return name, ranks[name], lists[name][ranks[name] - 1]
     return None
@@ -452,7 +455,7 @@ def retrieve_dataset(rag: Retriever, dataset, depth: int, k: int, mode: str, rer
     """(the run: query_id -> {doc_id: score} of the first `depth` documents of `retrieve(query, k)`;
     query_id -> where its first relevant document ranked at every stage, by document)."""
     queries = dataset_queries(dataset)
-    if mode != "bm25":  # BM25 needs no query vector: no model is loaded for it
+    if mode_of(mode).dense:  # only a dense search needs query vectors: without one no model is loaded
         rag.embed_queries([rag.prepare_query(q.question) for q in queries])
     run, stages = {}, {}
     for q in progress_bar(queries, progress, f"Queries ({mode}{', rerank' if rerank else ''})"):

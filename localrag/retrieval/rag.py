@@ -110,7 +110,9 @@ class LocalRAG:
         whose constants are the defaults, read now and, for the sync's batch sizes, at each sync."""
         self.face = face
         constants = vars(face)
-        retrieval = retrieval.over(RetrievalSettings.from_constants(constants)).check()
+        retrieval = retrieval.over(RetrievalSettings.from_constants(constants))
+        check_mode(retrieval.retrieval_mode)
+        retrieval.check()
         options.check()
         if options.quiet or not sys.stderr.isatty():  # bars redraw with \r: noise in a log file or CI
             face.progress_bars_off()

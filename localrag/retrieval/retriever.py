@@ -16,13 +16,14 @@ from localrag.models import loading
 from localrag.errors import RAGError
 from localrag.text import identity
 from localrag.retrieval import llm_rerank
-from localrag.search.fusion import (convex_fuse, first_per_key, minmax_normalize, rrf_fuse, strictly_decreasing,
-                                    union_ids, with_document_prior)
+from localrag.retrieval.stages import STAGE_ORDERS, stage_order  # noqa: F401 - STAGE_ORDERS: where modes order
+from localrag.search.fusion import first_per_key, minmax_normalize, strictly_decreasing, with_document_prior
 from localrag.text.pages import page_key  # noqa: F401 - where retrieval ranks by page
 from localrag.text.query import text_problem
-from localrag.settings import (FUSIONS, RANK_UNITS, RETRIEVAL_MODES, RetrievalSettings,  # noqa: F401 - face
-                               check_fusion, check_mode, check_rank_by)
+from localrag.settings import (FUSIONS, MODES, RANK_UNITS, RetrievalSettings,  # noqa: F401 - face
+                               check_fusion, check_mode, check_rank_by, mode_of)
 
+RETRIEVAL_MODES = tuple(MODES)  # the modes' names, for the face (local_rag.py); the code asks MODES itself
 
 
 class Index(Protocol):
@@ -94,6 +95,7 @@ class Retriever:
         reranks (lint, generate, a chat without reranking) neither loads the model nor warns that it cannot.
         """
         self.index = index
+        check_mode(settings.retrieval_mode)
         self.settings = settings.check()
         self.retrieval_mode = settings.retrieval_mode
         self.candidate_k = settings.candidate_k
@@ -193,9 +195,10 @@ class Retriever:
         self.index.require_built()
         self.index.embeddings.embed_query("warm up")  # loads the model and runs it once
         _ = self.reranker
-        if self.retrieval_mode != "dense" and self.index.files:
+        mode = mode_of(self.retrieval_mode)
+        if mode.bm25 and self.index.files:
             self.index.bm25()
-        if self.retrieval_mode != "bm25":
+        if mode.dense:
             self.index.load_vectors()
 
     def candidates(self, query: str, k: int, mode: str | None = None) -> list[tuple[Document, float]]:
@@ -208,8 +211,9 @@ class Retriever:
                                                                                dict[str, list], int]:
         """(the mode's ordered list before reranking, stage name -> that stage's list, candidates per retriever).
 
-        Stages in pipeline order: "dense" and/or "bm25", then "rrf" or "convex" (hybrid, by `fusion`) or "union"
-        when the mode fuses, then "prior" when the document prior is on and the question matches a document.
+        Stages in pipeline order: "dense" and/or "bm25", then the mode's ordering stage when it is no search ("rrf"
+        or "convex" for hybrid, by `fusion`; "union"), then "prior" when the document prior is on and the question
+        matches a document.
         """
         found, stages, depth = self._fused_stages(query, k, mode)
         if self.document_prior > 0:
@@ -236,31 +240,21 @@ class Retriever:
 
     def _fused_stages(self, query: str, k: int, mode: str | None) -> tuple[list[tuple[Document, float]],
                                                                             dict[str, list], int]:
-        mode = check_mode(mode or self.retrieval_mode)
+        mode_name = mode or self.retrieval_mode
+        spec = mode_of(mode_name)
         self.index.require_built()
         depth = self.candidate_depth(k)
-        dense_hits = self._dense(query, depth) if mode != "bm25" else []
-        bm25 = self._bm25_hits(query, depth) if mode != "dense" else []
-        by_id = self._documents([i for i, _ in dense_hits] + [i for i, _ in bm25])  # one read of the store
-        dense = [(by_id[i], score) for i, score in dense_hits if i in by_id]
-        if mode == "dense":
-            return dense, {"dense": dense}, depth
-        found = [(by_id[i], score) for i, score in bm25 if i in by_id]
-        if mode == "bm25":
-            return found, {"bm25": found}, depth
-        stages = {"dense": dense, "bm25": found}
-        if mode == "hybrid":
-            if self.fusion == "convex":
-                fused = convex_fuse([(d.id, score) for d, score in dense], bm25, self.dense_weight)
-            else:
-                fused = rrf_fuse([[d.id for d, _ in dense], [i for i, _ in bm25]], k=self.rrf_k)
-            stages[self.fusion] = [(by_id[i], score) for i, score in fused if i in by_id]
-            return stages[self.fusion], stages, depth
-        order = [i for i in union_ids([d.id for d, _ in dense], [i for i, _ in bm25]) if i in by_id]
-        # Union: the concatenation is the ordering stage, so its score is 1 / position: dense and BM25 scores
-        # live on different scales and, mixed, would disagree with the order.
-        stages["union"] = [(by_id[i], 1.0 / position) for position, i in enumerate(order, start=1)]
-        return stages["union"], stages, depth
+        dense_hits = self._dense(query, depth) if spec.dense else []
+        bm25_hits = self._bm25_hits(query, depth) if spec.bm25 else []
+        by_id = self._documents([i for i, _ in dense_hits] + [i for i, _ in bm25_hits])  # one read of the store
+        stages = {search: [(by_id[i], score) for i, score in hits if i in by_id]
+                  for search, hits, used in (("dense", dense_hits, spec.dense), ("bm25", bm25_hits, spec.bm25)) if used}
+        stage = spec.stage(self.settings)
+        if stage not in stages:  # an order of its own over the searches' lists, as the stages show them
+            dense, bm25 = ([(doc.id, score) for doc, score in stages.get(search, [])] for search in ("dense", "bm25"))
+            ordered = stage_order(mode_name, stage)(dense, bm25, self.settings)
+            stages[stage] = [(by_id[i], score) for i, score in ordered if i in by_id]
+        return stages[stage], stages, depth
 
     def rerank(self, query: str, candidates: Sequence[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """Order candidates by cross-encoder score; each (model, query, chunk) pair is scored once per object."""
@@ -327,13 +321,6 @@ class Retriever:
         The pool stays `candidate_depth(k)` chunks per retriever, so a page list can hold fewer than k entries."""
         return first_per_key(found, page_key) if self.rank_by == "page" else found
 
-    def fusion_text(self) -> str:
-        """How hybrid mode fuses, in a report's words."""
-        if self.fusion == "convex":
-            return (f"convex fusion of min-max-normalised scores ({self.dense_weight:g} x dense + "
-                    f"{1 - self.dense_weight:g} x BM25)")
-        return f"RRF (k={self.rrf_k})"
-
     def describe_order(self, mode: str | None = None, rerank: bool | None = None) -> str:
         """Which stage ordered the final list (and so what the returned score is)."""
         mode = mode or self.retrieval_mode
@@ -342,10 +329,7 @@ class Retriever:
                 return f"LLM grades 0-10 ({self.reranker_model}) over {mode} candidates"
             return f"cross-encoder {self.reranker_model} over {mode} candidates"
         if self.document_prior > 0:
-            scaled = "" if mode == "hybrid" and self.fusion == "convex" else ", scaled to [0, 1]"
-            return f"{self._order_text(mode)}{scaled}, plus {self.document_prior:g} x document prior"
-        return self._order_text(mode)
-
-    def _order_text(self, mode: str) -> str:
-        return {"dense": "cosine similarity (dense)", "bm25": "BM25 score", "hybrid": self.fusion_text(),
-                "union": "dense results, then new BM25 hits (score 1/position)"}[mode]
+            # Convex fusion's scores lie on [0, 1] already (as in _candidate_stages); the others are scaled.
+            scaled = "" if mode_of(mode).stage(self.settings) == "convex" else ", scaled to [0, 1]"
+            return f"{mode_of(mode).describe(self.settings)}{scaled}, plus {self.document_prior:g} x document prior"
+        return mode_of(mode).describe(self.settings)

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from localrag.runs.defaults import EvalOptions, LocalRAGLike
 from localrag.files import display_path
-from localrag.settings import PAGE_CHUNKS, significant_settings
+from localrag.settings import PAGE_CHUNKS, mode_of, significant_settings
 from localrag.evaluation.report import plural
 from localrag.runs.plan import INDEX_SETTINGS, profile_sources, profile_words, slug
 
@@ -77,8 +77,8 @@ def config_block(rag: LocalRAGLike, options: EvalOptions, mode: str, rerank: boo
             *([("BM25 stemmer", s["bm25_stemmer"])] if s["bm25_stemmer"] != "none" else []),
             ("Query instructions", f"on ({rag.query_instructions!r})" if rag.query_instructions else "off"),
             ("Retrieval mode", f"{mode} ({depth} candidates per retriever"
-                               + (f", {fusion_words(rag)})" if mode == "hybrid" else ")")),
-            *([("Dense search", dense_search_text(rag, questions, depth))] if mode != "bm25" else []),
+                               + (f", {fusion_words(rag)})" if mode_of(mode).fuses else ")")),
+            *([("Dense search", dense_search_text(rag, questions, depth))] if mode_of(mode).dense else []),
             ("Document prior", document_prior_text(rag)),
             ("Reranker", reranker),
             ("Final order by", rag.describe_order(mode, rerank)),
@@ -148,7 +148,7 @@ def settings_json(rag: LocalRAGLike, options: EvalOptions, mode: str, rerank: bo
                                                                  "pdf_loader": s["pdf_loader"]})),
                 "bm25_stemmer": s["bm25_stemmer"],
                 "query_instructions": rag.query_instructions, "retrieval_mode": mode,
-                "candidate_k": rag.candidate_k, **(fusion_settings(rag) if mode == "hybrid" else {}),
+                "candidate_k": rag.candidate_k, **(fusion_settings(rag) if mode_of(mode).fuses else {}),
                 "rank_by": rag.rank_by, **({"document_prior": rag.document_prior} if rag.document_prior else {}),
                 **({"profile": options.profile} if options.profile else {}),
                 **reranker_settings(rag, rerank)}

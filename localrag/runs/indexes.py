@@ -18,7 +18,7 @@ from localrag.runs import query_vectors
 from localrag.runs.defaults import EvalOptions, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path, same_path
-from localrag.settings import IndexSettings
+from localrag.settings import IndexSettings, mode_of
 from localrag.runs.plan import (INDEX_SETTINGS, derived_index_path, requested_settings, resolved_index_settings,
                                 settings_words)
 
@@ -186,7 +186,7 @@ def fill_query_vectors(rag: LocalRAGLike, questions: Sequence[str], modes: Seque
     """Give `rag` the vector of every question before its rows run: from the query vector cache, the others
     embedded in batches (the defaults' batch size) and stored, all of them again with --rebuild. Nothing when every
     row is BM25 only: it needs no vector, so no model loads."""
-    if all(mode == "bm25" for mode in modes):
+    if not any(mode_of(mode).dense for mode in modes):
         return
     prepared = [rag.prepare_query(q) for q in questions]
     cached, embedded = query_vectors.fill(rag.retriever, cache, prepared, embed=True,

@@ -17,7 +17,7 @@ from localrag.evaluation.scoring import metric_keys
 from localrag.files import same_path
 from localrag.runs.outputs import (INDEX_MARKERS, check_cache_paths, check_kept_reports, check_output_dir,
                                    check_output_paths, check_outputs, output_paths, with_report_paths)
-from localrag.settings import RETRIEVAL_MODES, parse_chunk_size
+from localrag.settings import MODES, parse_chunk_size
 from localrag.text.pages import PAGE_OFFSET
 from localrag.text.query import text_problem
 from localrag.runs.plan import apply_profile, check_sweep, warn_ineffective_settings
@@ -107,7 +107,7 @@ def check_actions(command: CommandLine, sweep: bool) -> None:
                                            ("--generate", c.generate is not None), ("--compare", c.compare),
                                            ("--suite", c.suite)) if on)
         raise EvalError(f"--sweep and {other} cannot be combined; for --ablation's rows sweep "
-                        f"mode={','.join(RETRIEVAL_MODES)} and rerank=off,on" if other == "--ablation" else
+                        f"mode={','.join(MODES)} and rerank=off,on" if other == "--ablation" else
                         f"--sweep and {other} cannot be combined; run them one at a time")
     actions = [flag for flag, on in (("--dataset", c.dataset), ("--lint", c.lint),
                                      ("--generate", c.generate is not None), ("--suite", c.suite),

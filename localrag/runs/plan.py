@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from localrag.errors import EvalError, RAGError
 from localrag.runs.defaults import CommandLine, EvalOptions, LocalRAGLike, log
-from localrag.settings import (OPTION_NAMES, RETRIEVAL_MODES, index_setting_fields, option_name, profile_filling,
+from localrag.settings import (MODES, OPTION_NAMES, index_setting_fields, mode_of, option_name, profile_filling,
                                resolve_settings, significant_settings)
 
 
@@ -91,13 +91,14 @@ FUSION_FLAG_ROLES = {"--fusion": "it chooses how hybrid mode joins the dense and
 
 def ineffective_settings(mode: str, fusion: str, given: Mapping[str, Any]) -> list[str]:
     """The notes on fusion flags that do nothing in a row of `mode` and `fusion` (`given`: flag -> value, the
-    flags the user gave): every one outside hybrid mode, --dense-weight beside RRF fusion, --rrf-k beside convex."""
+    flags the user gave): every one in a mode that does not fuse by them (MODES: only hybrid does), --dense-weight
+    beside RRF fusion, --rrf-k beside convex."""
     notes = []
     for flag, value in given.items():
         shown = f"{value:g}" if isinstance(value, float) else value
         if flag not in FUSION_FLAG_ROLES:
             continue
-        if mode != "hybrid":
+        if not mode_of(mode).fuses:
             notes.append(f"{flag} {shown} has no effect in {mode} mode: {FUSION_FLAG_ROLES[flag]}")
         elif flag == "--dense-weight" and fusion != "convex":
             notes.append(f"--dense-weight {shown} has no effect with RRF fusion: it weighs convex fusion "
@@ -118,7 +119,7 @@ def given_fusion_flags(options: EvalOptions) -> dict[str, Any]:
 def warn_ineffective_settings(options: EvalOptions) -> None:
     """Warn once, before any work, of each fusion flag that does nothing in a planned row (the rows' reports say it
     again in their Notes)."""
-    modes = RETRIEVAL_MODES if options.ablation else dict.fromkeys(row.mode for row in evaluation_rows(options))
+    modes = MODES if options.ablation else dict.fromkeys(row.mode for row in evaluation_rows(options))
     fusion = options.fusion or options.defaults.retriever["fusion"]
     notes = (note for mode in modes for note in ineffective_settings(mode, fusion, given_fusion_flags(options)))
     for note in dict.fromkeys(notes):
@@ -153,7 +154,7 @@ def parse_axis_value(axis: str, text: str) -> Any:
         return ON_OFF[text.lower()]
     if parse is not None:  # chunk_size: a number of characters or "page"
         return parse(text)
-    choices = RETRIEVAL_MODES if axis == "mode" else meta.get("choices")
+    choices = MODES if axis == "mode" else meta.get("choices")
     if choices is not None and text not in choices:
         raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
     if not text:
@@ -265,10 +266,10 @@ def row_configs(rag: LocalRAGLike, ablation: bool,
 def ablation_configs(rag: LocalRAGLike) -> tuple[list[tuple[str, bool]], str]:
     """The (mode, rerank) rows of --ablation, and why the reranked rows are missing ("" if they are not)."""
     if rag.reranker is not None:
-        return [(mode, rerank) for mode in RETRIEVAL_MODES for rerank in (False, True)], ""
+        return [(mode, rerank) for mode in MODES for rerank in (False, True)], ""
     why = "--no-rerank was given" if rag.reranker_off_reason == "turned off" else \
         f"no reranker: {rag.reranker_off_reason}"
-    return [(mode, False) for mode in RETRIEVAL_MODES], f"every '+ rerank' row is missing ({why})"
+    return [(mode, False) for mode in MODES], f"every '+ rerank' row is missing ({why})"
 
 
 def derived_index_path(docs: str | Path, settings: Mapping[str, Any], cache: str | Path) -> Path:

@@ -18,6 +18,7 @@ from localrag.evaluation import scoring as ev
 from localrag.goldset import format as gs
 from localrag.text import language
 from localrag.models import loading
+from localrag.settings import mode_of
 from localrag.evaluation import report as eval_report
 from localrag.runs import answering as answers_run
 from localrag.runs.config_block import config_block, settings_json
@@ -198,7 +199,7 @@ def score_goldset_row(options: EvalOptions, rag: LocalRAGLike, checked: CheckedG
                                  name=name or ev.config_name(mode, rerank), title=identity, traced=traced)
     config = config_block(rag, options, mode, rerank, checked.header, [q.question for q in checked.scored],
                           k=max(options.k_values))
-    if mode == "union" and not rerank and all(t.dense_order for t in traced.values()):  # it scores as dense
+    if mode_of(mode).dense_first and not rerank and all(t.dense_order for t in traced.values()):  # it scores as dense
         depth = max(options.k_values)
         config = ev.with_union_note(config, depth, rag.rank_by, rag.candidate_depth(depth))
     notes = (*checked.notes, *ineffective_settings(mode, rag.fusion, given_fusion_flags(options)))
