@@ -24,7 +24,7 @@ import itertools
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from localrag.goldset.format import (MIN_QUESTION_WORDS, NEAR_DUPLICATE_JACCARD, files_by_name, matching_files,
@@ -258,10 +258,17 @@ def near_duplicate_pairs(
     is shared by few questions, even in a goldset of 100,000 on a corpus of 60 chunks.
     """
     sets = [frozenset(tokens(text)) for text in texts]
-    pairs: set[tuple[int, int]] = set()
     # Token-less texts ("???") have Jaccard 1.0 with each other and share no token to be found by.
     empty = [i for i, tokens_ in enumerate(sets) if not tokens_]
-    pairs.update((i, j) for n, i in enumerate(empty) for j in empty[n + 1:] if texts[i].strip())
+    pairs = {(i, j) for n, i in enumerate(empty) for j in empty[n + 1:] if texts[i].strip()}
+    pairs.update(_similar_pairs(sets, threshold, progress))
+    return sorted(pairs)
+
+
+def _similar_pairs(sets: Sequence[frozenset[str]], threshold: float, progress: bool,
+                   skip: Callable[[int, int], bool] = lambda i, j: False) -> Iterator[tuple[int, int]]:
+    """Pairs (i < j) of non-empty token sets whose Jaccard reaches `threshold`, by prefix filtering, j ascending;
+    `skip(i, j)` is asked, lazily, before a candidate pair is compared (a pair already in one group)."""
     frequency = Counter(token for tokens_ in sets for token in tokens_)
     rank = {token: r for r, token in enumerate(sorted(frequency, key=lambda token: (frequency[token], token)))}
     index: dict[tuple[str, ...], list[int]] = defaultdict(list)
@@ -270,11 +277,10 @@ def near_duplicate_pairs(
             continue
         keys = signatures(sorted(sets[j], key=rank.__getitem__), threshold)
         for i in {i for key in keys for i in index[key]}:
-            if set_jaccard(sets[i], sets[j]) >= threshold:  # sets[i] has tokens, so texts[i] is not blank
-                pairs.add((i, j))
+            if not skip(i, j) and set_jaccard(sets[i], sets[j]) >= threshold:
+                yield i, j
         for key in keys:
             index[key].append(j)
-    return sorted(pairs)
 
 
 def near_duplicate_groups(
@@ -304,18 +310,8 @@ def near_duplicate_groups(
     for j in empty:
         if first is not None and j > first:
             join(first, j)
-    frequency = Counter(token for tokens_ in sets for token in tokens_)
-    rank = {token: r for r, token in enumerate(sorted(frequency, key=lambda token: (frequency[token], token)))}
-    index: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for j in _progress(range(len(sets)), len(sets), progress, "Lint: near-duplicates"):
-        if not sets[j]:
-            continue
-        keys = signatures(sorted(sets[j], key=rank.__getitem__), threshold)
-        for i in {i for key in keys for i in index[key]}:
-            if root(i) != root(j) and set_jaccard(sets[i], sets[j]) >= threshold:
-                join(i, j)
-        for key in keys:
-            index[key].append(j)
+    for i, j in _similar_pairs(sets, threshold, progress, skip=lambda i, j: root(i) == root(j)):
+        join(i, j)
     groups: dict[int, list[int]] = defaultdict(list)
     for i in range(len(texts)):
         groups[root(i)].append(i)
