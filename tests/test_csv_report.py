@@ -132,3 +132,45 @@ def test_csv_cells_that_start_like_a_formula_are_text_and_the_numbers_stay_numbe
     assert [(r["rank"], r["hit@1"], r["mrr"], r["first_page"]) for r in table] == [("1", "1.0000", "1.0000", "1")] * 4
     assert {p: p.read_bytes() for p in before} == before
 
+
+
+def test_a_format_is_one_row_of_formats_written_by_a_plain_run_and_by_a_table(tmp_path, capsys, monkeypatch):
+    """A throwaway --tsv format registered as one row of outputs.FORMATS: the guard checks its path, a plain run
+    writes it among its reports (in the table's order, before the run file), and an ablation's or sweep's table
+    writes its table renderer's file; the same dispatch as --markdown's, --csv's and --html's."""
+    import eval_retrieval as er
+    from localrag.errors import EvalError
+    from localrag.runs import outputs, rows as eval_runs
+    from localrag.runs.defaults import EvalOptions
+
+    @dataclasses.dataclass(frozen=True)
+    class WithTsv(EvalOptions):
+        tsv: str | None = None  # the option a --tsv flag would fill
+
+    tsv = outputs.Format("--tsv", "report.tsv", lambda run, report, old: "".join(
+        f"{q.query_id}\t{q.rank}\n" for q in report.per_query), lambda results, axes, reference: "".join(
+        f"{r.name}\t{q.query_id}\t{q.rank}\n" for r in results for q in r.per_query), table_rank=3)
+    monkeypatch.setattr(outputs, "FORMATS", (*outputs.FORMATS, tsv))
+    options = WithTsv(**{**er.parse([]).flags(), "report": str(tmp_path / "r.txt"), "json": str(tmp_path / "r.json"),
+                         "mode": "hybrid", "markdown": str(tmp_path / "r.md"), "tsv": str(tmp_path / "r.tsv")},
+                      defaults=er.eval_defaults())
+    assert ("--tsv", str(tmp_path / "r.tsv")) in outputs.output_paths(options)
+    with pytest.raises(EvalError) as refused:
+        outputs.check_outputs(options, outputs.output_paths(dataclasses.replace(options, tsv=options.report)))
+    assert str(refused.value) == (f"--report {tmp_path}/r.txt and --tsv {tmp_path}/r.txt are the same file; one "
+                                  f"would replace the other. Give them different paths")
+    assert not (tmp_path / "r.txt").exists()
+
+    result = dataclasses.replace(exact_result(1), status=ev.run_status([], [], []))
+    written = outputs.write_outputs(result, options, [(str(tmp_path / "r.run"), "run\n")])
+    assert written == [str(tmp_path / name) for name in ("r.txt", "r.json", "r.md", "r.tsv", "r.run")]
+    assert (tmp_path / "r.tsv").read_text(encoding="utf-8") == "near\t2\nonly\t1\nexact\t1\nnever\tNone\n"
+
+    dense = dataclasses.replace(exact_result(0), name="dense", status=result.status)
+    table = eval_runs.write_table("table\n", [result, dense], tmp_path / "t.txt",
+                                  dataclasses.replace(options, markdown=None, tsv=str(tmp_path / "t.tsv")))
+    assert table == [str(tmp_path / "t.txt"), str(tmp_path / "t.tsv")]
+    assert (tmp_path / "t.tsv").read_text(encoding="utf-8").splitlines() == [
+        "hybrid\tnear\t2", "hybrid\tonly\t1", "hybrid\texact\t1", "hybrid\tnever\tNone",
+        "dense\tnear\t3", "dense\tonly\tNone", "dense\texact\t1", "dense\tnever\tNone"]
+    assert capsys.readouterr().out.startswith("table\n")

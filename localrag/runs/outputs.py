@@ -32,10 +32,6 @@ DETAILS_SUFFIX = ".details.md"  # the details file beside a goldset report: base
 QRELS_SUFFIX = ".qrels"  # a goldset run's qrels beside its --run-file: r.run -> r.run.qrels (without --qrels-file)
 SQLITE_SIDE_FILES = ("-journal", "-wal", "-shm")  # files SQLite keeps beside the query vector cache
 INDEX_MARKERS = ("index_info.json", "chroma.sqlite3")  # a folder holding one of these is an index folder
-# A file name each output flag's message suggests when the path given is a folder.
-EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", "--markdown": "report.md", "--html": "report.html",
-                 "--run-file": "run.trec", "--csv": "questions.csv",
-                 "--out": "goldset.csv", "--query-cache": "query_vectors.sqlite3", "--judge-cache": "judge_cache.json"}
 # The first line of each report file this tool writes, and what it is called: an output flag never replaces such a
 # file unless it writes one of that kind there (a rerun of --report replaces its previous report; --csv never does).
 REPORT_HEADS = (("localRAG retrieval evaluation: ", "report"), ("localRAG ablation: ", "report"),
@@ -46,6 +42,62 @@ FLAG_KINDS = {"--report": "report", "--json": "JSON report", "the details file o
 # tool, damaged or not, may be read, moved aside when damaged, and written.
 CACHE_PROBLEMS: dict[str, Callable[[str | Path], str | None]] = {
     "--query-cache": query_vectors.foreign_file_problem, "--judge-cache": llm.reply_cache_problem}
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """An optional output format of an evaluation: its flag (the option of the same name holds its path), the file
+    name its messages suggest, the renderer of one run, and the renderer of an --ablation's or --sweep's table.
+
+    `render_run(run, report, old)`: `run` is the result as it ran (its comparison and gates, which the committed
+    baseline's reports leave out), `report` the one the text report shows, `old` the compared run's result.
+    `render_table(results, axes, reference)`: a sweep's `axes` (values as the row names write them), an ablation's
+    `reference` (the row the others are compared with). `last`: written after a run's run file and qrels;
+    `table_rank`: the place among a table's files (both as the files were always written: the 'Wrote' line)."""
+    flag: str
+    example: str
+    render_run: Callable[[EvalResult, EvalResult, EvalResult | None], str]
+    render_table: Callable[[Sequence[EvalResult], Sequence[tuple[str, list[str]]], str], str]
+    table_rank: int
+    last: bool = False
+
+    @property
+    def option(self) -> str:
+        """The options field holding this format's path: --markdown -> markdown."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+def markdown_table(results: Sequence[EvalResult], axes: Sequence[tuple[str, list[str]]], reference: str) -> str:
+    """An ablation's or a sweep's table in Markdown (a row per configuration, its seconds included)."""
+    rows, keys = eval_report.ablation_table(results)
+    return "\n".join(eval_report.render_table(rows, keys, markdown=True, extra=["seconds"])) + "\n"
+
+
+def html_run(run: EvalResult, report: EvalResult, old: EvalResult | None) -> str:
+    """The page of one run, with its comparison (and `old`'s Hit@k curve) even for the committed baseline."""
+    from localrag.evaluation import html_report  # matplotlib only with --html
+
+    return html_report.render_html(run, old)
+
+
+def html_table(results: Sequence[EvalResult], axes: Sequence[tuple[str, list[str]]], reference: str) -> str:
+    from localrag.evaluation import html_report  # matplotlib only with --html
+
+    return html_report.render_table_html(results, axes, reference)
+
+
+# The optional output formats, in the order a run writes them (and output_paths lists them). A new format is one
+# renderer and one row here, plus its flag in build_parser and its field in EvalOptions.
+FORMATS = (
+    Format("--markdown", "report.md", lambda run, report, old: eval_report.render_markdown(report), markdown_table,
+           table_rank=1),
+    Format("--csv", "questions.csv", lambda run, report, old: render_csv([report]),
+           lambda results, axes, reference: render_csv(results), table_rank=0),
+    Format("--html", "report.html", html_run, html_table, table_rank=2, last=True))
+# A file name each output flag's message suggests when the path given is a folder.
+EXAMPLE_NAMES = {"--report": "report.txt", "--json": "report.json", **{f.flag: f.example for f in FORMATS},
+                 "--run-file": "run.trec",
+                 "--out": "goldset.csv", "--query-cache": "query_vectors.sqlite3", "--judge-cache": "judge_cache.json"}
 
 
 def is_default_setup(options: EvalOptions) -> bool:
@@ -186,11 +238,16 @@ def output_paths(options: EvalOptions) -> list[tuple[str, str]]:
     details = None if o.dataset else details_path(o.report)
     labels = (o.out or o.defaults.label_sample) if o.label_sample else None
     return [(flag, path) for flag, path in (("--report", o.report), ("--json", o.json),
-                                            ("--markdown", o.markdown), ("--csv", o.csv), ("--html", o.html),
+                                            *((f.flag, path) for f, path in chosen_formats(o)),
                                             ("--run-file", o.run_file),
                                             ("--qrels-file", qrels_path(o)),
                                             ("the details file of --report", details),
                                             ("the comparison file", o.compare_file), ("--out", labels)) if path]
+
+
+def chosen_formats(options: EvalOptions) -> list[tuple[Format, str]]:
+    """(format, path) of each optional format this run writes (its flag given), in FORMATS' order."""
+    return [(f, path) for f in FORMATS if (path := getattr(options, f.option))]
 
 
 def qrels_path(flags: CommandLine) -> str | None:
@@ -391,7 +448,8 @@ def report_kind(path: str | Path) -> str | None:
 def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tuple[str, str]] = (),
                   old: EvalResult | None = None) -> list[str]:
     """The details file (a goldset's), the report and the JSON report, plus the `extra` (path, text) files (a
-    goldset's run file and qrels) and the --html page (with `old`, the compared run's result), all or none; the
+    goldset's run file and qrels) and each optional format's (FORMATS; with `old`, the compared run's result), all
+    or none; the
     details first, so a report never names a details file that is not there. Returns the paths written as the
     run's last line names them: the report and the JSON report first, then the others in the order written.
 
@@ -400,24 +458,19 @@ def write_outputs(result: EvalResult, options: EvalOptions, extra: Sequence[tupl
     the comparison file instead (and, as every run's, to stdout: eval_runs.print_summary), and to the HTML page.
     Nor does it carry the gates: they are about this run (a CI job's), so its status there is a plain run's, and
     the gates go to the exit code and the status printed (rows.print_status)."""
+    run = result
     files: list[tuple[str, str]] = []
     if result.details:
         files.append((details_path(options.report), diagnosis.render_details(result, display_path(options.report))))
-    if options.html:
-        from localrag.evaluation import html_report
-
-        extra = [*extra, (options.html, html_report.render_html(result, old))]
     if options.compare_file and result.compare:
         files.append((options.compare_file, "\n".join(eval_report.render_compare(result.compare)) + "\n"))
         result = dataclasses.replace(result, compare=None)
     if is_committed_baseline(options.report, options.json, options.defaults.report):
         result = dataclasses.replace(result, status=run_status(result.status.degraded, [], []))
     files += [(options.report, eval_report.render_text(result)), (options.json, eval_report.render_json(result))]
-    if options.markdown:
-        files.append((options.markdown, eval_report.render_markdown(result)))
-    if options.csv:
-        files.append((options.csv, render_csv([result])))
-    written = write_reports([*files, *extra])
+    formats = [(f, path, f.render_run(run, result, old)) for f, path in chosen_formats(options)]
+    written = write_reports([*files, *((path, text) for f, path, text in formats if not f.last), *extra,
+                             *((path, text) for f, path, text in formats if f.last)])
     return [options.report, options.json, *(path for path in written if path not in (options.report, options.json))]
 
 

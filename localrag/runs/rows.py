@@ -26,10 +26,9 @@ from localrag.goldset import lint as goldset_lint
 from localrag.runs.defaults import EvalOptions, Gates, LocalRAGLike, log
 from localrag.errors import EvalError
 from localrag.files import display_path
-from localrag.evaluation.csv_report import render_csv
 from localrag.evaluation.judge import Judging
-from localrag.runs.outputs import (details_path, load_json_report, qrels_path, write_outputs, write_reports,
-                                   write_row_reports)
+from localrag.runs.outputs import (chosen_formats, details_path, load_json_report, qrels_path, write_outputs,
+                                   write_reports, write_row_reports)
 from localrag.text.pages import PAGE_OFFSET, shown_page
 from localrag.evaluation.report import plural
 from localrag.evaluation.result import EXIT_OK, EvalResult, LeftOut, Status
@@ -584,22 +583,13 @@ def gate_descriptions(gates: Gates) -> list[str]:
 
 def write_table(table_text: str, results: Sequence[EvalResult], path: Path, options: EvalOptions,
                 reference: str = "") -> list[str]:
-    """An --ablation or --sweep table: written to `path` (and --markdown's, --csv's files and --html's page: a
-    sweep's by its axes, an ablation's rows compared with `reference`), printed, with the run's status; the paths
+    """An --ablation or --sweep table: written to `path` (and each optional format's file, FORMATS: a sweep's by its
+    axes, an ablation's rows compared with `reference`), printed, with the run's status; the paths
     written."""
-    files = [(str(path), table_text)]
-    if options.csv:
-        files.append((options.csv, render_csv(results)))
-    if options.markdown:
-        rows, keys = eval_report.ablation_table(results)
-        files.append((options.markdown, "\n".join(eval_report.render_table(rows, keys, markdown=True,
-                                                                         extra=["seconds"])) + "\n"))
-    if options.html:
-        from localrag.evaluation import html_report
-
-        axes = [(axis, [format_setting(v) for v in values]) for axis, values in options.sweep_axes]
-        files.append((options.html, html_report.render_table_html(results, axes, reference)))
-    written = write_reports(files)
+    axes = [(axis, [format_setting(v) for v in values]) for axis, values in options.sweep_axes]
+    chosen = sorted(chosen_formats(options), key=lambda chosen: chosen[0].table_rank)
+    written = write_reports([(str(path), table_text),
+                             *((path, f.render_table(results, axes, reference)) for f, path in chosen)])
     print(table_text, end="")
     print_status(results[0].status, options.quiet)
     return written
